@@ -1,0 +1,58 @@
+//! The trace file written by `libtracer.so` and read by `analyzer`.
+//!
+//! A trace is a 12-byte file header followed by self-delimiting records:
+//!
+//! ```text
+//! file header : magic "LEAKTRC\0" (8 bytes) | version u16 LE | reserved u16 (0)
+//! record      : payload length u32 LE | kind u8 | payload | CRC-32 of (kind, payload) u32 LE
+//! ```
+//!
+//! Records are appended as the traced process runs, so a process killed at any
+//! moment (the OOM killer sends SIGKILL) leaves a file whose complete records
+//! are all valid; the reader detects the torn or damaged tail by length and
+//! checksum and reports it instead of misreading it.
+//!
+//! The size of a trace grows with distinct stacks times epochs, not with the
+//! number of allocations: a [`Snapshot`] carries only the (stack, birth epoch)
+//! counters that changed since the previous snapshot of the same file.
+
+mod codec;
+mod reader;
+mod records;
+
+pub use codec::{DecodeError, Decoder, Encoder};
+pub use reader::{ReadError, RecordReader, TraceEnd};
+pub use records::*;
+
+/// The first bytes of every trace file.
+pub const MAGIC: [u8; 8] = *b"LEAKTRC\0";
+/// The format version this crate writes and the newest it reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// Length of the file header (magic, version, reserved).
+pub const FILE_HEADER_LEN: usize = 12;
+/// Largest payload a reader accepts; anything longer is damage, not data.
+pub const MAX_PAYLOAD_LEN: u32 = 1 << 30;
+
+/// The file header bytes for [`FORMAT_VERSION`].
+pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    let mut header = [0u8; FILE_HEADER_LEN];
+    header[..8].copy_from_slice(&MAGIC);
+    header[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header
+}
+
+/// Appends one framed record (length, kind, payload, checksum) to `out`.
+pub fn frame_record(record: &Record, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    out.push(record.kind() as u8);
+    let mut encoder = Encoder::new(out);
+    record.encode_payload(&mut encoder);
+    let payload_len = (out.len() - start - 5) as u32;
+    out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
+    let crc = crc32fast::hash(&out[start + 4..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,388 @@
+//! The records of a trace and their payload encoding.
+
+use crate::codec::{DecodeError, Decoder, Encoder};
+
+/// The kind byte of each record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RecordKind {
+    Process = 1,
+    Module = 2,
+    Stack = 3,
+    PyCode = 4,
+    Snapshot = 5,
+    Notice = 6,
+    End = 7,
+}
+
+impl RecordKind {
+    pub fn from_byte(byte: u8) -> Option<RecordKind> {
+        Some(match byte {
+            1 => RecordKind::Process,
+            2 => RecordKind::Module,
+            3 => RecordKind::Stack,
+            4 => RecordKind::PyCode,
+            5 => RecordKind::Snapshot,
+            6 => RecordKind::Notice,
+            7 => RecordKind::End,
+            _ => return None,
+        })
+    }
+}
+
+/// One record of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Process(Process),
+    Module(Module),
+    Stack(Stack),
+    PyCode(PyCode),
+    Snapshot(Snapshot),
+    Notice(Notice),
+    End(End),
+}
+
+/// The traced process; the first record of every trace.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Process {
+    pub pid: u32,
+    /// The process this one was forked from, when the tracer followed a fork.
+    pub forked_from: Option<u32>,
+    /// Wall-clock time the trace started, in nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    pub exe: String,
+    pub cmdline: Vec<String>,
+    /// The tracer's settings in force, as (name, value), for the report.
+    pub settings: Vec<(String, String)>,
+}
+
+/// A loaded ELF object (the executable, a shared library, a dlopen'd module).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Module {
+    pub path: String,
+    /// Load bias: a runtime address minus this is the address in the file's symbol tables.
+    pub load_bias: u64,
+    /// Runtime address ranges `[start, end)` of the module's loaded segments.
+    pub segments: Vec<(u64, u64)>,
+    /// The GNU build id, empty when the object has none.
+    pub build_id: Vec<u8>,
+}
+
+/// A distinct call stack, interned once per trace file and referred to by `id`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Stack {
+    pub id: u32,
+    /// Native return addresses, innermost first; the tracer's own frames are not included.
+    pub native: Vec<u64>,
+    /// Python frames being executed by the allocating thread, innermost first.
+    pub python: Vec<PyFrame>,
+}
+
+/// One Python frame: a code object and the instruction it was executing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PyFrame {
+    /// Refers to a [`PyCode`] record.
+    pub code: u64,
+    /// Offset of the current instruction in 2-byte code units.
+    pub instruction: u32,
+    /// The interpreter was entered from C at this frame (one native
+    /// `_PyEval_EvalFrameDefault` call covers frames up to and including it).
+    pub entry: bool,
+}
+
+/// What the analyzer needs of a Python code object, copied when first seen.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PyCode {
+    pub id: u64,
+    pub filename: String,
+    pub qualname: String,
+    pub first_line: u32,
+    /// The code object's location table (`co_linetable`, CPython 3.11+ format).
+    pub linetable: Vec<u8>,
+}
+
+/// What closed an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EpochCause {
+    /// The program called `tracer_mark`.
+    #[default]
+    Mark,
+    /// The time slice (`TRACER_EPOCH_SECONDS`) ran out.
+    Timer,
+    /// The process ended (exit, `_exit` or `exec`).
+    Exit,
+    /// Detected automatically (a new pass over a data loader).
+    Auto,
+}
+
+impl EpochCause {
+    fn to_byte(self) -> u8 {
+        match self {
+            EpochCause::Mark => 0,
+            EpochCause::Timer => 1,
+            EpochCause::Exit => 2,
+            EpochCause::Auto => 3,
+        }
+    }
+
+    fn from_byte(byte: u8) -> Result<Self, DecodeError> {
+        Ok(match byte {
+            0 => EpochCause::Mark,
+            1 => EpochCause::Timer,
+            2 => EpochCause::Exit,
+            3 => EpochCause::Auto,
+            _ => return Err(DecodeError::BadValue("epoch cause")),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EpochCause::Mark => "mark",
+            EpochCause::Timer => "timer",
+            EpochCause::Exit => "exit",
+            EpochCause::Auto => "auto",
+        }
+    }
+}
+
+/// Counters of one (stack, birth epoch) pair as they stand at a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SiteCounters {
+    pub stack: u32,
+    /// The epoch in which these allocations were made.
+    pub birth_epoch: u32,
+    /// Allocations from this pair still alive.
+    pub live_count: u64,
+    pub live_bytes: u64,
+    /// All allocations this pair made (alive or freed).
+    pub allocated_count: u64,
+    pub allocated_bytes: u64,
+}
+
+/// The end of an epoch: process totals and the counters that changed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    /// Index of the epoch this snapshot closes (0 for the first).
+    pub epoch: u32,
+    pub cause: EpochCause,
+    pub label: String,
+    /// Nanoseconds since the trace started.
+    pub elapsed_ns: u64,
+    /// Resident set size of the process.
+    pub rss_bytes: u64,
+    /// Bytes and number of heap allocations alive.
+    pub heap_live_bytes: u64,
+    pub heap_live_count: u64,
+    /// Memory the tracer itself holds for its tables and buffers.
+    pub tracer_bytes: u64,
+    /// When set, `counters` holds every pair with live allocations and
+    /// replaces all earlier state; otherwise it holds only the pairs that
+    /// changed since the previous snapshot, and pairs not listed are unchanged.
+    pub full: bool,
+    pub counters: Vec<SiteCounters>,
+}
+
+/// Something the tracer wants the reader of the report to know (it stopped
+/// recording, a feature was unavailable, ...).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Notice {
+    pub elapsed_ns: u64,
+    pub text: String,
+}
+
+/// How the traced process ended; its presence means the trace is complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EndReason {
+    #[default]
+    Exit,
+    /// `_exit` or `_Exit`, which skip exit handlers.
+    ImmediateExit,
+    /// The process image was replaced by `exec`.
+    Exec,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct End {
+    pub reason: EndReason,
+    pub elapsed_ns: u64,
+}
+
+impl Record {
+    pub fn kind(&self) -> RecordKind {
+        match self {
+            Record::Process(_) => RecordKind::Process,
+            Record::Module(_) => RecordKind::Module,
+            Record::Stack(_) => RecordKind::Stack,
+            Record::PyCode(_) => RecordKind::PyCode,
+            Record::Snapshot(_) => RecordKind::Snapshot,
+            Record::Notice(_) => RecordKind::Notice,
+            Record::End(_) => RecordKind::End,
+        }
+    }
+
+    pub fn encode_payload(&self, e: &mut Encoder) {
+        match self {
+            Record::Process(p) => {
+                e.u32(p.pid);
+                e.u32(p.forked_from.unwrap_or(0));
+                e.u64(p.start_unix_ns);
+                e.str(&p.exe);
+                e.u64(p.cmdline.len() as u64);
+                p.cmdline.iter().for_each(|arg| e.str(arg));
+                e.u64(p.settings.len() as u64);
+                for (name, value) in &p.settings {
+                    e.str(name);
+                    e.str(value);
+                }
+            }
+            Record::Module(m) => {
+                e.str(&m.path);
+                e.u64(m.load_bias);
+                e.u64(m.segments.len() as u64);
+                for &(start, end) in &m.segments {
+                    e.u64(start);
+                    e.u64(end);
+                }
+                e.bytes(&m.build_id);
+            }
+            Record::Stack(s) => {
+                e.u32(s.id);
+                e.u64(s.native.len() as u64);
+                s.native.iter().for_each(|&ip| e.u64(ip));
+                e.u64(s.python.len() as u64);
+                for frame in &s.python {
+                    e.u64(frame.code);
+                    e.u32(frame.instruction);
+                    e.bool(frame.entry);
+                }
+            }
+            Record::PyCode(c) => {
+                e.u64(c.id);
+                e.str(&c.filename);
+                e.str(&c.qualname);
+                e.u32(c.first_line);
+                e.bytes(&c.linetable);
+            }
+            Record::Snapshot(s) => {
+                e.u32(s.epoch);
+                e.byte(s.cause.to_byte());
+                e.str(&s.label);
+                e.u64(s.elapsed_ns);
+                e.u64(s.rss_bytes);
+                e.u64(s.heap_live_bytes);
+                e.u64(s.heap_live_count);
+                e.u64(s.tracer_bytes);
+                e.bool(s.full);
+                e.u64(s.counters.len() as u64);
+                for c in &s.counters {
+                    e.u32(c.stack);
+                    e.u32(c.birth_epoch);
+                    e.u64(c.live_count);
+                    e.u64(c.live_bytes);
+                    e.u64(c.allocated_count);
+                    e.u64(c.allocated_bytes);
+                }
+            }
+            Record::Notice(n) => {
+                e.u64(n.elapsed_ns);
+                e.str(&n.text);
+            }
+            Record::End(end) => {
+                e.u32(match end.reason {
+                    EndReason::Exit => 0,
+                    EndReason::ImmediateExit => 1,
+                    EndReason::Exec => 2,
+                });
+                e.u64(end.elapsed_ns);
+            }
+        }
+    }
+
+    pub fn decode_payload(kind: RecordKind, payload: &[u8]) -> Result<Record, DecodeError> {
+        let mut d = Decoder::new(payload);
+        let record = match kind {
+            RecordKind::Process => {
+                let pid = d.u32()?;
+                let forked_from = Some(d.u32()?).filter(|&pid| pid != 0);
+                let start_unix_ns = d.u64()?;
+                let exe = d.string()?;
+                let cmdline = (0..d.count(1)?).map(|_| d.string()).collect::<Result<_, _>>()?;
+                let settings = (0..d.count(2)?)
+                    .map(|_| Ok((d.string()?, d.string()?)))
+                    .collect::<Result<_, _>>()?;
+                Record::Process(Process { pid, forked_from, start_unix_ns, exe, cmdline, settings })
+            }
+            RecordKind::Module => {
+                let path = d.string()?;
+                let load_bias = d.u64()?;
+                let segments = (0..d.count(2)?)
+                    .map(|_| Ok((d.u64()?, d.u64()?)))
+                    .collect::<Result<_, _>>()?;
+                let build_id = d.bytes()?.to_vec();
+                Record::Module(Module { path, load_bias, segments, build_id })
+            }
+            RecordKind::Stack => {
+                let id = d.u32()?;
+                let native = (0..d.count(1)?).map(|_| d.u64()).collect::<Result<_, _>>()?;
+                let python = (0..d.count(3)?)
+                    .map(|_| Ok(PyFrame { code: d.u64()?, instruction: d.u32()?, entry: d.bool()? }))
+                    .collect::<Result<_, _>>()?;
+                Record::Stack(Stack { id, native, python })
+            }
+            RecordKind::PyCode => Record::PyCode(PyCode {
+                id: d.u64()?,
+                filename: d.string()?,
+                qualname: d.string()?,
+                first_line: d.u32()?,
+                linetable: d.bytes()?.to_vec(),
+            }),
+            RecordKind::Snapshot => {
+                let epoch = d.u32()?;
+                let cause = EpochCause::from_byte(d.byte()?)?;
+                let label = d.string()?;
+                let elapsed_ns = d.u64()?;
+                let rss_bytes = d.u64()?;
+                let heap_live_bytes = d.u64()?;
+                let heap_live_count = d.u64()?;
+                let tracer_bytes = d.u64()?;
+                let full = d.bool()?;
+                let counters = (0..d.count(6)?)
+                    .map(|_| {
+                        Ok(SiteCounters {
+                            stack: d.u32()?,
+                            birth_epoch: d.u32()?,
+                            live_count: d.u64()?,
+                            live_bytes: d.u64()?,
+                            allocated_count: d.u64()?,
+                            allocated_bytes: d.u64()?,
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?;
+                Record::Snapshot(Snapshot {
+                    epoch,
+                    cause,
+                    label,
+                    elapsed_ns,
+                    rss_bytes,
+                    heap_live_bytes,
+                    heap_live_count,
+                    tracer_bytes,
+                    full,
+                    counters,
+                })
+            }
+            RecordKind::Notice => Record::Notice(Notice { elapsed_ns: d.u64()?, text: d.string()? }),
+            RecordKind::End => {
+                let reason = match d.u32()? {
+                    0 => EndReason::Exit,
+                    1 => EndReason::ImmediateExit,
+                    2 => EndReason::Exec,
+                    _ => return Err(DecodeError::BadValue("end reason")),
+                };
+                Record::End(End { reason, elapsed_ns: d.u64()? })
+            }
+        };
+        d.finish()?;
+        Ok(record)
+    }
+}

@@ -1,0 +1,133 @@
+use super::*;
+
+fn sample_records() -> Vec<Record> {
+    vec![
+        Record::Process(Process {
+            pid: 42,
+            forked_from: Some(7),
+            start_unix_ns: 1_700_000_000_000_000_000,
+            exe: "/usr/bin/python3".into(),
+            cmdline: vec!["python3".into(), "train.py".into()],
+            settings: vec![("epoch_seconds".into(), "10".into())],
+        }),
+        Record::Module(Module {
+            path: "/lib/libc.so.6".into(),
+            load_bias: 0x7f00_0000_0000,
+            segments: vec![(0x7f00_0000_1000, 0x7f00_0002_0000)],
+            build_id: vec![1, 2, 3, 4],
+        }),
+        Record::Stack(Stack {
+            id: 3,
+            native: vec![0x4011_23, u64::MAX, 0],
+            python: vec![PyFrame { code: 9, instruction: 17, entry: true }],
+        }),
+        Record::PyCode(PyCode {
+            id: 9,
+            filename: "train.py".into(),
+            qualname: "Trainer.step".into(),
+            first_line: 40,
+            linetable: vec![0x80, 0x7f],
+        }),
+        Record::Snapshot(Snapshot {
+            epoch: 2,
+            cause: EpochCause::Timer,
+            label: "epoch 2".into(),
+            elapsed_ns: 5,
+            rss_bytes: 1 << 33,
+            heap_live_bytes: 1 << 30,
+            heap_live_count: 77,
+            tracer_bytes: 4096,
+            full: true,
+            counters: vec![SiteCounters {
+                stack: 3,
+                birth_epoch: 1,
+                live_count: 5,
+                live_bytes: 5000,
+                allocated_count: 10,
+                allocated_bytes: 10_000,
+            }],
+        }),
+        Record::Notice(Notice { elapsed_ns: 1, text: "stopped".into() }),
+        Record::End(End { reason: EndReason::Exec, elapsed_ns: 9 }),
+    ]
+}
+
+fn encode(records: &[Record]) -> Vec<u8> {
+    let mut bytes = file_header().to_vec();
+    records.iter().for_each(|record| frame_record(record, &mut bytes));
+    bytes
+}
+
+#[test]
+fn records_round_trip() {
+    let records = sample_records();
+    let bytes = encode(&records);
+    let mut reader = RecordReader::new(&bytes[..]).unwrap();
+    let read: Vec<Record> = reader.by_ref().collect();
+    assert_eq!(read, records);
+    assert_eq!(*reader.end(), TraceEnd::EndOfFile);
+}
+
+#[test]
+fn every_truncation_is_detected_and_keeps_complete_records() {
+    let records = sample_records();
+    let bytes = encode(&records);
+    let mut boundaries = vec![FILE_HEADER_LEN];
+    for record in &records {
+        let mut framed = Vec::new();
+        frame_record(record, &mut framed);
+        boundaries.push(boundaries.last().unwrap() + framed.len());
+    }
+    for cut in FILE_HEADER_LEN..bytes.len() {
+        let mut reader = RecordReader::new(&bytes[..cut]).unwrap();
+        let read: Vec<Record> = reader.by_ref().collect();
+        let complete = boundaries.iter().filter(|&&b| b <= cut).count() - 1;
+        assert_eq!(read, records[..complete], "cut at {cut}");
+        if boundaries.contains(&cut) {
+            assert_eq!(*reader.end(), TraceEnd::EndOfFile);
+        } else {
+            assert_eq!(*reader.end(), TraceEnd::Truncated { offset: boundaries[complete] as u64 });
+        }
+    }
+}
+
+#[test]
+fn every_flipped_byte_is_detected() {
+    let records = sample_records();
+    let bytes = encode(&records);
+    for at in FILE_HEADER_LEN..bytes.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= bit;
+            let mut reader = RecordReader::new(&damaged[..]).unwrap();
+            let read: Vec<Record> = reader.by_ref().collect();
+            assert!(read.len() < records.len(), "flip at {at} went unnoticed");
+            assert!(records.starts_with(&read), "flip at {at} produced a wrong record");
+            assert!(matches!(reader.end(), TraceEnd::Damaged { .. } | TraceEnd::Truncated { .. }));
+        }
+    }
+}
+
+#[test]
+fn header_errors() {
+    assert!(matches!(RecordReader::new(&b""[..]), Err(ReadError::TooShort)));
+    assert!(matches!(RecordReader::new(&b"LEAK"[..]), Err(ReadError::TooShort)));
+    assert!(matches!(RecordReader::new(&b"hello world, not a trace"[..]), Err(ReadError::NotATrace)));
+    assert!(matches!(RecordReader::new(&b"\x7fELF"[..]), Err(ReadError::NotATrace)));
+    let mut newer = file_header();
+    newer[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    assert!(matches!(RecordReader::new(&newer[..]), Err(ReadError::NewerVersion { .. })));
+}
+
+#[test]
+fn varints_cover_the_full_range() {
+    for value in [0, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+        let mut out = Vec::new();
+        Encoder::new(&mut out).u64(value);
+        let mut d = Decoder::new(&out);
+        assert_eq!(d.u64().unwrap(), value);
+        d.finish().unwrap();
+    }
+    let too_long = [0xffu8; 11];
+    assert_eq!(Decoder::new(&too_long).u64(), Err(DecodeError::Overflow));
+}
