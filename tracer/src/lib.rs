@@ -1,1 +1,35 @@
+//! `libtracer.so`: preloaded into a process, it records every live heap
+//! allocation with its call stack, cuts the run into epochs and writes the
+//! changes of each epoch to a trace file for `analyzer`.
+//!
+//! Data flows one way: the hooks (`hooks`) forward each call to glibc and hand
+//! the result to the session (`session`), which captures the stack (`unwind`),
+//! interns it (`stacks`) and updates the live table (`recorder`); at the end of
+//! each epoch the session writes a snapshot (`writer`, in the `trace-format`).
 
+#[cfg(not(test))]
+mod hooks;
+
+mod config;
+mod fast_hash;
+mod gate;
+mod modules;
+mod real_alloc;
+mod recorder;
+mod session;
+mod stacks;
+mod sys;
+mod thread_state;
+mod unwind;
+mod writer;
+
+/// The tracer's own allocations go straight to glibc, never through the hooks.
+#[cfg(not(test))]
+#[global_allocator]
+static TRACER_ALLOCATOR: real_alloc::LibcAllocator = real_alloc::LibcAllocator;
+
+/// A poisoned lock only means a panic was caught while it was held; the
+/// tracer's tables behind it remain usable.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

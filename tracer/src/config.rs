@@ -1,0 +1,99 @@
+//! Settings read from the environment once, when the tracer starts.
+
+use std::env;
+use std::path::{Path, PathBuf};
+
+/// Where a process writes its trace when `TRACER_OUTPUT` is not set.
+pub const DEFAULT_OUTPUT: &str = "trace.bin";
+/// Length of a time-slice epoch when `TRACER_EPOCH_SECONDS` is not set.
+pub const DEFAULT_EPOCH_SECONDS: f64 = 10.0;
+/// Set by the first traced process for its descendants (forked or exec'd):
+/// the absolute path of its trace, which they suffix with their pid.
+pub const INHERITED_OUTPUT_VAR: &str = "TRACER_INHERITED_OUTPUT";
+
+pub struct Config {
+    /// The path named by the user (absolute), which descendants suffix.
+    pub base_output: PathBuf,
+    /// This process descends from a traced process and must not write `base_output`.
+    pub is_descendant: bool,
+    /// Length of a time slice; `None` when time slices are off.
+    pub epoch_seconds: Option<f64>,
+    /// Time slices were asked for explicitly, so they go on after the
+    /// program's first `tracer_mark` (by default marks replace them).
+    pub epoch_seconds_explicit: bool,
+    /// Problems with the settings, to be reported once.
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    pub fn from_env() -> Config {
+        let mut warnings = Vec::new();
+        let inherited = env::var_os(INHERITED_OUTPUT_VAR).filter(|v| !v.is_empty());
+        let is_descendant = inherited.is_some();
+        let base_output = match inherited {
+            Some(path) => PathBuf::from(path),
+            None => absolute(Path::new(&env::var_os("TRACER_OUTPUT").filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_OUTPUT.into()))),
+        };
+        let (epoch_seconds, epoch_seconds_explicit) = match env::var("TRACER_EPOCH_SECONDS") {
+            Err(_) => (Some(DEFAULT_EPOCH_SECONDS), false),
+            Ok(text) => match text.trim().parse::<f64>() {
+                Ok(seconds) if seconds == 0.0 => (None, true),
+                Ok(seconds) if seconds.is_finite() && seconds > 0.0 => (Some(seconds), true),
+                _ => {
+                    warnings.push(format!(
+                        "TRACER_EPOCH_SECONDS={text:?} is not a number of seconds (use e.g. 30, or 0 to turn time slices off); using {DEFAULT_EPOCH_SECONDS}"
+                    ));
+                    (Some(DEFAULT_EPOCH_SECONDS), false)
+                }
+            },
+        };
+        Config { base_output, is_descendant, epoch_seconds, epoch_seconds_explicit, warnings }
+    }
+
+    /// The candidate paths for this process's trace, in order of preference:
+    /// the named path for the first traced process, `<path>.<pid>` (then
+    /// `<path>.<pid>.1`, ...) for its descendants, which create theirs
+    /// exclusively so that no two processes ever write one file.
+    pub fn output_candidates(&self, descendant: bool, pid: u32) -> impl Iterator<Item = PathBuf> + '_ {
+        let first = (!descendant).then(|| self.base_output.clone());
+        let suffixed = (0..16u32).filter(move |_| descendant).map(move |n| {
+            let mut name = self.base_output.clone().into_os_string();
+            name.push(format!(".{pid}"));
+            if n > 0 {
+                name.push(format!(".{n}"));
+            }
+            PathBuf::from(name)
+        });
+        first.into_iter().chain(suffixed)
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    env::current_dir().map(|dir| dir.join(path)).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(base: &str) -> Config {
+        Config {
+            base_output: base.into(),
+            is_descendant: false,
+            epoch_seconds: None,
+            epoch_seconds_explicit: false,
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn descendants_never_write_the_named_file() {
+        let c = config("/tmp/t.bin");
+        assert_eq!(c.output_candidates(false, 9).collect::<Vec<_>>(), [PathBuf::from("/tmp/t.bin")]);
+        let names: Vec<_> = c.output_candidates(true, 9).take(3).collect();
+        assert_eq!(names, [PathBuf::from("/tmp/t.bin.9"), "/tmp/t.bin.9.1".into(), "/tmp/t.bin.9.2".into()]);
+    }
+}

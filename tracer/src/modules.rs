@@ -1,0 +1,133 @@
+//! The module map: every loaded ELF object with its load bias, segments and
+//! build id, so the analyzer can symbolize offline.
+
+use std::collections::HashSet;
+use std::ffi::CStr;
+
+use trace_format::Module;
+
+/// Modules seen so far; reports each one once per trace file.
+#[derive(Default)]
+pub struct ModuleMap {
+    written: HashSet<(String, u64)>,
+}
+
+impl ModuleMap {
+    /// Modules loaded since the last call (all, after `forget_written`).
+    pub fn newly_loaded(&mut self) -> Vec<Module> {
+        let mut fresh = loaded_modules();
+        fresh.retain(|module| self.written.insert((module.path.clone(), module.load_bias)));
+        fresh
+    }
+
+    /// A new trace file must list every module again.
+    pub fn forget_written(&mut self) {
+        self.written.clear();
+    }
+}
+
+/// The address range `[start, end)` of the object containing `address`.
+pub fn module_range_containing(address: u64) -> Option<(u64, u64)> {
+    loaded_modules().into_iter().find_map(|module| {
+        let start = module.segments.iter().map(|s| s.0).min()?;
+        let end = module.segments.iter().map(|s| s.1).max()?;
+        (start <= address && address < end).then_some((start, end))
+    })
+}
+
+fn loaded_modules() -> Vec<Module> {
+    let mut modules: Vec<Module> = Vec::new();
+    // SAFETY: the callback only reads the program headers glibc passes it,
+    // for the duration of the call, and `data` is the `modules` vector above.
+    unsafe { libc::dl_iterate_phdr(Some(collect_module), (&mut modules as *mut Vec<Module>).cast()) };
+    modules
+}
+
+unsafe extern "C" fn collect_module(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> i32 {
+    // SAFETY: glibc passes a valid dl_phdr_info for the duration of the
+    // callback, and `data` is the vector passed to dl_iterate_phdr.
+    let (info, modules) = unsafe { (&*info, &mut *data.cast::<Vec<Module>>()) };
+    let phdrs: &[libc::Elf64_Phdr] = if info.dlpi_phdr.is_null() {
+        &[]
+    } else {
+        // SAFETY: glibc guarantees `dlpi_phnum` headers at `dlpi_phdr`.
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
+    };
+    let bias = info.dlpi_addr;
+    let segments: Vec<(u64, u64)> = phdrs
+        .iter()
+        .filter(|ph| ph.p_type == libc::PT_LOAD)
+        .map(|ph| (bias.wrapping_add(ph.p_vaddr), bias.wrapping_add(ph.p_vaddr + ph.p_memsz)))
+        .collect();
+    let name = if info.dlpi_name.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a non-null dlpi_name is a NUL-terminated string owned by ld.so.
+        unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
+    };
+    let path = if name.is_empty() && modules.is_empty() {
+        // The first object listed is the main program, which ld.so leaves unnamed.
+        std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
+    } else {
+        name
+    };
+    let build_id = phdrs
+        .iter()
+        .filter(|ph| ph.p_type == libc::PT_NOTE)
+        .find_map(|ph| {
+            let start = bias.wrapping_add(ph.p_vaddr);
+            let end = start.wrapping_add(ph.p_filesz);
+            // Only read notes that lie inside a loaded segment, so they are mapped.
+            let mapped = segments.iter().any(|&(s, e)| s <= start && end <= e);
+            // SAFETY: the note segment lies inside a loaded segment of this
+            // module, which stays mapped while dl_iterate_phdr holds its lock.
+            mapped.then(|| unsafe { std::slice::from_raw_parts(start as *const u8, ph.p_filesz as usize) })
+        })
+        .and_then(gnu_build_id)
+        .unwrap_or_default();
+    modules.push(Module { path, load_bias: bias, segments, build_id });
+    0
+}
+
+/// Finds NT_GNU_BUILD_ID in a note segment.
+fn gnu_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let word = |bytes: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+    };
+    let align4 = |n: usize| (n + 3) & !3;
+    while notes.len() >= 12 {
+        let name_size = word(notes, 0)? as usize;
+        let desc_size = word(notes, 4)? as usize;
+        let note_type = word(notes, 8)?;
+        let desc_start = 12 + align4(name_size);
+        let next = desc_start + align4(desc_size);
+        if note_type == NT_GNU_BUILD_ID && notes.get(12..12 + name_size)? == b"GNU\0" {
+            return notes.get(desc_start..desc_start + desc_size).map(<[u8]>::to_vec);
+        }
+        notes = notes.get(next..)?;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_test_binary_and_libc_are_listed_with_segments() {
+        let modules = loaded_modules();
+        assert!(modules[0].path.contains("tracer"), "{:?}", modules[0].path);
+        assert!(modules.iter().any(|m| m.path.contains("libc.so")));
+        assert!(modules.iter().all(|m| m.segments.iter().all(|s| s.0 < s.1)));
+        let libc = modules.iter().find(|m| m.path.contains("libc.so")).unwrap();
+        assert_eq!(libc.build_id.len(), 20, "Debian's libc carries a SHA-1 build id");
+    }
+
+    #[test]
+    fn own_code_lies_in_a_listed_module() {
+        let here = the_test_binary_and_libc_are_listed_with_segments as usize as u64;
+        let (start, end) = module_range_containing(here).unwrap();
+        assert!(start <= here && here < end);
+    }
+}

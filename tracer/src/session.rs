@@ -1,0 +1,355 @@
+//! The tracing session of this process: what the hooks record into, how
+//! epochs are closed, and what happens at fork, exec and exit.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use trace_format::{End, EndReason, EpochCause, Notice, Process, Record, Snapshot, Stack};
+
+use crate::config::{Config, INHERITED_OUTPUT_VAR};
+use crate::modules::{self, ModuleMap};
+use crate::recorder::Recorder;
+use crate::stacks::StackTable;
+use crate::writer::TraceWriter;
+use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
+
+const NOT_STARTED: u8 = 0;
+const RECORDING: u8 = 1;
+const STOPPED: u8 = 2;
+
+static STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
+static SESSION: OnceLock<Session> = OnceLock::new();
+
+/// Allocations between two looks at the clock, per thread (a power of two, minus one).
+const CLOCK_CHECK_MASK: u32 = 255;
+
+struct Session {
+    config: Config,
+    recorder: Recorder,
+    stacks: StackTable,
+    /// The tracer's own code, left out of captured stacks.
+    own_code: (u64, u64),
+    /// The epoch new allocations are born in.
+    epoch: AtomicU32,
+    started_ns: u64,
+    /// When the current time slice ends (monotonic ns); 0 when slices are off.
+    slice_deadline_ns: AtomicU64,
+    /// The process the session belongs to: a `vfork` child shares this memory
+    /// and must leave it alone.
+    pid: AtomicU32,
+    output: Mutex<Output>,
+    stop_reported: AtomicBool,
+}
+
+struct Output {
+    /// `None` in a forked child until its first snapshot opens its own file.
+    writer: Option<TraceWriter>,
+    modules: ModuleMap,
+    forked_from: Option<u32>,
+    /// The next snapshot must list every counter (a new file starts from scratch).
+    next_is_full: bool,
+}
+
+fn active_session() -> Option<&'static Session> {
+    if STATE.load(Ordering::Acquire) != RECORDING {
+        return None;
+    }
+    SESSION.get()
+}
+
+/// Runs recording work on behalf of a hook: not re-entrantly, not across a
+/// fork, and never letting a failure reach the program.
+fn record(work: impl FnOnce(&'static Session)) {
+    let Some(session) = active_session() else { return };
+    let Some(_inside) = thread_state::enter() else { return };
+    let _pass = gate::pass();
+    if STATE.load(Ordering::Acquire) != RECORDING {
+        return;
+    }
+    if panic::catch_unwind(AssertUnwindSafe(|| work(session))).is_err() {
+        session.stop("an internal error occurred");
+    }
+}
+
+/// Starts tracing this process; called once when the library is loaded.
+pub fn start() {
+    let Some(_inside) = thread_state::enter() else { return };
+    // Panics are caught and turned into one line; the default hook's report
+    // would be noise in the traced program's stderr.
+    panic::set_hook(Box::new(|_| {}));
+    let config = Config::from_env();
+    for warning in &config.warnings {
+        sys::print_stderr(&format!("tracer: {warning}\n"));
+    }
+    let candidates = config.output_candidates(config.is_descendant, sys::pid());
+    let writer = match TraceWriter::create(candidates, config.is_descendant) {
+        Ok(writer) => writer,
+        Err((path, err)) => {
+            sys::print_stderr(&format!(
+                "tracer: cannot create the trace file {}: {err}; not tracing (set TRACER_OUTPUT to a writable path)\n",
+                path.display()
+            ));
+            STATE.store(STOPPED, Ordering::Release);
+            return;
+        }
+    };
+    if !config.is_descendant {
+        // Descendants must not write this process's file; they add their pid.
+        std::env::set_var(INHERITED_OUTPUT_VAR, &config.base_output);
+    }
+    let own_code = modules::module_range_containing(start as fn() as usize as u64).unwrap_or((0, 0));
+    let now = sys::monotonic_ns();
+    let slice_deadline_ns = config.epoch_seconds.map_or(0, |s| now + (s * 1e9) as u64);
+    let session = Session {
+        config,
+        recorder: Recorder::default(),
+        stacks: StackTable::default(),
+        own_code,
+        epoch: AtomicU32::new(0),
+        started_ns: now,
+        slice_deadline_ns: AtomicU64::new(slice_deadline_ns),
+        pid: AtomicU32::new(sys::pid()),
+        output: Mutex::new(Output { writer: Some(writer), modules: ModuleMap::default(), forked_from: None, next_is_full: false }),
+        stop_reported: AtomicBool::new(false),
+    };
+    if SESSION.set(session).is_err() {
+        return;
+    }
+    let session = SESSION.get().expect("just set");
+    let started = {
+        let mut output = lock(&session.output);
+        session.write_preamble(&mut output)
+    };
+    if started {
+        STATE.store(RECORDING, Ordering::Release);
+    }
+}
+
+pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
+    if address.is_null() {
+        return;
+    }
+    record(|session| {
+        let stack = unwind::capture(session.own_code);
+        let stack_id = session.stacks.intern(stack.frames());
+        let epoch = session.epoch.load(Ordering::Relaxed);
+        session.recorder.allocated(address as usize, size, stack_id, epoch);
+        if thread_state::count_allocation(CLOCK_CHECK_MASK) {
+            session.close_slice_if_due();
+        }
+    });
+}
+
+pub fn freed(address: *mut std::ffi::c_void) {
+    if address.is_null() {
+        return;
+    }
+    record(|session| {
+        session.recorder.freed(address as usize);
+    });
+}
+
+/// Forgets `address` before realloc hands it back to glibc, so that another
+/// thread that receives the same address cannot have its record removed.
+/// Returns whether the tracer knew it, so a failed realloc can restore it.
+pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
+    let mut known = false;
+    record(|session| known = session.recorder.freed(address as usize));
+    known
+}
+
+/// `tracer_mark`: the program closes the current epoch.
+pub fn mark(label: Option<String>) {
+    record(|session| {
+        if !session.config.epoch_seconds_explicit {
+            // The program marks its own epochs; time slices would only cut them up.
+            session.slice_deadline_ns.store(0, Ordering::Relaxed);
+        }
+        let label = label.unwrap_or_else(|| format!("epoch {}", session.epoch.load(Ordering::Relaxed)));
+        session.close_epoch(EpochCause::Mark, label);
+    });
+}
+
+/// The process is ending or replacing its image: write the final snapshot.
+pub fn finish(reason: EndReason) {
+    record(|session| {
+        if session.pid.load(Ordering::Relaxed) != sys::pid() {
+            return; // a vfork child: this memory is its parent's
+        }
+        session.close_epoch(EpochCause::Exit, "exit".into());
+        let mut output = lock(&session.output);
+        let elapsed_ns = session.elapsed_ns();
+        session.write(&mut output, &[Record::End(End { reason, elapsed_ns })]);
+        if reason != EndReason::Exec {
+            STATE.store(STOPPED, Ordering::Release);
+        }
+    });
+}
+
+/// `exec` failed and the process goes on: say so in the trace.
+pub fn exec_failed() {
+    record(|session| {
+        let mut output = lock(&session.output);
+        let notice = Notice { elapsed_ns: session.elapsed_ns(), text: "exec failed; the process went on".into() };
+        session.write(&mut output, &[Record::Notice(notice)]);
+    });
+}
+
+/// Whether this process (not a vfork child sharing its memory) is being traced.
+pub fn owns_process() -> bool {
+    active_session().is_some_and(|session| session.pid.load(Ordering::Relaxed) == sys::pid())
+}
+
+pub fn before_fork() {
+    if active_session().is_none() {
+        return;
+    }
+    thread_state::set_forking(true);
+    gate::close();
+}
+
+pub fn after_fork_in_parent() {
+    if active_session().is_none() {
+        return;
+    }
+    gate::open();
+    thread_state::set_forking(false);
+}
+
+pub fn after_fork_in_child() {
+    let Some(session) = active_session() else { return };
+    gate::reset_in_child();
+    thread_state::set_forking(false);
+    let Some(_inside) = thread_state::enter() else { return };
+    let parent = session.pid.swap(sys::pid(), Ordering::Relaxed);
+    let mut output = lock(&session.output);
+    // The child writes a file of its own, opened when it first has something
+    // to say; the parent's descriptor is closed here, in the child only.
+    output.writer = None;
+    output.forked_from = Some(parent);
+    output.next_is_full = true;
+    output.modules.forget_written();
+}
+
+impl Session {
+    fn elapsed_ns(&self) -> u64 {
+        sys::monotonic_ns().saturating_sub(self.started_ns)
+    }
+
+    fn close_slice_if_due(&self) {
+        let deadline = self.slice_deadline_ns.load(Ordering::Relaxed);
+        if deadline == 0 {
+            return;
+        }
+        let now = sys::monotonic_ns();
+        let Some(seconds) = self.config.epoch_seconds else { return };
+        if now < deadline {
+            return;
+        }
+        let next = now + (seconds * 1e9) as u64;
+        if self.slice_deadline_ns.compare_exchange(deadline, next, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            let label = format!("{:.0}s", (now - self.started_ns) as f64 / 1e9);
+            self.close_epoch(EpochCause::Timer, label);
+        }
+    }
+
+    fn close_epoch(&self, cause: EpochCause, label: String) {
+        let mut output = lock(&self.output);
+        if output.writer.is_none() && !self.open_child_file(&mut output) {
+            return;
+        }
+        let closing = self.epoch.fetch_add(1, Ordering::Relaxed);
+        let collected = self.recorder.collect(closing + 1, output.next_is_full);
+        let mut records: Vec<Record> = output.modules.newly_loaded().into_iter().map(Record::Module).collect();
+        records.extend(self.stacks.take_unwritten().into_iter().map(|(id, frames)| stack_record(id, &frames)));
+        records.push(Record::Snapshot(Snapshot {
+            epoch: closing,
+            cause,
+            label,
+            elapsed_ns: self.elapsed_ns(),
+            rss_bytes: sys::rss_bytes(),
+            heap_live_bytes: collected.live_bytes,
+            heap_live_count: collected.live_count,
+            tracer_bytes: real_alloc::tracer_bytes(),
+            full: output.next_is_full,
+            counters: collected.counters,
+        }));
+        output.next_is_full = false;
+        self.write(&mut output, &records);
+    }
+
+    /// A forked child's own file: header, process, every module and stack.
+    fn open_child_file(&self, output: &mut Output) -> bool {
+        let candidates = self.config.output_candidates(true, sys::pid());
+        match TraceWriter::create(candidates, true) {
+            Ok(writer) => {
+                output.writer = Some(writer);
+                self.stacks.take_unwritten();
+                self.write_preamble(output)
+            }
+            Err((path, err)) => {
+                self.stop(&format!("cannot create the trace file {} for forked process {}: {err}", path.display(), sys::pid()));
+                false
+            }
+        }
+    }
+
+    /// The records every trace file starts with.
+    fn write_preamble(&self, output: &mut Output) -> bool {
+        let mut settings = vec![
+            ("output".to_string(), output.writer.as_ref().map(|w| w.path().display().to_string()).unwrap_or_default()),
+            (
+                "epochs".to_string(),
+                match (self.config.epoch_seconds, self.config.epoch_seconds_explicit) {
+                    (None, _) => "marks only (TRACER_EPOCH_SECONDS=0)".to_string(),
+                    (Some(s), true) => format!("marks and time slices of {s} s"),
+                    (Some(s), false) => format!("marks; time slices of {s} s until the first mark"),
+                },
+            ),
+            ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
+        ];
+        settings.extend(self.config.warnings.iter().map(|w| ("warning".to_string(), w.clone())));
+        let process = Process {
+            pid: sys::pid(),
+            forked_from: output.forked_from,
+            start_unix_ns: sys::unix_ns().saturating_sub(self.elapsed_ns()),
+            exe: std::fs::read_link("/proc/self/exe").map(|p| p.display().to_string()).unwrap_or_default(),
+            cmdline: std::fs::read("/proc/self/cmdline")
+                .map(|raw| raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect())
+                .unwrap_or_default(),
+            settings,
+        };
+        let mut records = vec![Record::Process(process)];
+        records.extend(output.modules.newly_loaded().into_iter().map(Record::Module));
+        records.extend(self.stacks.all().into_iter().map(|(id, frames)| stack_record(id, &frames)));
+        self.write(output, &records)
+    }
+
+    /// Appends and flushes; on failure tracing stops and the program goes on.
+    fn write(&self, output: &mut Output, records: &[Record]) -> bool {
+        let Some(writer) = output.writer.as_mut() else { return false };
+        records.iter().for_each(|record| writer.append(record));
+        match writer.flush() {
+            Ok(()) => true,
+            Err(err) => {
+                let message = format!("cannot write the trace file {}: {err}", writer.path().display());
+                output.writer = None;
+                self.stop(&message);
+                false
+            }
+        }
+    }
+
+    /// Stops recording for good and says why, once.
+    fn stop(&self, why: &str) {
+        STATE.store(STOPPED, Ordering::Release);
+        if !self.stop_reported.swap(true, Ordering::Relaxed) {
+            sys::print_stderr(&format!("tracer: {why}; recording stopped, the program continues\n"));
+        }
+    }
+}
+
+fn stack_record(id: u32, frames: &[u64]) -> Record {
+    Record::Stack(Stack { id, native: frames.to_vec(), python: Vec::new() })
+}

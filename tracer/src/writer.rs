@@ -1,0 +1,55 @@
+//! Appends framed records to this process's trace file.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use trace_format::{file_header, frame_record, Record};
+
+use crate::sys;
+
+pub struct TraceWriter {
+    fd: i32,
+    path: PathBuf,
+    pending: Vec<u8>,
+}
+
+impl TraceWriter {
+    /// Opens the first usable candidate path and writes the file header.
+    pub fn create(candidates: impl Iterator<Item = PathBuf>, exclusive: bool) -> Result<TraceWriter, (PathBuf, io::Error)> {
+        let mut last_error = None;
+        for path in candidates {
+            match sys::create_file(&path, exclusive) {
+                Ok(fd) => {
+                    let mut writer = TraceWriter { fd, path, pending: file_header().to_vec() };
+                    writer.flush().map_err(|err| (writer.path.clone(), err))?;
+                    return Ok(writer);
+                }
+                Err(err) if exclusive && err.kind() == io::ErrorKind::AlreadyExists => last_error = Some((path, err)),
+                Err(err) => return Err((path, err)),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| (PathBuf::new(), io::Error::other("no output path to try"))))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn append(&mut self, record: &Record) {
+        frame_record(record, &mut self.pending);
+    }
+
+    /// Writes what was appended since the last flush in one go, so that a
+    /// process killed meanwhile leaves at most one torn record at the end.
+    pub fn flush(&mut self) -> io::Result<()> {
+        let result = sys::write_all(self.fd, &self.pending);
+        self.pending.clear();
+        result
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        sys::close(self.fd);
+    }
+}
