@@ -81,9 +81,9 @@ unsafe extern "C" fn collect_module(info: *mut libc::dl_phdr_info, _size: usize,
             let mapped = segments.iter().any(|&(s, e)| s <= start && end <= e);
             // SAFETY: the note segment lies inside a loaded segment of this
             // module, which stays mapped while dl_iterate_phdr holds its lock.
-            mapped.then(|| unsafe { std::slice::from_raw_parts(start as *const u8, ph.p_filesz as usize) })
+            let notes = mapped.then(|| unsafe { std::slice::from_raw_parts(start as *const u8, ph.p_filesz as usize) });
+            notes.and_then(gnu_build_id)
         })
-        .and_then(gnu_build_id)
         .unwrap_or_default();
     modules.push(Module { path, load_bias: bias, segments, build_id });
     0
