@@ -177,6 +177,11 @@ pub fn finish(reason: EndReason) {
         if session.pid.load(Ordering::Relaxed) != sys::pid() {
             return; // a vfork child: this memory is its parent's
         }
+        if reason == EndReason::Exec && lock(&session.output).writer.is_none() {
+            // A forked child that execs before its first snapshot has nothing
+            // of its own to report; the new image writes its own trace.
+            return;
+        }
         session.close_epoch(EpochCause::Exit, "exit".into());
         let mut output = lock(&session.output);
         let elapsed_ns = session.elapsed_ns();
