@@ -1,0 +1,298 @@
+//! Leak ranking and the RSS-versus-heap verdict.
+//!
+//! The analysis looks at the allocations still alive at a reference snapshot
+//! and asks, for every stack, from how many past epochs they survive. A leak
+//! leaves survivors from every epoch; a cache fills once; buffers and
+//! temporaries are freed within an epoch or the next; warm-up allocations
+//! belong to epoch 0, which is never counted.
+//!
+//! * Analysis snapshots: all snapshots, without the final Exit snapshot when
+//!   at least 3 others exist (teardown frees things, the exit epoch is partial).
+//!   K of them; the reference is snapshot K-1.
+//! * Settled birth epochs: 1..=K-3 (epoch 0 is warm-up; allocations of the
+//!   last two epochs have not had time to be freed).
+//! * A stack is a suspect when its allocations survive from at least
+//!   max(1, ceil(settled/2)) settled epochs, its live bytes grew between
+//!   snapshot 1 and the reference, and its growth — survivor bytes of the
+//!   settled epochs divided by their number — is above the noise floor.
+//! * Noise floor: max(4 KiB, 0.1% of the live heap at the reference) per epoch.
+
+use crate::format::bytes;
+use crate::trace::{IntMap, Trace};
+
+/// Fewest analysis snapshots the leak analysis needs.
+pub const MIN_EPOCHS: usize = 4;
+/// The noise floor never goes below this many bytes per epoch.
+pub const NOISE_FLOOR_MIN: u64 = 4096;
+/// The noise floor is at least this fraction (1/N) of the live heap.
+pub const NOISE_FLOOR_HEAP_DIVISOR: u64 = 1000;
+
+/// Allocations from one birth epoch still alive at the reference snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Survivor {
+    pub birth_epoch: u32,
+    pub count: u64,
+    pub bytes: u64,
+}
+
+/// A stack whose allocations pile up epoch after epoch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suspect {
+    pub stack: u32,
+    pub growth_bytes_per_epoch: u64,
+    /// Live at the reference snapshot.
+    pub live_bytes: u64,
+    pub live_count: u64,
+    /// Settled epochs that left survivors.
+    pub settled_with_survivors: usize,
+    /// Every birth epoch with allocations alive at the reference, oldest first.
+    pub survivors: Vec<Survivor>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerdictKind {
+    HeapLeak,
+    GrowthOutsideHeap,
+    NoGrowth,
+    TooFewEpochs,
+}
+
+impl VerdictKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            VerdictKind::HeapLeak => "heap_leak",
+            VerdictKind::GrowthOutsideHeap => "growth_outside_heap",
+            VerdictKind::NoGrowth => "no_growth",
+            VerdictKind::TooFewEpochs => "too_few_epochs",
+        }
+    }
+}
+
+/// What the memory did over the analysis epochs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub kind: VerdictKind,
+    /// Epochs between snapshot 1 and the reference.
+    pub epochs: usize,
+    pub rss_start: u64,
+    pub rss_end: u64,
+    pub heap_start: u64,
+    pub heap_end: u64,
+}
+
+impl Verdict {
+    pub fn rss_growth(&self) -> i128 {
+        i128::from(self.rss_end) - i128::from(self.rss_start)
+    }
+    pub fn heap_growth(&self) -> i128 {
+        i128::from(self.heap_end) - i128::from(self.heap_start)
+    }
+}
+
+/// The result of the leak analysis.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// Number of analysis snapshots (K).
+    pub snapshots: usize,
+    /// The final Exit snapshot was left out.
+    pub dropped_exit: bool,
+    /// Index of the reference snapshot (K-1), when there is one.
+    pub reference: usize,
+    /// The settled birth epochs, first and last, inclusive.
+    pub settled: Option<(u32, u32)>,
+    pub noise_floor: u64,
+    pub suspects: Vec<Suspect>,
+    pub verdict: Verdict,
+}
+
+fn signed(v: i128) -> String {
+    if v < 0 {
+        format!("-{}", bytes(v.unsigned_abs() as u64))
+    } else {
+        bytes(v as u64)
+    }
+}
+
+/// Memory growth counts as "noticeable" above both of these.
+const NOTICEABLE_FRACTION: f64 = 0.10;
+const NOTICEABLE_BYTES: i128 = 4 << 20;
+
+fn rss_grew_noticeably(v: &Verdict) -> bool {
+    let g = v.rss_growth();
+    g > NOTICEABLE_BYTES && (g as f64) > NOTICEABLE_FRACTION * v.rss_start as f64
+}
+
+fn rss_outgrew_heap(v: &Verdict) -> bool {
+    rss_grew_noticeably(v) && v.rss_growth() > 2 * v.heap_growth().max(0)
+}
+
+impl Analysis {
+    /// The verdict in words; `top_function` names the top suspect's first
+    /// own-code function when there is one.
+    pub fn verdict_message(&self, top_function: Option<&str>) -> String {
+        let v = &self.verdict;
+        let over = format!("{} epoch{}", v.epochs, if v.epochs == 1 { "" } else { "s" });
+        match v.kind {
+            VerdictKind::TooFewEpochs => format!(
+                "only {} epoch{} to analyze; the leak analysis needs at least {MIN_EPOCHS} (epoch 0 is warm-up and the last two have not had time to free their allocations): call tracer_mark(label) at the end of each training step or epoch, or set TRACER_EPOCH_SECONDS to cut the run into time slices, and run longer",
+                self.snapshots,
+                if self.snapshots == 1 { "" } else { "s" }
+            ),
+            VerdictKind::HeapLeak => {
+                let top = &self.suspects[0];
+                let mut msg = format!(
+                    "heap leak: {} keeps about {}/epoch alive ({} now){}; the live heap grew by {} over {over}",
+                    top_function.unwrap_or("the top suspect"),
+                    bytes(top.growth_bytes_per_epoch),
+                    bytes(top.live_bytes),
+                    if self.suspects.len() > 1 {
+                        format!(", {} suspects in all", self.suspects.len())
+                    } else {
+                        String::new()
+                    },
+                    signed(v.heap_growth()),
+                );
+                if rss_outgrew_heap(v) {
+                    msg.push_str(&format!(
+                        "; RSS grew by {}, much more than the heap: the rest ({}) is outside the heap",
+                        signed(v.rss_growth()),
+                        signed(v.rss_growth() - v.heap_growth().max(0))
+                    ));
+                }
+                msg
+            }
+            VerdictKind::GrowthOutsideHeap => {
+                let heap = if v.heap_growth().abs() * 10 < v.rss_growth() {
+                    format!("stayed at {}", bytes(v.heap_end))
+                } else {
+                    format!("changed only by {} to {}", signed(v.heap_growth()), bytes(v.heap_end))
+                };
+                format!(
+                    "RSS grew by {} over {over} while the live heap {heap}; the growth is outside malloc (anonymous or file mmaps, allocator arenas not returned to the OS, thread stacks, shared memory, GPU driver); no heap site is responsible",
+                    signed(v.rss_growth())
+                )
+            }
+            VerdictKind::NoGrowth => format!(
+                "no leak found: no allocation site keeps memory alive epoch after epoch; over {over} RSS changed by {} and the live heap by {}",
+                signed(v.rss_growth()),
+                signed(v.heap_growth())
+            ),
+        }
+    }
+}
+
+/// The number of analysis snapshots for a trace with `total` snapshots
+/// whose last one has cause Exit or not.
+pub fn analysis_snapshot_count(total: usize, last_is_exit: bool) -> usize {
+    if last_is_exit && total > MIN_EPOCHS - 1 {
+        total - 1
+    } else {
+        total
+    }
+}
+
+/// Runs the leak analysis on a loaded trace.
+pub fn analyze(trace: &Trace) -> Analysis {
+    let total = trace.snapshots.len();
+    let last_is_exit = trace.snapshots.last().is_some_and(|s| s.cause == trace_format::EpochCause::Exit);
+    let k = analysis_snapshot_count(total, last_is_exit);
+    let dropped_exit = k < total;
+    let reference = k.saturating_sub(1);
+    let snap = |i: usize| &trace.snapshots[i.min(total.saturating_sub(1))];
+    let start = if k > 1 { 1 } else { 0 };
+    let mut verdict = Verdict {
+        kind: VerdictKind::TooFewEpochs,
+        epochs: reference.saturating_sub(start),
+        rss_start: snap(start).rss_bytes,
+        rss_end: snap(reference).rss_bytes,
+        heap_start: snap(start).heap_live_bytes,
+        heap_end: snap(reference).heap_live_bytes,
+    };
+    let noise_floor = NOISE_FLOOR_MIN.max(snap(reference).heap_live_bytes / NOISE_FLOOR_HEAP_DIVISOR);
+    let mut analysis = Analysis {
+        snapshots: k,
+        dropped_exit,
+        reference,
+        settled: None,
+        noise_floor,
+        suspects: Vec::new(),
+        verdict,
+    };
+    if k < MIN_EPOCHS {
+        return analysis;
+    }
+    let (Some(state), Some(first)) = (trace.state(reference), trace.state(1)) else {
+        // The loader always keeps these; without them nothing can be said.
+        return analysis;
+    };
+    let settled_lo = trace.snapshots[1].epoch;
+    let settled_hi = trace.snapshots[k - 3].epoch;
+    analysis.settled = Some((settled_lo, settled_hi));
+    let settled_count = (k - 3) as u64;
+    let needed = (settled_count as usize).div_ceil(2).max(1);
+
+    #[derive(Default)]
+    struct PerStack {
+        live_bytes: u64,
+        live_count: u64,
+        settled_hits: usize,
+        settled_bytes: u64,
+    }
+    let mut per_stack: IntMap<u32, PerStack> = IntMap::default();
+    for (&(stack, birth), c) in &state.pairs {
+        if c.live_count == 0 && c.live_bytes == 0 {
+            continue;
+        }
+        let entry = per_stack.entry(stack).or_default();
+        entry.live_bytes += c.live_bytes;
+        entry.live_count += c.live_count;
+        if (settled_lo..=settled_hi).contains(&birth) && c.live_count > 0 {
+            entry.settled_hits += 1;
+            entry.settled_bytes += c.live_bytes;
+        }
+    }
+    let live_at_1 = first.live_bytes_by_stack();
+    let mut suspects: Vec<Suspect> = per_stack
+        .into_iter()
+        .filter_map(|(stack, s)| {
+            let growth = s.settled_bytes / settled_count;
+            let grew = s.live_bytes > live_at_1.get(&stack).copied().unwrap_or(0);
+            (s.settled_hits >= needed && grew && growth > noise_floor).then_some(Suspect {
+                stack,
+                growth_bytes_per_epoch: growth,
+                live_bytes: s.live_bytes,
+                live_count: s.live_count,
+                settled_with_survivors: s.settled_hits,
+                survivors: Vec::new(),
+            })
+        })
+        .collect();
+    suspects.sort_by(|a, b| {
+        b.growth_bytes_per_epoch.cmp(&a.growth_bytes_per_epoch).then(b.live_bytes.cmp(&a.live_bytes)).then(a.stack.cmp(&b.stack))
+    });
+    let rank: IntMap<u32, usize> = suspects.iter().enumerate().map(|(i, s)| (s.stack, i)).collect();
+    for (&(stack, birth), c) in &state.pairs {
+        if let Some(&i) = rank.get(&stack) {
+            if c.live_count > 0 {
+                suspects[i].survivors.push(Survivor { birth_epoch: birth, count: c.live_count, bytes: c.live_bytes });
+            }
+        }
+    }
+    for s in &mut suspects {
+        s.survivors.sort_by_key(|v| v.birth_epoch);
+    }
+
+    verdict.kind = if !suspects.is_empty() {
+        VerdictKind::HeapLeak
+    } else if rss_grew_noticeably(&verdict) && verdict.rss_growth() > 2 * verdict.heap_growth().max(0) {
+        VerdictKind::GrowthOutsideHeap
+    } else {
+        VerdictKind::NoGrowth
+    };
+    analysis.verdict = verdict;
+    analysis.suspects = suspects;
+    analysis
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,275 @@
+use super::*;
+use crate::synth::{all_behaviours, write_temp, Sim};
+use crate::trace::{load, LoadOptions};
+
+fn run(sim: &Sim) -> (Trace, Analysis) {
+    let path = write_temp("trace.bin", &sim.bytes());
+    let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
+    let analysis = analyze(&trace);
+    (trace, analysis)
+}
+
+fn suspect_stacks(a: &Analysis) -> Vec<u32> {
+    a.suspects.iter().map(|s| s.stack).collect()
+}
+
+/// `epochs` marked epochs, then exit; `body(sim, epoch)` runs in each.
+fn scenario(epochs: u32, mut body: impl FnMut(&mut Sim, u32)) -> Sim {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..epochs {
+        body(&mut sim, e);
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    sim
+}
+
+#[test]
+fn a_leak_is_found_with_its_growth_and_survivors() {
+    let sim = scenario(10, |sim, _| {
+        sim.alloc_many(1, 100, 1024);
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(a.snapshots, 10, "the exit snapshot is dropped");
+    assert!(a.dropped_exit);
+    assert_eq!(a.settled, Some((1, 7)));
+    assert_eq!(suspect_stacks(&a), vec![1]);
+    let s = &a.suspects[0];
+    assert_eq!(s.growth_bytes_per_epoch, 100 * 1024);
+    assert_eq!(s.live_bytes, 10 * 100 * 1024);
+    assert_eq!(s.live_count, 1000);
+    assert_eq!(s.survivors.len(), 10);
+    assert!(s.survivors.iter().enumerate().all(|(i, v)| v.birth_epoch == i as u32 && v.count == 100));
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    let msg = a.verdict_message(Some("load_batch"));
+    assert!(msg.contains("load_batch") && msg.contains("100 KiB/epoch"), "{msg}");
+}
+
+#[test]
+fn a_cache_filled_once_is_not_a_leak() {
+    for fill_epoch in [0, 1] {
+        let sim = scenario(10, |sim, e| {
+            if e == fill_epoch {
+                sim.alloc_many(2, 2000, 4096);
+            }
+        });
+        let (_, a) = run(&sim);
+        assert_eq!(suspect_stacks(&a), Vec::<u32>::new(), "cache filled in epoch {fill_epoch}");
+        assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    }
+}
+
+#[test]
+fn a_cache_filled_in_the_first_settled_epoch_of_a_short_run_is_not_a_leak() {
+    // With 4 analysis epochs only epoch 1 is settled, so a single surviving
+    // epoch would be enough; the stack must also have grown since snapshot 1.
+    let sim = scenario(4, |sim, e| {
+        if e == 1 {
+            sim.alloc_many(2, 2000, 4096);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(a.snapshots, 4);
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+}
+
+#[test]
+fn buffers_freed_one_epoch_later_are_not_a_leak() {
+    let mut previous = Vec::new();
+    let sim = scenario(10, |sim, _| {
+        let now = sim.alloc_many(3, 100, 8192);
+        sim.free_all(std::mem::replace(&mut previous, now));
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+}
+
+#[test]
+fn temporaries_freed_within_the_epoch_are_not_a_leak() {
+    let sim = scenario(10, |sim, _| {
+        for _ in 0..50 {
+            let t = sim.alloc_many(4, 20, 1 << 16);
+            sim.free_all(t);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+}
+
+#[test]
+fn warm_up_allocations_kept_forever_are_not_a_leak() {
+    let sim = scenario(10, |sim, e| {
+        if e == 0 {
+            sim.alloc_many(5, 5000, 4096);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+}
+
+#[test]
+fn all_behaviours_together_list_only_the_leak() {
+    for exit_frees in [false, true] {
+        let (_, a) = run(&all_behaviours(12, exit_frees));
+        assert_eq!(suspect_stacks(&a), vec![1], "exit frees: {exit_frees}");
+        assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+        assert_eq!(a.suspects[0].growth_bytes_per_epoch, 100 * 1024);
+    }
+}
+
+#[test]
+fn two_leaks_rank_by_growth() {
+    let sim = scenario(8, |sim, _| {
+        sim.alloc_many(7, 10, 1024);
+        sim.alloc_many(8, 10, 8192);
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), vec![8, 7]);
+}
+
+#[test]
+fn an_intermittent_leak_counts_when_half_the_epochs_leave_survivors() {
+    let sim = scenario(12, |sim, e| {
+        if e % 2 == 1 {
+            sim.alloc_many(1, 100, 1024);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), vec![1]);
+}
+
+#[test]
+fn a_leak_below_the_noise_floor_is_not_listed() {
+    let sim = scenario(10, |sim, _| {
+        sim.alloc_many(1, 1, 1000);
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(a.noise_floor, NOISE_FLOOR_MIN);
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+}
+
+#[test]
+fn the_noise_floor_follows_the_heap() {
+    // A 100 MiB heap puts the floor at 100 KiB per epoch.
+    let sim = scenario(10, |sim, e| {
+        if e == 0 {
+            sim.alloc_many(5, 100, 1 << 20);
+        }
+        sim.alloc_many(1, 1, 50 * 1024);
+    });
+    let (_, a) = run(&sim);
+    assert!(a.noise_floor > 100 * 1000);
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+}
+
+#[test]
+fn too_few_epochs() {
+    for epochs in [1, 2, 3] {
+        let mut sim = Sim::new("/opt/app/train");
+        for e in 0..epochs {
+            sim.alloc_many(1, 100, 1024);
+            sim.mark(&format!("{e}"));
+        }
+        let (_, a) = run(&sim);
+        assert_eq!(a.verdict.kind, VerdictKind::TooFewEpochs, "{epochs} epochs");
+        assert!(a.suspects.is_empty());
+        let msg = a.verdict_message(None);
+        assert!(msg.contains("tracer_mark") && msg.contains("TRACER_EPOCH_SECONDS") && msg.contains('4'), "{msg}");
+    }
+    // Exit is dropped only when 3 other snapshots remain.
+    let sim = scenario(2, |sim, _| {
+        sim.alloc_many(1, 100, 1024);
+    });
+    let (_, a) = run(&sim);
+    assert_eq!((a.snapshots, a.dropped_exit, a.verdict.kind), (3, false, VerdictKind::TooFewEpochs));
+    let sim = scenario(3, |sim, _| {
+        sim.alloc_many(1, 100, 1024);
+    });
+    let (_, a) = run(&sim);
+    assert_eq!((a.snapshots, a.dropped_exit, a.verdict.kind), (3, true, VerdictKind::TooFewEpochs));
+    let sim = scenario(4, |sim, _| {
+        sim.alloc_many(1, 100, 1024);
+    });
+    let (_, a) = run(&sim);
+    assert_eq!((a.snapshots, a.dropped_exit, a.verdict.kind), (4, true, VerdictKind::HeapLeak));
+    assert_eq!(suspect_stacks(&a), vec![1]);
+}
+
+#[test]
+fn a_killed_run_is_analysed_up_to_its_last_snapshot() {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..8 {
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("{e}"));
+    }
+    let mut bytes = sim.bytes();
+    bytes.extend_from_slice(&[200, 0, 0, 0, 5, 1, 2]); // a torn record
+    let path = write_temp("killed.bin", &bytes);
+    let trace = load(&path, &LoadOptions::default()).unwrap();
+    assert!(matches!(trace.end, crate::trace::EndKind::Truncated { .. }));
+    let a = analyze(&trace);
+    assert_eq!(a.snapshots, 8);
+    assert!(!a.dropped_exit);
+    assert_eq!(suspect_stacks(&a), vec![1]);
+}
+
+#[test]
+fn full_snapshots_give_the_same_result_as_deltas() {
+    let (_, a) = run(&crate::synth::behaviours(10, true, false));
+    let (_, b) = run(&crate::synth::behaviours(10, true, true));
+    assert_eq!(a.suspects, b.suspects);
+    assert_eq!(a.verdict, b.verdict);
+}
+
+#[test]
+fn growth_outside_the_heap() {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..10 {
+        sim.rss_extra += 64 << 20;
+        let t = sim.alloc_many(4, 10, 4096);
+        sim.free_all(t);
+        sim.mark(&format!("{e}"));
+    }
+    sim.exit();
+    let (_, a) = run(&sim);
+    assert!(a.suspects.is_empty());
+    assert_eq!(a.verdict.kind, VerdictKind::GrowthOutsideHeap);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("RSS grew by") && msg.contains("outside malloc") && msg.contains("no heap site"), "{msg}");
+}
+
+#[test]
+fn a_leak_with_much_more_rss_growth_says_the_rest_is_outside_the_heap() {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..10 {
+        sim.rss_extra += 64 << 20;
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("{e}"));
+    }
+    let (_, a) = run(&sim);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    let msg = a.verdict_message(Some("f"));
+    assert!(msg.contains("outside the heap"), "{msg}");
+}
+
+#[test]
+fn state_before_the_last_snapshot_is_rebuilt() {
+    let sim = all_behaviours(6, true);
+    let path = write_temp("t.bin", &sim.bytes());
+    let trace = load(&path, &LoadOptions { capture: (0..7).collect() }).unwrap();
+    let replay = load(&path, &LoadOptions::default()).unwrap();
+    let last = trace.snapshots.len() - 1;
+    for i in [last - 1, last] {
+        let mut a: Vec<_> = trace.state(i).unwrap().pairs.iter().filter(|(_, c)| c.live_count > 0).collect();
+        let mut b: Vec<_> = replay.state(i).unwrap().pairs.iter().filter(|(_, c)| c.live_count > 0).collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "state {i}");
+    }
+    // Live bytes per snapshot match the heap totals of each snapshot.
+    for (i, snap) in trace.snapshots.iter().enumerate() {
+        let live: u64 = trace.state(i).unwrap().pairs.values().map(|c| c.live_bytes).sum();
+        assert_eq!(live, snap.heap_live_bytes, "snapshot {i}");
+    }
+}

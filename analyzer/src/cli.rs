@@ -1,0 +1,291 @@
+//! The command line: `analyzer report` and `analyzer flamegraph`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::analysis::analyze;
+use crate::error::Failure;
+use crate::render::{self, flame, FlamegraphInfo, Report};
+use crate::symbolize::Symbolizer;
+use crate::trace::{load, IntMap, LoadOptions, Trace};
+
+#[derive(Parser, Debug)]
+#[command(name = "analyzer", version, about = "Finds what leaks in a trace written by libtracer.so.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The run, its epochs, the leak suspects and the verdict; also draws the
+    /// flamegraph of leaked bytes.
+    Report {
+        /// The trace file (trace.bin by default from the tracer).
+        trace: PathBuf,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Where to write the flamegraph of leaked bytes [default: TRACE.leaks.svg].
+        #[arg(short = 'o', long = "output", value_name = "SVG")]
+        output: Option<PathBuf>,
+        /// How many suspects to show.
+        #[arg(long, value_name = "N", default_value_t = 10)]
+        top: usize,
+    },
+    /// Draws a flamegraph of leaked, live or allocated bytes, or of the
+    /// change in live bytes between two epochs.
+    Flamegraph {
+        /// The trace file.
+        trace: PathBuf,
+        /// What the width of a frame shows.
+        #[arg(long, value_enum)]
+        weigh: Option<Weigh>,
+        /// The epoch for --weigh live or allocated [default: the last].
+        #[arg(long, value_name = "N")]
+        epoch: Option<usize>,
+        /// Differential flamegraph of live bytes at epoch A versus epoch B.
+        #[arg(long, num_args = 2, value_names = ["A", "B"])]
+        diff: Option<Vec<usize>>,
+        /// Where to write the SVG [default: TRACE.<what>.svg].
+        #[arg(short = 'o', long = "output", value_name = "SVG")]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Weigh {
+    /// Bytes leaked per epoch by the leak suspects (as in the report).
+    Leaked,
+    /// Bytes alive at the end of the epoch.
+    Live,
+    /// Bytes allocated during the epoch.
+    Allocated,
+}
+
+/// Runs the command line; returns the exit status.
+pub fn main() -> i32 {
+    install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
+    let result = match cli.command {
+        Command::Report { trace, json, output, top } => report(&trace, json, output, top),
+        Command::Flamegraph { trace, weigh, epoch, diff, output } => flamegraph(&trace, weigh, epoch, diff, output),
+    };
+    match result {
+        Ok(text) => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+                Ok(()) => 0,
+                Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => 0,
+                Err(err) => {
+                    eprintln!("analyzer: error: cannot write the output: {err}; check where stdout goes");
+                    1
+                }
+            }
+        }
+        Err(failure) => {
+            eprintln!("analyzer: error: {failure}");
+            1
+        }
+    }
+}
+
+fn usage_error(err: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                2
+            } else {
+                0
+            }
+        }
+        _ => {
+            let text = err.to_string();
+            let first = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error:")
+                .trim();
+            eprintln!("analyzer: error: {first}; run 'analyzer --help' for usage");
+            2
+        }
+    }
+}
+
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let what = if let Some(s) = info.payload().downcast_ref::<&str>() {
+            (*s).to_string()
+        } else if let Some(s) = info.payload().downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "unexpected failure".to_string()
+        };
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let what = crate::error::one_line(what);
+        eprintln!("analyzer: error: internal error ({what}{at}); please report it with the trace file");
+        std::process::exit(101);
+    }));
+}
+
+fn default_svg(trace: &Path, what: &str) -> PathBuf {
+    let mut name = trace.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "trace".into());
+    name.push(format!(".{what}.svg"));
+    trace.with_file_name(name)
+}
+
+fn base_options() -> LoadOptions {
+    LoadOptions { capture: BTreeSet::new() }
+}
+
+fn warn(line: &str) {
+    eprintln!("analyzer: warning: {line}");
+}
+
+fn report(path: &Path, json: bool, output: Option<PathBuf>, top: usize) -> Result<String, Failure> {
+    let trace = load(path, &base_options())?;
+    let analysis = analyze(&trace);
+    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules);
+    let mut report = Report::build(&trace, &analysis, &mut symbolizer, top);
+
+    // The flamegraph of leaked bytes: every suspect, weighed by its growth.
+    let svg = output.unwrap_or_else(|| default_svg(path, "leaks"));
+    let mut stacks = Vec::with_capacity(analysis.suspects.len());
+    for (i, s) in analysis.suspects.iter().enumerate() {
+        let frames = match report.shown.get(i) {
+            Some(shown) => flame::fold(&shown.frames),
+            None => flame::fold(&render::stack_frames(&trace, &mut symbolizer, s.stack)),
+        };
+        stacks.push((frames, s.growth_bytes_per_epoch));
+    }
+    let subtitle = Some(format!("{} leak suspects, bytes leaked per epoch", analysis.suspects.len()));
+    let drawn = flame::write(&svg, "Leaked bytes per epoch", subtitle, &stacks, "no leak suspects")?;
+    report.flamegraph = Some(FlamegraphInfo { path: svg, drawn });
+
+    if let Some(w) = render::end_warning(&trace) {
+        warn(&w);
+        report.warnings.push(w);
+    }
+    for w in symbolizer.warnings() {
+        warn(w);
+        report.warnings.push(w.clone());
+    }
+    Ok(if json { render::json::render(&report) } else { render::text::render(&report) })
+}
+
+fn check_epoch(trace: &Trace, epoch: usize, what: &str) -> Result<(), Failure> {
+    let n = trace.snapshots.len();
+    if epoch < n {
+        Ok(())
+    } else {
+        Err(Failure::new(
+            format!("{what} {epoch} is not in the trace"),
+            if n == 1 { "the only valid epoch is 0".to_string() } else { format!("valid epochs are 0 to {}", n - 1) },
+        ))
+    }
+}
+
+fn weigh_stacks(
+    trace: &Trace,
+    symbolizer: &mut Symbolizer<'_>,
+    weights: IntMap<u32, u64>,
+) -> Vec<flame::Folded> {
+    let mut ids: Vec<(u32, u64)> = weights.into_iter().filter(|(_, w)| *w > 0).collect();
+    ids.sort_unstable();
+    ids.into_iter().map(|(id, w)| (flame::fold(&render::stack_frames(trace, symbolizer, id)), w)).collect()
+}
+
+fn flamegraph(
+    path: &Path,
+    weigh: Option<Weigh>,
+    epoch: Option<usize>,
+    diff: Option<Vec<usize>>,
+    output: Option<PathBuf>,
+) -> Result<String, Failure> {
+    if diff.is_some() && (weigh.is_some() || epoch.is_some()) {
+        return Err(Failure::new(
+            "--diff cannot be combined with --weigh or --epoch",
+            "--diff A B always compares live bytes; drop the other option",
+        ));
+    }
+    let weigh = weigh.unwrap_or(Weigh::Leaked);
+    if weigh == Weigh::Leaked && epoch.is_some() {
+        return Err(Failure::new(
+            "--epoch does not apply to --weigh leaked",
+            "use --weigh live or --weigh allocated with --epoch",
+        ));
+    }
+    let mut options = base_options();
+    options.capture.extend(epoch);
+    options.capture.extend(diff.iter().flatten().copied());
+    let trace = load(path, &options)?;
+    if let Some(w) = render::end_warning(&trace) {
+        warn(&w);
+    }
+    let last = trace.snapshots.len() - 1;
+    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules);
+
+    let (svg, drawn, what) = if let Some(pair) = diff {
+        let (a, b) = (pair[0], pair[1]);
+        check_epoch(&trace, a, "epoch")?;
+        check_epoch(&trace, b, "epoch")?;
+        let live = |i: usize| trace.state(i).map(|s| s.live_bytes_by_stack()).unwrap_or_default();
+        let before = weigh_stacks(&trace, &mut symbolizer, live(a));
+        let after = weigh_stacks(&trace, &mut symbolizer, live(b));
+        let svg = output.unwrap_or_else(|| default_svg(path, &format!("diff-{a}-{b}")));
+        let title = format!("Live bytes at epoch {b} compared with epoch {a}");
+        let subtitle = Some("width: live bytes at the later epoch; red grew, blue shrank".to_string());
+        let drawn = flame::write_diff(&svg, &title, subtitle, &before, &after, "no live allocations")?;
+        (svg, drawn, format!("live bytes, epoch {a} versus {b}"))
+    } else {
+        match weigh {
+            Weigh::Leaked => {
+                let analysis = analyze(&trace);
+                let weights: IntMap<u32, u64> =
+                    analysis.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch)).collect();
+                let stacks = weigh_stacks(&trace, &mut symbolizer, weights);
+                let svg = output.unwrap_or_else(|| default_svg(path, "leaks"));
+                let subtitle = Some(format!("{} leak suspects, bytes leaked per epoch", analysis.suspects.len()));
+                let drawn = flame::write(&svg, "Leaked bytes per epoch", subtitle, &stacks, "no leak suspects")?;
+                if analysis.verdict.kind == crate::analysis::VerdictKind::TooFewEpochs {
+                    warn(&analysis.verdict_message(None));
+                }
+                (svg, drawn, "leaked bytes per epoch".to_string())
+            }
+            Weigh::Live | Weigh::Allocated => {
+                let n = epoch.unwrap_or(last);
+                check_epoch(&trace, n, "epoch")?;
+                let state = trace.state(n).cloned().unwrap_or_default();
+                let number = trace.snapshots[n].epoch;
+                let (weights, kind, title) = if weigh == Weigh::Live {
+                    (state.live_bytes_by_stack(), "live", format!("Live bytes at the end of epoch {n}"))
+                } else {
+                    (state.allocated_bytes_by_stack(number), "allocated", format!("Bytes allocated during epoch {n}"))
+                };
+                let stacks = weigh_stacks(&trace, &mut symbolizer, weights);
+                let svg = output.unwrap_or_else(|| default_svg(path, &format!("{kind}-{n}")));
+                let label = if weigh == Weigh::Live { "no live allocations" } else { "no allocations" };
+                let drawn = flame::write(&svg, &title, Some(trace.snapshots[n].label.clone()), &stacks, label)?;
+                (svg, drawn, format!("{kind} bytes, epoch {n}"))
+            }
+        }
+    };
+    for w in symbolizer.warnings() {
+        warn(w);
+    }
+    Ok(if drawn {
+        format!("Flamegraph of {what}: {}\n", svg.display())
+    } else {
+        format!("Flamegraph of {what}: {} (nothing to draw)\n", svg.display())
+    })
+}

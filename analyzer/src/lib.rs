@@ -1,0 +1,16 @@
+//! The analyzer: reads a trace written by `libtracer.so` and finds what leaks.
+//!
+//! Data flows one way: [`trace`] loads records into a model, [`analysis`]
+//! ranks leak suspects and gives the verdict, [`symbolize`] resolves the
+//! addresses that are shown, and [`render`] writes the text report, the JSON
+//! and the flamegraphs. [`cli`] ties them to the command line.
+
+pub mod analysis;
+pub mod cli;
+pub mod error;
+pub mod format;
+pub mod render;
+pub mod symbolize;
+#[doc(hidden)]
+pub mod synth;
+pub mod trace;

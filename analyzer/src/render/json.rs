@@ -1,0 +1,205 @@
+//! The report as one JSON object (described in `analyzer/SCHEMA.md`).
+
+use serde::Serialize;
+
+use super::Report;
+use crate::symbolize::Frame;
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    schema_version: u32,
+    trace: String,
+    trace_end: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_end_offset: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_end_reason: Option<&'a str>,
+    warnings: &'a [String],
+    process: JsonProcess<'a>,
+    epochs: Vec<JsonEpoch<'a>>,
+    analysis: JsonAnalysis,
+    suspect_count: usize,
+    suspects: Vec<JsonSuspect<'a>>,
+    verdict: JsonVerdict<'a>,
+    flamegraph: Option<String>,
+}
+
+#[derive(Serialize)]
+struct JsonProcess<'a> {
+    pid: u32,
+    forked_from: Option<u32>,
+    exe: &'a str,
+    cmdline: &'a [String],
+    settings: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct JsonEpoch<'a> {
+    index: u32,
+    label: &'a str,
+    cause: &'static str,
+    elapsed_ns: u64,
+    rss_bytes: u64,
+    live_bytes: u64,
+    live_count: u64,
+    tracer_bytes: u64,
+    analysed: bool,
+}
+
+#[derive(Serialize)]
+struct JsonAnalysis {
+    analysed_epochs: usize,
+    exit_epoch_dropped: bool,
+    reference_epoch: Option<u32>,
+    settled_birth_epochs: Option<[u32; 2]>,
+    noise_floor_bytes_per_epoch: u64,
+}
+
+#[derive(Serialize)]
+struct JsonSurvivor {
+    birth_epoch: u32,
+    count: u64,
+    bytes: u64,
+}
+
+#[derive(Serialize)]
+struct JsonSuspect<'a> {
+    rank: usize,
+    stack_id: u32,
+    growth_bytes_per_epoch: u64,
+    live_bytes: u64,
+    live_count: u64,
+    settled_epochs_with_survivors: usize,
+    survivors: Vec<JsonSurvivor>,
+    frames: Vec<JsonFrame<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonFrame<'a> {
+    function: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module: Option<&'a str>,
+    address: String,
+    inlined: bool,
+    own_code: bool,
+}
+
+#[derive(Serialize)]
+struct JsonVerdict<'a> {
+    kind: &'static str,
+    message: &'a str,
+    rss_growth_bytes: i64,
+    heap_growth_bytes: i64,
+    epochs: usize,
+}
+
+fn frame(f: &Frame) -> JsonFrame<'_> {
+    JsonFrame {
+        function: &f.function,
+        file: f.file.as_deref(),
+        line: f.line,
+        module: f.module.as_deref(),
+        address: format!("0x{:x}", f.address),
+        inlined: f.inlined,
+        own_code: f.own_code,
+    }
+}
+
+fn clamp(v: i128) -> i64 {
+    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+/// The report as a JSON value.
+pub fn value(report: &Report<'_>) -> serde_json::Value {
+    let trace = report.trace;
+    let a = report.analysis;
+    let (offset, reason) = match &trace.end {
+        crate::trace::EndKind::Complete => (None, None),
+        crate::trace::EndKind::Truncated { offset } => (Some(*offset), None),
+        crate::trace::EndKind::Damaged { offset, reason } => (Some(*offset), Some(reason.as_str())),
+    };
+    let analysed = a.verdict.kind != crate::analysis::VerdictKind::TooFewEpochs;
+    let json = JsonReport {
+        schema_version: 1,
+        trace: trace.path.display().to_string(),
+        trace_end: trace.end.name(),
+        trace_end_offset: offset,
+        trace_end_reason: reason,
+        warnings: &report.warnings,
+        process: JsonProcess {
+            pid: trace.process.pid,
+            forked_from: trace.process.forked_from,
+            exe: &trace.process.exe,
+            cmdline: &trace.process.cmdline,
+            settings: trace
+                .process
+                .settings
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect(),
+        },
+        epochs: trace
+            .snapshots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| JsonEpoch {
+                index: s.epoch,
+                label: &s.label,
+                cause: s.cause.name(),
+                elapsed_ns: s.elapsed_ns,
+                rss_bytes: s.rss_bytes,
+                live_bytes: s.heap_live_bytes,
+                live_count: s.heap_live_count,
+                tracer_bytes: s.tracer_bytes,
+                analysed: i < a.snapshots,
+            })
+            .collect(),
+        analysis: JsonAnalysis {
+            analysed_epochs: a.snapshots,
+            exit_epoch_dropped: a.dropped_exit,
+            reference_epoch: analysed.then(|| trace.snapshots[a.reference].epoch),
+            settled_birth_epochs: a.settled.map(|(lo, hi)| [lo, hi]),
+            noise_floor_bytes_per_epoch: a.noise_floor,
+        },
+        suspect_count: a.suspects.len(),
+        suspects: report
+            .shown
+            .iter()
+            .map(|s| JsonSuspect {
+                rank: s.rank,
+                stack_id: s.suspect.stack,
+                growth_bytes_per_epoch: s.suspect.growth_bytes_per_epoch,
+                live_bytes: s.suspect.live_bytes,
+                live_count: s.suspect.live_count,
+                settled_epochs_with_survivors: s.suspect.settled_with_survivors,
+                survivors: s
+                    .suspect
+                    .survivors
+                    .iter()
+                    .map(|v| JsonSurvivor { birth_epoch: v.birth_epoch, count: v.count, bytes: v.bytes })
+                    .collect(),
+                frames: s.frames.iter().map(frame).collect(),
+            })
+            .collect(),
+        verdict: JsonVerdict {
+            kind: a.verdict.kind.name(),
+            message: &report.verdict_message,
+            rss_growth_bytes: clamp(a.verdict.rss_growth()),
+            heap_growth_bytes: clamp(a.verdict.heap_growth()),
+            epochs: a.verdict.epochs,
+        },
+        flamegraph: report.flamegraph.as_ref().map(|f| f.path.display().to_string()),
+    };
+    serde_json::to_value(json).unwrap_or(serde_json::Value::Null)
+}
+
+/// The report as one line of JSON.
+pub fn render(report: &Report<'_>) -> String {
+    let mut text = value(report).to_string();
+    text.push('\n');
+    text
+}

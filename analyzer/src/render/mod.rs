@@ -1,0 +1,101 @@
+//! Everything the user sees: the text report, the JSON and the flamegraphs.
+//!
+//! [`Report`] gathers the analysis with the symbolized stacks of what is
+//! shown; [`text`] and [`json`] only format it.
+
+pub mod flame;
+pub mod json;
+pub mod text;
+
+use std::path::PathBuf;
+
+use crate::analysis::{Analysis, Suspect};
+use crate::symbolize::{Frame, Symbolizer};
+use crate::trace::Trace;
+
+/// A suspect with its stack symbolized (trimmed, innermost first).
+#[derive(Debug, Clone)]
+pub struct ShownSuspect {
+    pub rank: usize,
+    pub suspect: Suspect,
+    pub frames: Vec<Frame>,
+}
+
+impl ShownSuspect {
+    /// The first frame in the program's own code.
+    pub fn own_frame(&self) -> Option<&Frame> {
+        self.frames.iter().find(|f| f.own_code)
+    }
+}
+
+/// The flamegraph written along with the report.
+#[derive(Debug, Clone)]
+pub struct FlamegraphInfo {
+    pub path: PathBuf,
+    /// False when there was nothing to draw (a placeholder frame was drawn).
+    pub drawn: bool,
+}
+
+/// The complete result of `analyzer report`.
+#[derive(Debug)]
+pub struct Report<'t> {
+    pub trace: &'t Trace,
+    pub analysis: &'t Analysis,
+    /// The suspects shown (the top N), in rank order.
+    pub shown: Vec<ShownSuspect>,
+    pub verdict_message: String,
+    pub flamegraph: Option<FlamegraphInfo>,
+    /// Problems met along the way (one line each).
+    pub warnings: Vec<String>,
+}
+
+/// The frames of a stack id, or one placeholder frame when the trace lacks it.
+pub fn stack_frames(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) -> Vec<Frame> {
+    match trace.stacks.get(&stack) {
+        Some(s) if !s.native.is_empty() => symbolizer.stack(s),
+        Some(_) => vec![placeholder(format!("(empty stack {stack})"))],
+        None => vec![placeholder(format!("(unknown stack {stack})"))],
+    }
+}
+
+fn placeholder(function: String) -> Frame {
+    Frame { address: 0, function, file: None, line: None, module: None, inlined: false, own_code: false }
+}
+
+impl<'t> Report<'t> {
+    /// Symbolizes the top `top` suspects and words the verdict.
+    pub fn build(trace: &'t Trace, analysis: &'t Analysis, symbolizer: &mut Symbolizer<'_>, top: usize) -> Report<'t> {
+        let shown: Vec<ShownSuspect> = analysis
+            .suspects
+            .iter()
+            .take(top)
+            .enumerate()
+            .map(|(i, s)| ShownSuspect { rank: i + 1, suspect: s.clone(), frames: stack_frames(trace, symbolizer, s.stack) })
+            .collect();
+        let top_function = shown.first().map(|s| {
+            let frame = s.own_frame().or(s.frames.first());
+            frame.map(|f| f.function.clone()).unwrap_or_else(|| format!("stack {}", s.suspect.stack))
+        });
+        let verdict_message = analysis.verdict_message(top_function.as_deref());
+        Report { trace, analysis, shown, verdict_message, flamegraph: None, warnings: Vec::new() }
+    }
+}
+
+/// The warning for a trace that did not end cleanly, if any.
+pub fn end_warning(trace: &Trace) -> Option<String> {
+    use crate::trace::EndKind;
+    let last = trace.snapshots.len().saturating_sub(1);
+    let epochs = if last == 0 { "epoch 0".to_string() } else { format!("epochs 0..{last}") };
+    match &trace.end {
+        EndKind::Complete if trace.saw_end_record => None,
+        EndKind::Complete => Some(format!(
+            "the trace has no end record (the process was probably killed, or is still running); reporting {epochs}"
+        )),
+        EndKind::Truncated { offset } => Some(format!(
+            "the trace was cut at byte {offset} (the process was probably killed); reporting the complete {epochs}"
+        )),
+        EndKind::Damaged { offset, reason } => Some(format!(
+            "the trace is damaged at byte {offset} ({reason}); reporting the complete {epochs} before it"
+        )),
+    }
+}

@@ -1,0 +1,201 @@
+//! The report for a person.
+
+use std::fmt::Write;
+
+use super::{Report, ShownSuspect};
+use crate::analysis::{Survivor, VerdictKind};
+use crate::format::{bytes, count, duration_ns};
+use crate::symbolize::Frame;
+use crate::trace::Trace;
+
+/// Epoch tables longer than this show their head and tail only.
+const EPOCH_ROWS: usize = 40;
+/// Survivor lists longer than this show their head and tail only.
+const SURVIVOR_ITEMS: usize = 12;
+/// Frames shown per suspect.
+const FRAMES_SHOWN: usize = 40;
+
+fn how_epochs_were_cut(trace: &Trace) -> String {
+    let mut causes: Vec<(&str, usize)> = Vec::new();
+    for s in &trace.snapshots {
+        let name = match s.cause {
+            trace_format::EpochCause::Mark => "tracer_mark",
+            trace_format::EpochCause::Timer => "timer",
+            trace_format::EpochCause::Exit => "exit",
+            trace_format::EpochCause::Auto => "auto-detected",
+        };
+        match causes.iter_mut().find(|c| c.0 == name) {
+            Some(c) => c.1 += 1,
+            None => causes.push((name, 1)),
+        }
+    }
+    causes.iter().map(|(n, c)| format!("{n} {c}")).collect::<Vec<_>>().join(", ")
+}
+
+fn run_section(out: &mut String, trace: &Trace) {
+    let p = &trace.process;
+    let _ = writeln!(out, "Run");
+    let cmd = if p.cmdline.is_empty() { p.exe.clone() } else { p.cmdline.join(" ") };
+    let _ = writeln!(out, "  command    {cmd}");
+    let _ = writeln!(out, "  executable {}", p.exe);
+    match p.forked_from {
+        Some(parent) => {
+            let _ = writeln!(out, "  pid        {} (forked from {parent})", p.pid);
+        }
+        None => {
+            let _ = writeln!(out, "  pid        {}", p.pid);
+        }
+    }
+    let elapsed = trace.snapshots.last().map_or(0, |s| s.elapsed_ns);
+    let _ = writeln!(out, "  duration   {}", duration_ns(elapsed));
+    let _ = writeln!(out, "  epochs     {} (cut by {})", trace.snapshots.len(), how_epochs_were_cut(trace));
+    if p.settings.is_empty() {
+        let _ = writeln!(out, "  settings   (defaults)");
+    } else {
+        let settings: Vec<String> = p.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(out, "  settings   {}", settings.join(" "));
+    }
+    let _ = writeln!(out, "  trace      {} ({})", trace.path.display(), trace.end.name());
+    for notice in &trace.notices {
+        let _ = writeln!(out, "  note       at {}: {}", duration_ns(notice.elapsed_ns), notice.text);
+    }
+}
+
+fn epoch_table(out: &mut String, trace: &Trace, analysed: usize) {
+    let _ = writeln!(out, "\nEpochs");
+    let label_width = trace.snapshots.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(5, 32);
+    let _ = writeln!(
+        out,
+        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}",
+        "epoch", "label", "cause", "elapsed", "RSS", "live heap", "live allocs"
+    );
+    let n = trace.snapshots.len();
+    for (i, s) in trace.snapshots.iter().enumerate() {
+        if n > EPOCH_ROWS && i == EPOCH_ROWS / 2 {
+            let _ = writeln!(out, "  {:>5}  ({} epochs not shown; --json lists them all)", "...", n - EPOCH_ROWS);
+        }
+        if n > EPOCH_ROWS && i >= EPOCH_ROWS / 2 && i < n - EPOCH_ROWS / 2 {
+            continue;
+        }
+        let label: String = s.label.chars().filter(|c| !c.is_control()).take(label_width).collect();
+        let note = if i >= analysed { "  (not analysed: exit)" } else { "" };
+        let _ = writeln!(
+            out,
+            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}{note}",
+            s.epoch,
+            label,
+            s.cause.name(),
+            duration_ns(s.elapsed_ns),
+            bytes(s.rss_bytes),
+            bytes(s.heap_live_bytes),
+            count(s.heap_live_count),
+        );
+    }
+}
+
+fn survivors_line(survivors: &[Survivor]) -> String {
+    let item = |s: &Survivor| format!("{}: {} ({})", s.birth_epoch, count(s.count), bytes(s.bytes));
+    if survivors.len() <= SURVIVOR_ITEMS {
+        survivors.iter().map(item).collect::<Vec<_>>().join(", ")
+    } else {
+        let head: Vec<String> = survivors[..SURVIVOR_ITEMS / 2].iter().map(item).collect();
+        let tail: Vec<String> = survivors[survivors.len() - SURVIVOR_ITEMS / 2..].iter().map(item).collect();
+        format!(
+            "{}, ... {} more epochs ..., {}",
+            head.join(", "),
+            survivors.len() - SURVIVOR_ITEMS,
+            tail.join(", ")
+        )
+    }
+}
+
+pub fn frame_line(frame: &Frame, marked: bool) -> String {
+    let mut line = format!("{} {}", if marked { ">" } else { " " }, frame.function);
+    if let Some(file) = &frame.file {
+        let _ = write!(line, "  {file}");
+        if let Some(l) = frame.line {
+            let _ = write!(line, ":{l}");
+        }
+    }
+    if frame.inlined {
+        line.push_str("  [inlined]");
+    }
+    if let Some(module) = &frame.module {
+        let name = module.rsplit('/').next().unwrap_or(module);
+        if !frame.function.starts_with(name) && !name.is_empty() {
+            let _ = write!(line, "  ({name})");
+        }
+    }
+    line
+}
+
+fn suspect_block(out: &mut String, s: &ShownSuspect) {
+    let v = &s.suspect;
+    let _ = writeln!(
+        out,
+        "\n#{}  +{}/epoch   live now {} in {} allocations   stack {}",
+        s.rank,
+        bytes(v.growth_bytes_per_epoch),
+        bytes(v.live_bytes),
+        count(v.live_count),
+        v.stack
+    );
+    let _ = writeln!(out, "    still alive by birth epoch: {}", survivors_line(&v.survivors));
+    let own = s.frames.iter().position(|f| f.own_code);
+    for (i, frame) in s.frames.iter().enumerate().take(FRAMES_SHOWN) {
+        let _ = writeln!(out, "    {}", frame_line(frame, Some(i) == own));
+    }
+    if s.frames.len() > FRAMES_SHOWN {
+        let _ = writeln!(out, "      ... {} outer frames not shown", s.frames.len() - FRAMES_SHOWN);
+    }
+}
+
+/// The whole text report.
+pub fn render(report: &Report<'_>) -> String {
+    let trace = report.trace;
+    let a = report.analysis;
+    let mut out = String::new();
+    run_section(&mut out, trace);
+    for w in &report.warnings {
+        let _ = writeln!(out, "  warning    {w}");
+    }
+    epoch_table(&mut out, trace, a.snapshots);
+
+    if a.verdict.kind != VerdictKind::TooFewEpochs {
+        let settled = match a.settled {
+            Some((lo, hi)) if lo == hi => format!("birth epoch {lo}"),
+            Some((lo, hi)) => format!("birth epochs {lo}..{hi}"),
+            None => "no birth epochs".into(),
+        };
+        let _ = writeln!(
+            out,
+            "\nLeak suspects: {} (ranked by growth; survivors at epoch {} from {settled}; noise floor {}/epoch)",
+            a.suspects.len(),
+            trace.snapshots[a.reference].epoch,
+            bytes(a.noise_floor)
+        );
+        if a.suspects.is_empty() {
+            let _ = writeln!(out, "  none: no stack keeps allocations alive epoch after epoch");
+        }
+        for s in &report.shown {
+            suspect_block(&mut out, s);
+        }
+        if a.suspects.len() > report.shown.len() {
+            let _ = writeln!(
+                out,
+                "\n  ... {} more suspects not shown (--top N shows more)",
+                a.suspects.len() - report.shown.len()
+            );
+        }
+    }
+
+    let _ = writeln!(out, "\nVerdict: {}: {}", a.verdict.kind.name(), report.verdict_message);
+    if let Some(fg) = &report.flamegraph {
+        if fg.drawn {
+            let _ = writeln!(out, "Flamegraph of leaked bytes: {}", fg.path.display());
+        } else {
+            let _ = writeln!(out, "Flamegraph: {} (no leak suspects, nothing to draw)", fg.path.display());
+        }
+    }
+    out
+}

@@ -1,0 +1,460 @@
+//! Offline symbolization of the recorded return addresses.
+//!
+//! Each module file is opened only when an address in it needs resolving,
+//! and each distinct address is resolved once. DWARF (through `addr2line`)
+//! gives function, file, line and inlined frames; without it the ELF symbol
+//! table (`.symtab`, else `.dynsym`) gives the function; when nothing
+//! resolves a frame reads `module+0xoffset`.
+
+use std::fs::File;
+use std::path::Path;
+use std::rc::Rc;
+
+use object::{Object, ObjectSymbol, SymbolKind};
+use trace_format::{Module, Process, Stack};
+
+use crate::trace::IntMap;
+
+/// One frame of a symbolized stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The return address this frame came from.
+    pub address: u64,
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// Path of the module the address lies in.
+    pub module: Option<String>,
+    /// Inlined into the frame that follows it.
+    pub inlined: bool,
+    /// In the program's own code (see [`OwnCode`]).
+    pub own_code: bool,
+}
+
+/// Demangles a Rust or C++ symbol name; other names come back unchanged.
+pub fn demangle(name: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name.as_bytes()) {
+            if let Ok(text) = sym.demangle() {
+                return text;
+            }
+        }
+    }
+    name.to_string()
+}
+
+/// The runtime address ranges of the modules; later records win on overlap.
+#[derive(Debug, Default)]
+pub struct ModuleMap {
+    /// Non-overlapping `[start, end)` ranges, sorted, with the module index.
+    ranges: Vec<(u64, u64, usize)>,
+    /// The lowest segment start of each module.
+    starts: Vec<u64>,
+}
+
+impl ModuleMap {
+    pub fn new(modules: &[Module]) -> Self {
+        let mut ranges: Vec<(u64, u64, usize)> = Vec::new();
+        let mut starts = Vec::with_capacity(modules.len());
+        for (index, module) in modules.iter().enumerate() {
+            starts.push(module.segments.iter().map(|s| s.0).min().unwrap_or(0));
+            for &(s, e) in &module.segments {
+                if e <= s {
+                    continue;
+                }
+                let mut kept = Vec::with_capacity(ranges.len() + 2);
+                for &(a, b, j) in &ranges {
+                    if b <= s || a >= e {
+                        kept.push((a, b, j));
+                        continue;
+                    }
+                    if a < s {
+                        kept.push((a, s, j));
+                    }
+                    if b > e {
+                        kept.push((e, b, j));
+                    }
+                }
+                kept.push((s, e, index));
+                ranges = kept;
+            }
+        }
+        ranges.sort_unstable();
+        ModuleMap { ranges, starts }
+    }
+
+    /// The module whose range holds `address`.
+    pub fn find(&self, address: u64) -> Option<usize> {
+        let at = self.ranges.partition_point(|r| r.0 <= address);
+        let (_, end, index) = *self.ranges.get(at.checked_sub(1)?)?;
+        (address < end).then_some(index)
+    }
+
+    /// The module of a return address and the address to look up in its
+    /// file: `ip - 1` (inside the call instruction) unless that would fall
+    /// before the module's start, minus the load bias.
+    pub fn locate(&self, modules: &[Module], ip: u64) -> Option<(usize, u64)> {
+        let index = self.find(ip).or_else(|| self.find(ip.checked_sub(1)?))?;
+        let probe = if ip > self.starts[index] { ip - 1 } else { ip };
+        Some((index, probe.wrapping_sub(modules[index].load_bias)))
+    }
+}
+
+/// Which frames are the program's own code.
+#[derive(Debug, Clone)]
+pub enum OwnCode {
+    /// Frames in the main executable (by module index).
+    Executable(Vec<usize>),
+    /// The executable is an interpreter or a system program: frames outside
+    /// the C/C++ runtime and the interpreter.
+    OutsideRuntime,
+}
+
+/// Whether `path` is a runtime library or interpreter, never the program's own code.
+pub fn is_runtime_module(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    const PREFIXES: &[&str] = &[
+        "libc.so", "libc-", "libm.so", "libm-", "libpthread", "libdl.so", "libdl-", "librt.so", "librt-",
+        "libstdc++", "libc++", "libc++abi", "ld-linux", "ld64.so", "ld-", "libgcc_s", "libpython", "python",
+        "pypy", "libtracer",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+fn is_interpreter_or_system(exe: &str) -> bool {
+    let name = exe.rsplit('/').next().unwrap_or(exe);
+    name.starts_with("python")
+        || name.starts_with("pypy")
+        || ["/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/", "/usr/lib/", "/lib/", "/lib64/", "/usr/libexec/"]
+            .iter()
+            .any(|p| exe.starts_with(p))
+}
+
+impl OwnCode {
+    pub fn for_process(process: &Process, modules: &[Module]) -> OwnCode {
+        if is_interpreter_or_system(&process.exe) {
+            return OwnCode::OutsideRuntime;
+        }
+        let exe_canon = std::fs::canonicalize(&process.exe).ok();
+        let matches: Vec<usize> = modules
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| {
+                m.path == process.exe
+                    || (!m.path.is_empty()
+                        && exe_canon.is_some()
+                        && std::fs::canonicalize(&m.path).ok() == exe_canon)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if matches.is_empty() {
+            OwnCode::OutsideRuntime
+        } else {
+            OwnCode::Executable(matches)
+        }
+    }
+
+    fn is_own(&self, module: Option<usize>, modules: &[Module]) -> bool {
+        let Some(index) = module else { return false };
+        match self {
+            OwnCode::Executable(exe) => exe.contains(&index),
+            OwnCode::OutsideRuntime => !is_runtime_module(&modules[index].path),
+        }
+    }
+}
+
+/// Whether a frame belongs to the allocator or the tracer (trimmed from the
+/// innermost end of each stack).
+pub fn is_allocator_frame(frame: &Frame) -> bool {
+    if let Some(module) = &frame.module {
+        let name = module.rsplit('/').next().unwrap_or(module);
+        if name.starts_with("libtracer") {
+            return true;
+        }
+    }
+    let f = frame.function.as_str();
+    let base = f.split('(').next().unwrap_or(f).trim();
+    const NAMES: &[&str] = &[
+        "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "memalign", "aligned_alloc",
+        "valloc", "pvalloc", "operator new", "operator new[]", "__rust_alloc", "__rust_alloc_zeroed",
+        "__rust_realloc",
+    ];
+    const PREFIXES: &[&str] = &["__libc_", "_Znw", "_Zna", "__rdl_", "__rg_", "tracer_"];
+    NAMES.contains(&base) || PREFIXES.iter().any(|p| base.starts_with(p))
+}
+
+struct SymbolTable {
+    /// (address, size, raw name), sorted by address.
+    symbols: Vec<(u64, u64, String)>,
+}
+
+impl SymbolTable {
+    fn find(&self, probe: u64) -> Option<&str> {
+        let at = self.symbols.partition_point(|s| s.0 <= probe);
+        let (addr, size, name) = self.symbols.get(at.checked_sub(1)?)?;
+        if *size == 0 || probe < addr.saturating_add(*size) {
+            Some(name)
+        } else {
+            None
+        }
+    }
+}
+
+struct LoadedModule {
+    dwarf: Option<addr2line::Loader>,
+    symbols: SymbolTable,
+}
+
+fn read_symbols(file: &object::File<'_>) -> SymbolTable {
+    let collect = |iter: &mut dyn Iterator<Item = object::Symbol<'_, '_>>| {
+        iter.filter(|s| s.kind() == SymbolKind::Text && s.address() != 0 && !s.is_undefined())
+            .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
+            .filter(|s| !s.2.is_empty())
+            .collect::<Vec<_>>()
+    };
+    let mut symbols = collect(&mut file.symbols());
+    if symbols.is_empty() {
+        symbols = collect(&mut file.dynamic_symbols());
+    }
+    // Prefer sized symbols when several share an address.
+    symbols.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    symbols.dedup_by_key(|s| s.0);
+    SymbolTable { symbols }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Opens a module file; `Err` says why its frames cannot be resolved.
+fn load_module(module: &Module) -> Result<LoadedModule, String> {
+    let path = Path::new(&module.path);
+    let file = File::open(path).map_err(|err| format!("cannot open it ({err})"))?;
+    // SAFETY: the map is read-only; a file truncated underneath would fault,
+    // the same hazard every symbolizer reading mapped ELF files accepts.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|err| format!("cannot map it ({err})"))?;
+    let object = object::File::parse(&*map).map_err(|err| format!("it is not a readable ELF file ({err})"))?;
+    let file_id = object.build_id().ok().flatten().unwrap_or(&[]);
+    if !module.build_id.is_empty() && file_id != module.build_id.as_slice() {
+        return Err(format!(
+            "its build id {} differs from the recorded {} (the file changed since the run)",
+            if file_id.is_empty() { "(none)".to_string() } else { hex(file_id) },
+            hex(&module.build_id)
+        ));
+    }
+    let symbols = read_symbols(&object);
+    let has_dwarf = object.section_by_name(".debug_info").is_some();
+    let mut dwarf = None;
+    if has_dwarf {
+        dwarf = addr2line::Loader::new(path).ok();
+    } else if file_id.len() > 1 {
+        let id = hex(file_id);
+        let separate = format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..]);
+        if Path::new(&separate).exists() {
+            dwarf = addr2line::Loader::new(&separate).ok();
+        }
+    }
+    Ok(LoadedModule { dwarf, symbols })
+}
+
+/// Resolves addresses of one trace, lazily and with caching.
+pub struct Symbolizer<'t> {
+    modules: &'t [Module],
+    map: ModuleMap,
+    own: OwnCode,
+    loaded: Vec<Option<Option<LoadedModule>>>,
+    cache: IntMap<u64, Rc<[Frame]>>,
+    warnings: Vec<String>,
+}
+
+impl<'t> Symbolizer<'t> {
+    pub fn new(process: &Process, modules: &'t [Module]) -> Self {
+        Symbolizer {
+            modules,
+            map: ModuleMap::new(modules),
+            own: OwnCode::for_process(process, modules),
+            loaded: (0..modules.len()).map(|_| None).collect(),
+            cache: IntMap::default(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Problems met while loading modules, one line each, each said once.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    fn module(&mut self, index: usize) -> Option<&LoadedModule> {
+        if self.loaded[index].is_none() {
+            let module = &self.modules[index];
+            let loaded = match load_module(module) {
+                Ok(m) => Some(m),
+                Err(why) => {
+                    self.warnings.push(format!(
+                        "cannot symbolize {}: {why}; its frames are shown as module+offset",
+                        if module.path.is_empty() { "(unnamed module)" } else { &module.path }
+                    ));
+                    None
+                }
+            };
+            self.loaded[index] = Some(loaded);
+        }
+        self.loaded[index].as_ref().and_then(|m| m.as_ref())
+    }
+
+    /// The frames (innermost first, inlined ones included) of one return address.
+    pub fn frames(&mut self, ip: u64) -> Rc<[Frame]> {
+        if let Some(frames) = self.cache.get(&ip) {
+            return frames.clone();
+        }
+        let frames: Rc<[Frame]> = self.resolve(ip).into();
+        self.cache.insert(ip, frames.clone());
+        frames
+    }
+
+    fn resolve(&mut self, ip: u64) -> Vec<Frame> {
+        let Some((index, probe)) = self.map.locate(self.modules, ip) else {
+            return vec![Frame {
+                address: ip,
+                function: format!("0x{ip:x}"),
+                file: None,
+                line: None,
+                module: None,
+                inlined: false,
+                own_code: false,
+            }];
+        };
+        let modules = self.modules;
+        let own = self.own.is_own(Some(index), modules);
+        let module_path = modules[index].path.clone();
+        let base = |function: String| Frame {
+            address: ip,
+            function,
+            file: None,
+            line: None,
+            module: Some(module_path.clone()),
+            inlined: false,
+            own_code: own,
+        };
+        let mut out = Vec::new();
+        let Some(loaded) = self.module(index) else {
+            return vec![base(offset_name(&module_path, probe))];
+        };
+        let symbol = loaded.symbols.find(probe).map(demangle);
+        if let Some(dwarf) = &loaded.dwarf {
+            if let Ok(mut iter) = dwarf.find_frames(probe) {
+                while let Ok(Some(frame)) = iter.next() {
+                    let function = frame
+                        .function
+                        .as_ref()
+                        .and_then(|f| f.raw_name().ok())
+                        .map(|name| demangle(&name));
+                    let (file, line) = match &frame.location {
+                        Some(loc) => (loc.file.map(str::to_string), loc.line),
+                        None => (None, None),
+                    };
+                    let mut f = base(function.unwrap_or_default());
+                    f.file = file;
+                    f.line = line;
+                    f.inlined = true;
+                    out.push(f);
+                }
+            }
+        }
+        if let Some(last) = out.last_mut() {
+            last.inlined = false;
+        }
+        let n = out.len();
+        for (i, f) in out.iter_mut().enumerate() {
+            if f.function.is_empty() {
+                f.function = if i + 1 == n { symbol.clone() } else { None }
+                    .unwrap_or_else(|| offset_name(&module_path, probe));
+            }
+        }
+        if out.is_empty() {
+            out.push(base(symbol.unwrap_or_else(|| offset_name(&module_path, probe))));
+        }
+        out
+    }
+
+    /// A stack's native frames, innermost first, with allocator and tracer
+    /// frames trimmed from the innermost end.
+    pub fn stack(&mut self, stack: &Stack) -> Vec<Frame> {
+        let mut frames = Vec::with_capacity(stack.native.len());
+        for &ip in &stack.native {
+            frames.extend(self.frames(ip).iter().cloned());
+        }
+        let trim = frames.iter().take_while(|f| is_allocator_frame(f)).count();
+        // Keep at least one frame so a stack never draws empty.
+        let trim = if trim == frames.len() { trim.saturating_sub(1) } else { trim };
+        frames.drain(..trim);
+        frames
+    }
+}
+
+fn offset_name(path: &str, offset: u64) -> String {
+    let name = path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("?");
+    format!("{name}+0x{offset:x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(path: &str, segments: Vec<(u64, u64)>) -> Module {
+        Module { path: path.into(), load_bias: segments[0].0, segments, build_id: vec![] }
+    }
+
+    #[test]
+    fn later_modules_win_overlaps() {
+        let modules = vec![module("a", vec![(100, 200)]), module("b", vec![(150, 160)])];
+        let map = ModuleMap::new(&modules);
+        assert_eq!(map.find(99), None);
+        assert_eq!(map.find(100), Some(0));
+        assert_eq!(map.find(149), Some(0));
+        assert_eq!(map.find(150), Some(1));
+        assert_eq!(map.find(159), Some(1));
+        assert_eq!(map.find(160), Some(0));
+        assert_eq!(map.find(199), Some(0));
+        assert_eq!(map.find(200), None);
+    }
+
+    #[test]
+    fn return_addresses_look_up_the_call() {
+        let modules = vec![module("a", vec![(0x1000, 0x2000)])];
+        let map = ModuleMap::new(&modules);
+        assert_eq!(map.locate(&modules, 0x1010), Some((0, 0xf)));
+        assert_eq!(map.locate(&modules, 0x1000), Some((0, 0)));
+        assert_eq!(map.locate(&modules, 0x2000), Some((0, 0xfff)));
+        assert_eq!(map.locate(&modules, 0x3000), None);
+    }
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"), "core::ptr::drop_in_place");
+        assert_eq!(demangle("_Znwm"), "operator new(unsigned long)");
+        assert_eq!(demangle("plain_c"), "plain_c");
+    }
+
+    #[test]
+    fn allocator_frames() {
+        let f = |name: &str| Frame {
+            address: 0,
+            function: name.into(),
+            file: None,
+            line: None,
+            module: None,
+            inlined: false,
+            own_code: false,
+        };
+        for name in ["malloc", "operator new(unsigned long)", "operator new[](unsigned long)", "_Znwm", "__libc_malloc"] {
+            assert!(is_allocator_frame(&f(name)), "{name}");
+        }
+        for name in ["main", "make_buffer", "std::vector<int>::push_back"] {
+            assert!(!is_allocator_frame(&f(name)), "{name}");
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Synthetic traces for tests: a tiny allocation simulator that writes the
+//! same records the tracer writes (delta-encoded snapshots included).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use trace_format::{
+    file_header, frame_record, End, EndReason, EpochCause, Module, Process, Record, SiteCounters, Snapshot, Stack,
+};
+
+/// Builds a trace by simulating allocations and frees epoch by epoch.
+pub struct Sim {
+    records: Vec<Record>,
+    epoch: u32,
+    pairs: BTreeMap<(u32, u32), SiteCounters>,
+    changed: BTreeSet<(u32, u32)>,
+    objects: HashMap<u64, (u32, u32, u64)>,
+    next_object: u64,
+    stacks: BTreeSet<u32>,
+    /// Resident memory outside the heap (added to the live heap for RSS).
+    pub rss_extra: u64,
+    /// Nanoseconds added to the clock at each snapshot.
+    pub epoch_ns: u64,
+    elapsed_ns: u64,
+    /// Write every snapshot with `full` set.
+    pub full_snapshots: bool,
+}
+
+impl Sim {
+    pub fn new(exe: &str) -> Sim {
+        let process = Process {
+            pid: 4242,
+            forked_from: None,
+            start_unix_ns: 1_700_000_000_000_000_000,
+            exe: exe.into(),
+            cmdline: vec![exe.into(), "--steps".into(), "10".into()],
+            settings: vec![("TRACER_OUTPUT".into(), "trace.bin".into())],
+        };
+        Sim {
+            records: vec![Record::Process(process)],
+            epoch: 0,
+            pairs: BTreeMap::new(),
+            changed: BTreeSet::new(),
+            objects: HashMap::new(),
+            next_object: 1,
+            stacks: BTreeSet::new(),
+            rss_extra: 64 << 20,
+            epoch_ns: 1_000_000_000,
+            elapsed_ns: 0,
+            full_snapshots: false,
+        }
+    }
+
+    pub fn module(&mut self, module: Module) {
+        self.records.push(Record::Module(module));
+    }
+
+    /// Declares stack `id` with the given return addresses (innermost first).
+    pub fn stack(&mut self, id: u32, native: Vec<u64>) {
+        self.stacks.insert(id);
+        self.records.push(Record::Stack(Stack { id, native, python: vec![] }));
+    }
+
+    fn ensure_stack(&mut self, id: u32) {
+        if self.stacks.insert(id) {
+            let native = vec![0x40_0000 + u64::from(id) * 0x100, 0x40_0000 + 0x10];
+            self.records.push(Record::Stack(Stack { id, native, python: vec![] }));
+        }
+    }
+
+    /// Allocates `bytes` from `stack`; returns an object handle.
+    pub fn alloc(&mut self, stack: u32, bytes: u64) -> u64 {
+        self.ensure_stack(stack);
+        let key = (stack, self.epoch);
+        let c = self.pairs.entry(key).or_insert(SiteCounters { stack, birth_epoch: self.epoch, ..Default::default() });
+        c.live_count += 1;
+        c.live_bytes += bytes;
+        c.allocated_count += 1;
+        c.allocated_bytes += bytes;
+        self.changed.insert(key);
+        let id = self.next_object;
+        self.next_object += 1;
+        self.objects.insert(id, (stack, self.epoch, bytes));
+        id
+    }
+
+    /// Allocates `count` objects of `bytes` each.
+    pub fn alloc_many(&mut self, stack: u32, count: usize, bytes: u64) -> Vec<u64> {
+        (0..count).map(|_| self.alloc(stack, bytes)).collect()
+    }
+
+    pub fn free(&mut self, object: u64) {
+        if let Some((stack, birth, bytes)) = self.objects.remove(&object) {
+            let c = self.pairs.get_mut(&(stack, birth)).expect("pair of a live object");
+            c.live_count -= 1;
+            c.live_bytes -= bytes;
+            self.changed.insert((stack, birth));
+        }
+    }
+
+    pub fn free_all(&mut self, objects: impl IntoIterator<Item = u64>) {
+        objects.into_iter().for_each(|o| self.free(o));
+    }
+
+    pub fn live_heap(&self) -> (u64, u64) {
+        self.pairs.values().fold((0, 0), |(b, n), c| (b + c.live_bytes, n + c.live_count))
+    }
+
+    /// Closes the current epoch with a snapshot.
+    pub fn snapshot(&mut self, cause: EpochCause, label: &str) {
+        let (heap_bytes, heap_count) = self.live_heap();
+        self.elapsed_ns += self.epoch_ns;
+        let counters: Vec<SiteCounters> = if self.full_snapshots {
+            self.pairs.values().filter(|c| c.live_count > 0).copied().collect()
+        } else {
+            self.changed.iter().map(|k| self.pairs[k]).collect()
+        };
+        self.changed.clear();
+        self.records.push(Record::Snapshot(Snapshot {
+            epoch: self.epoch,
+            cause,
+            label: label.into(),
+            elapsed_ns: self.elapsed_ns,
+            rss_bytes: heap_bytes + self.rss_extra,
+            heap_live_bytes: heap_bytes,
+            heap_live_count: heap_count,
+            tracer_bytes: 1 << 20,
+            full: self.full_snapshots,
+            counters,
+        }));
+        self.epoch += 1;
+    }
+
+    pub fn mark(&mut self, label: &str) {
+        self.snapshot(EpochCause::Mark, label)
+    }
+
+    /// The current epoch (the one the next snapshot closes).
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Ends the run: an Exit snapshot and an End record.
+    pub fn exit(&mut self) {
+        self.snapshot(EpochCause::Exit, "exit");
+        self.records.push(Record::End(End { reason: EndReason::Exit, elapsed_ns: self.elapsed_ns }));
+    }
+
+    pub fn push(&mut self, record: Record) {
+        self.records.push(record);
+    }
+
+    /// The trace file bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut out = file_header().to_vec();
+        for record in &self.records {
+            frame_record(record, &mut out);
+        }
+        out
+    }
+
+    /// Byte offsets where each record starts (after the file header).
+    pub fn record_offsets(&self) -> Vec<usize> {
+        let mut offsets = Vec::new();
+        let mut at = trace_format::FILE_HEADER_LEN;
+        for record in &self.records {
+            offsets.push(at);
+            let mut framed = Vec::new();
+            frame_record(record, &mut framed);
+            at += framed.len();
+        }
+        offsets
+    }
+}
+
+/// The five kinds of memory behaviour the analysis must tell apart, each on
+/// its own stack: 1 = leak, 2 = cache filled once, 3 = buffers freed one
+/// epoch later, 4 = per-step temporaries, 5 = warm-up kept forever.
+pub fn all_behaviours(epochs: u32, exit_frees: bool) -> Sim {
+    behaviours(epochs, exit_frees, false)
+}
+
+/// [`all_behaviours`], with every snapshot written full when `full` is set.
+pub fn behaviours(epochs: u32, exit_frees: bool, full: bool) -> Sim {
+    let mut sim = Sim::new("/opt/app/train");
+    sim.full_snapshots = full;
+    let mut keep = Vec::new();
+    let mut previous_buffers = Vec::new();
+    for e in 0..epochs {
+        if e == 0 {
+            keep.extend(sim.alloc_many(5, 200, 4096));
+        }
+        if e == 1 {
+            keep.extend(sim.alloc_many(2, 500, 4096));
+        }
+        keep.extend(sim.alloc_many(1, 100, 1024));
+        let buffers = sim.alloc_many(3, 50, 8192);
+        sim.free_all(std::mem::take(&mut previous_buffers));
+        previous_buffers = buffers;
+        for _ in 0..20 {
+            let t = sim.alloc_many(4, 10, 65536);
+            sim.free_all(t);
+        }
+        sim.mark(&format!("epoch {e}"));
+    }
+    if exit_frees {
+        sim.free_all(keep);
+        sim.free_all(previous_buffers);
+    }
+    sim.exit();
+    sim
+}
+
+/// Writes `bytes` to a fresh file under the system temporary folder.
+pub fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "analyzer-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("create a temporary folder");
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).expect("write a temporary file");
+    path
+}

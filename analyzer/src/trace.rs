@@ -1,0 +1,348 @@
+//! Loading a trace file into an in-memory model: the process, its modules,
+//! the interned stacks, the snapshot headers and the per-pair counters at the
+//! snapshots the analysis needs.
+//!
+//! The counters are kept sparse: one map entry per (stack, birth epoch) pair
+//! that still has live allocations (or was born in the current epoch). Pairs
+//! whose allocations are all freed and whose epoch is over never change again
+//! and are dropped as the file is read, so memory follows the live state, not
+//! stacks times epochs. Full copies of the state are kept only for the
+//! snapshots asked for; the state before the last snapshot is rebuilt from an
+//! undo log of the last snapshot's changes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::path::{Path, PathBuf};
+
+use trace_format::{
+    EpochCause, Module, Notice, Process, PyCode, ReadError, Record, RecordReader, SiteCounters, Stack, TraceEnd,
+};
+
+use crate::error::Failure;
+
+/// A small, fast hasher for integer keys (the pair maps are hot).
+#[derive(Default, Clone, Copy)]
+pub struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// (stack id, birth epoch).
+pub type PairKey = (u32, u32);
+
+/// The counters of one pair at a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Counts {
+    pub live_count: u64,
+    pub live_bytes: u64,
+    pub allocated_count: u64,
+    pub allocated_bytes: u64,
+}
+
+impl From<&SiteCounters> for Counts {
+    fn from(c: &SiteCounters) -> Self {
+        Counts {
+            live_count: c.live_count,
+            live_bytes: c.live_bytes,
+            allocated_count: c.allocated_count,
+            allocated_bytes: c.allocated_bytes,
+        }
+    }
+}
+
+/// The counters of every pair that matters at one snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub pairs: IntMap<PairKey, Counts>,
+}
+
+impl State {
+    /// Live bytes per stack.
+    pub fn live_bytes_by_stack(&self) -> IntMap<u32, u64> {
+        let mut out: IntMap<u32, u64> = IntMap::default();
+        for (&(stack, _), c) in &self.pairs {
+            if c.live_bytes > 0 {
+                *out.entry(stack).or_default() += c.live_bytes;
+            }
+        }
+        out
+    }
+
+    /// Bytes allocated per stack during `epoch` (allocations born in it).
+    pub fn allocated_bytes_by_stack(&self, epoch: u32) -> IntMap<u32, u64> {
+        let mut out: IntMap<u32, u64> = IntMap::default();
+        for (&(stack, birth), c) in &self.pairs {
+            if birth == epoch && c.allocated_bytes > 0 {
+                *out.entry(stack).or_default() += c.allocated_bytes;
+            }
+        }
+        out
+    }
+}
+
+/// A snapshot without its counters.
+#[derive(Debug, Clone)]
+pub struct SnapshotHeader {
+    pub epoch: u32,
+    pub cause: EpochCause,
+    pub label: String,
+    pub elapsed_ns: u64,
+    pub rss_bytes: u64,
+    pub heap_live_bytes: u64,
+    pub heap_live_count: u64,
+    pub tracer_bytes: u64,
+}
+
+/// How the trace file ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndKind {
+    /// Every record is complete.
+    Complete,
+    /// The file stops in the middle of a record at `offset`.
+    Truncated { offset: u64 },
+    /// The record at `offset` is damaged.
+    Damaged { offset: u64, reason: String },
+}
+
+impl EndKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            EndKind::Complete => "complete",
+            EndKind::Truncated { .. } => "truncated",
+            EndKind::Damaged { .. } => "damaged",
+        }
+    }
+}
+
+/// A trace in memory.
+#[derive(Debug)]
+pub struct Trace {
+    pub path: PathBuf,
+    pub process: Process,
+    /// Module records in file order (later ones win where ranges overlap).
+    pub modules: Vec<Module>,
+    pub stacks: IntMap<u32, Stack>,
+    pub pycode: IntMap<u64, PyCode>,
+    /// Every complete snapshot, in file order; index = position.
+    pub snapshots: Vec<SnapshotHeader>,
+    pub notices: Vec<Notice>,
+    pub end: EndKind,
+    /// An End record was read (the process ended normally).
+    pub saw_end_record: bool,
+    /// Counters at the snapshots captured, by snapshot index.
+    states: BTreeMap<usize, State>,
+}
+
+impl Trace {
+    /// The counters at snapshot `index`, when it was captured.
+    pub fn state(&self, index: usize) -> Option<&State> {
+        self.states.get(&index)
+    }
+}
+
+/// What to keep while reading: the states at snapshot 1, at the last two
+/// snapshots, and at the explicitly requested indices.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    pub capture: BTreeSet<usize>,
+}
+
+enum Undo {
+    Changes(Vec<(PairKey, Option<Counts>)>),
+    Whole(IntMap<PairKey, Counts>),
+}
+
+/// Reads the trace at `path`.
+pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
+    let shown = path.display();
+    let mut reader = RecordReader::open(path).map_err(|err| match err {
+        ReadError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            Failure::new(format!("cannot open {shown}: no such file"), "check the path of the trace file")
+        }
+        ReadError::Io(io) => Failure::new(format!("cannot read {shown}: {io}"), "check the path and its permissions"),
+        ReadError::NotATrace => Failure::new(
+            format!("{shown} is not a trace written by libtracer.so (wrong magic bytes)"),
+            "pass the trace file the tracer wrote (trace.bin by default)",
+        ),
+        ReadError::NewerVersion { found } => Failure::new(
+            format!(
+                "{shown} has trace format version {found}, newer than the version {} this analyzer reads",
+                trace_format::FORMAT_VERSION
+            ),
+            "use the analyzer built together with that tracer",
+        ),
+        ReadError::TooShort => Failure::new(
+            format!("{shown} is empty or too short to be a trace (no complete file header)"),
+            "the traced process probably died at start-up; run it again under the tracer",
+        ),
+    })?;
+    if std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(Failure::new(format!("{shown} is a directory"), "pass the trace file, not its folder"));
+    }
+
+    let mut process: Option<Process> = None;
+    let mut modules = Vec::new();
+    let mut stacks: IntMap<u32, Stack> = IntMap::default();
+    let mut pycode: IntMap<u64, PyCode> = IntMap::default();
+    let mut snapshots: Vec<SnapshotHeader> = Vec::new();
+    let mut notices = Vec::new();
+    let mut saw_end_record = false;
+    let mut states: BTreeMap<usize, State> = BTreeMap::new();
+
+    let mut current: IntMap<PairKey, Counts> = IntMap::default();
+    // Pairs of the last epoch that ended with nothing alive: dropped at the next snapshot.
+    let mut pending_dead: Vec<PairKey> = Vec::new();
+    let mut undo = Undo::Changes(Vec::new());
+
+    for record in reader.by_ref() {
+        match record {
+            Record::Process(p) => {
+                if process.is_none() {
+                    process = Some(p);
+                }
+            }
+            Record::Module(m) => modules.push(m),
+            Record::Stack(s) => {
+                stacks.insert(s.id, s);
+            }
+            Record::PyCode(c) => {
+                pycode.insert(c.id, c);
+            }
+            Record::Notice(n) => notices.push(n),
+            Record::End(_) => saw_end_record = true,
+            Record::Snapshot(snap) => {
+                let index = snapshots.len();
+                if snap.full {
+                    undo = Undo::Whole(std::mem::take(&mut current));
+                    pending_dead.clear();
+                    for c in &snap.counters {
+                        current.insert((c.stack, c.birth_epoch), Counts::from(c));
+                    }
+                } else {
+                    let mut changes = Vec::with_capacity(snap.counters.len() + pending_dead.len());
+                    for key in pending_dead.drain(..) {
+                        if let Some(old) = current.remove(&key) {
+                            changes.push((key, Some(old)));
+                        }
+                    }
+                    for c in &snap.counters {
+                        let key = (c.stack, c.birth_epoch);
+                        let new = Counts::from(c);
+                        let old = if new.live_count == 0 && c.birth_epoch < snap.epoch {
+                            current.remove(&key)
+                        } else {
+                            current.insert(key, new)
+                        };
+                        changes.push((key, old));
+                    }
+                    undo = Undo::Changes(changes);
+                }
+                // Pairs of this epoch that ended with nothing alive never change
+                // again; they are kept for this snapshot (their allocated
+                // counters) and dropped at the next one.
+                pending_dead.extend(
+                    snap.counters
+                        .iter()
+                        .filter(|c| c.live_count == 0 && c.birth_epoch >= snap.epoch)
+                        .map(|c| (c.stack, c.birth_epoch)),
+                );
+                snapshots.push(SnapshotHeader {
+                    epoch: snap.epoch,
+                    cause: snap.cause,
+                    label: snap.label,
+                    elapsed_ns: snap.elapsed_ns,
+                    rss_bytes: snap.rss_bytes,
+                    heap_live_bytes: snap.heap_live_bytes,
+                    heap_live_count: snap.heap_live_count,
+                    tracer_bytes: snap.tracer_bytes,
+                });
+                if index == 1 || options.capture.contains(&index) {
+                    states.insert(index, State { pairs: current.clone() });
+                }
+            }
+        }
+    }
+
+    let end = match reader.end() {
+        TraceEnd::Truncated { offset } => EndKind::Truncated { offset: *offset },
+        TraceEnd::Damaged { offset, reason } => EndKind::Damaged { offset: *offset, reason: reason.clone() },
+        TraceEnd::EndOfFile | TraceEnd::Open => EndKind::Complete,
+    };
+
+    let Some(process) = process else {
+        return Err(match &end {
+            EndKind::Complete => Failure::new(
+                format!("{shown} holds no records"),
+                "the traced process ended before the tracer wrote anything; run it again under the tracer",
+            ),
+            _ => Failure::new(
+                format!("{shown} is cut or damaged before its first record"),
+                "the traced process was probably killed at start-up; run it again under the tracer",
+            ),
+        });
+    };
+    if snapshots.is_empty() {
+        let why = match &end {
+            EndKind::Complete => "the process ended before the first epoch closed".to_string(),
+            EndKind::Truncated { offset } => format!("the trace was cut at byte {offset} before the first epoch closed"),
+            EndKind::Damaged { offset, .. } => {
+                format!("the trace is damaged at byte {offset}, before the first epoch closed")
+            }
+        };
+        return Err(Failure::new(
+            format!("{shown} has no complete snapshot ({why})"),
+            "call tracer_mark(label) at each epoch or set TRACER_EPOCH_SECONDS, and let the run go longer",
+        ));
+    }
+
+    // The last state, and the one before it rebuilt from the undo log.
+    let last = snapshots.len() - 1;
+    if last >= 1 {
+        let mut before = current.clone();
+        match undo {
+            Undo::Whole(prev) => before = prev,
+            Undo::Changes(changes) => {
+                for (key, old) in changes.into_iter().rev() {
+                    match old {
+                        Some(c) => before.insert(key, c),
+                        None => before.remove(&key),
+                    };
+                }
+            }
+        }
+        states.entry(last - 1).or_insert(State { pairs: before });
+    }
+    states.insert(last, State { pairs: current });
+
+    Ok(Trace {
+        path: path.to_path_buf(),
+        process,
+        modules,
+        stacks,
+        pycode,
+        snapshots,
+        notices,
+        end,
+        saw_end_record,
+        states,
+    })
+}
