@@ -1,1 +1,138 @@
-//! Helpers for the end-to-end tests.
+//! Helpers for the end-to-end tests: build the test programs, run them under
+//! the tracer, read their traces and the analyzer's JSON report.
+//!
+//! The tests use the release builds of `libtracer.so` and `analyzer`;
+//! `scripts/test.sh` builds them first. A missing build is a test failure
+//! with instructions, never a skip.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use trace_format::{Record, RecordReader, TraceEnd};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+fn release_artifact(name: &str) -> PathBuf {
+    let path = repo_root().join("target/release").join(name);
+    assert!(path.exists(), "{} is missing: run `cargo build --release` (scripts/test.sh does) before the tests", path.display());
+    path
+}
+
+pub fn tracer_lib() -> PathBuf {
+    release_artifact("libtracer.so")
+}
+
+pub fn analyzer() -> PathBuf {
+    release_artifact("analyzer")
+}
+
+/// Compiles `tests/programs/<name>` (C or C++) the way production code is
+/// built: optimized and without frame pointers, with debug info for names.
+pub fn compile(name: &str) -> PathBuf {
+    let source = repo_root().join("tests/programs").join(name);
+    let out_dir = repo_root().join("target/test-programs");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let binary = out_dir.join(Path::new(name).file_stem().unwrap());
+    let compiler = if name.ends_with(".cpp") { "c++" } else { "cc" };
+    let status = Command::new(compiler)
+        .args(["-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .arg("-ldl")
+        .status()
+        .unwrap_or_else(|err| panic!("cannot run {compiler}: {err}; install a C/C++ toolchain (scripts/test.sh does)"));
+    assert!(status.success(), "compiling {} failed", source.display());
+    binary
+}
+
+/// A program's run under the tracer, in a directory of its own.
+pub struct TracedRun {
+    pub dir: tempfile::TempDir,
+    pub trace: PathBuf,
+    pub output: Output,
+}
+
+impl TracedRun {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    /// Every trace file the run left: the named one and its descendants'.
+    pub fn trace_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.file_name().unwrap().to_string_lossy().starts_with("trace.bin"))
+            .collect();
+        files.sort();
+        files
+    }
+}
+
+/// A command set up to run under the tracer, writing `trace.bin` in a fresh directory.
+pub fn traced_command(program: &Path) -> (Command, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(program);
+    command
+        .current_dir(dir.path())
+        .env("LD_PRELOAD", tracer_lib())
+        .env("TRACER_OUTPUT", dir.path().join("trace.bin"))
+        .env_remove("TRACER_INHERITED_OUTPUT")
+        .env_remove("TRACER_EPOCH_SECONDS");
+    (command, dir)
+}
+
+pub fn run_traced(program: &Path, args: &[&str]) -> TracedRun {
+    let (mut command, dir) = traced_command(program);
+    let output = command.args(args).output().unwrap();
+    let trace = dir.path().join("trace.bin");
+    TracedRun { dir, trace, output }
+}
+
+/// All records of a trace and how it ended.
+pub fn read_trace(path: &Path) -> (Vec<Record>, TraceEnd) {
+    let mut reader = RecordReader::open(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    let records: Vec<Record> = reader.by_ref().collect();
+    (records, reader.end().clone())
+}
+
+pub fn snapshot_count(records: &[Record]) -> usize {
+    records.iter().filter(|r| matches!(r, Record::Snapshot(_))).count()
+}
+
+/// Runs `analyzer report --json` and parses its output.
+pub fn report_json(trace: &Path) -> serde_json::Value {
+    let output = Command::new(analyzer()).arg("report").arg(trace).arg("--json").output().unwrap();
+    assert!(
+        output.status.success(),
+        "analyzer report {} failed: {}",
+        trace.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("analyzer --json prints one JSON object")
+}
+
+/// The function names of a suspect's frames, innermost first.
+pub fn suspect_functions(suspect: &serde_json::Value) -> Vec<String> {
+    suspect["frames"]
+        .as_array()
+        .expect("a suspect has frames")
+        .iter()
+        .map(|frame| frame["function"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The suspects of a report, each as its list of function names.
+pub fn suspects(report: &serde_json::Value) -> Vec<Vec<String>> {
+    report["suspects"].as_array().expect("a report has suspects").iter().map(suspect_functions).collect()
+}
+
+pub fn mentions(functions: &[String], name: &str) -> bool {
+    functions.iter().any(|f| f.contains(name))
+}

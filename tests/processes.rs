@@ -1,0 +1,90 @@
+//! The tracer inside awkward processes: forks from threads, children that
+//! `_exit` or `exec`, SIGKILL, an unwritable output path.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use integration_tests::*;
+use trace_format::{EndReason, Record, TraceEnd};
+
+#[test]
+fn forking_multithreaded_program_finishes_and_every_process_leaves_a_readable_trace() {
+    let program = compile("forking.c");
+    let run = run_traced(&program, &[]);
+    assert!(run.output.status.success(), "{}{}", run.stdout(), run.stderr());
+    assert_eq!(run.stdout(), "forking: 0 failures\n");
+
+    let files = run.trace_files();
+    let mut children = 0;
+    let mut ends = Vec::new();
+    for file in &files {
+        let (records, end) = read_trace(file);
+        assert_eq!(end, TraceEnd::EndOfFile, "{} ends badly", file.display());
+        let Some(Record::Process(process)) = records.first() else { panic!("{} has no process record", file.display()) };
+        if file != &run.trace {
+            assert!(file.to_string_lossy().contains(&format!("trace.bin.{}", process.pid)), "{}", file.display());
+        }
+        if process.forked_from.is_some() {
+            children += 1;
+            assert!(snapshot_count(&records) >= 1, "{} has no snapshot", file.display());
+        }
+        if let Some(Record::End(end)) = records.iter().rev().find(|r| matches!(r, Record::End(_))) {
+            ends.push(end.reason);
+        }
+    }
+    // Six children: exit, _exit, exec of /bin/true (its image traces itself),
+    // failed exec then _exit, exit, _exit.
+    assert_eq!(children, 6, "{files:?}");
+    assert!(ends.contains(&EndReason::ImmediateExit));
+    assert!(ends.iter().filter(|&&r| r == EndReason::Exit).count() >= 3);
+    let parent = report_json(&run.trace);
+    assert!(mentions(&suspects(&parent)[0], "parent_leak"), "{parent:#}");
+}
+
+#[test]
+fn sigkilled_run_still_reports_up_to_its_last_snapshot() {
+    let program = compile("killed.c");
+    let (mut command, dir) = traced_command(&program);
+    let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for _ in 0..8 {
+        lines.next().unwrap().unwrap();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let trace = dir.path().join("trace.bin");
+    let (records, _) = read_trace(&trace);
+    assert!(snapshot_count(&records) >= 8);
+    assert!(!records.iter().any(|r| matches!(r, Record::End(_))), "a killed process cannot have ended its trace");
+    let report = report_json(&trace);
+    assert!(mentions(&suspects(&report)[0], "leak_until_killed"), "{report:#}");
+    assert_ne!(report["trace_end"], "complete");
+}
+
+#[test]
+fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
+    let program = compile("leaky.c");
+    let untraced = std::process::Command::new(&program).arg("4").output().unwrap();
+    let (mut command, _dir) = traced_command(&program);
+    let output = command.env("TRACER_OUTPUT", "/nonexistent/dir/trace.bin").arg("4").output().unwrap();
+    assert_eq!(output.status.code(), untraced.status.code());
+    assert_eq!(output.stdout, untraced.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("tracer: cannot create the trace file /nonexistent/dir/trace.bin"), "{stderr}");
+}
+
+#[test]
+fn torn_trace_tail_is_detected_not_misread() {
+    let program = compile("leaky.c");
+    let run = run_traced(&program, &["8"]);
+    let bytes = std::fs::read(&run.trace).unwrap();
+    let torn = run.dir.path().join("torn.bin");
+    std::fs::write(&torn, &bytes[..bytes.len() - 7]).unwrap();
+    let (records, end) = read_trace(&torn);
+    assert!(matches!(end, TraceEnd::Truncated { .. }), "{end:?}");
+    assert!(snapshot_count(&records) >= 8);
+    let report = report_json(&torn);
+    assert_eq!(report["trace_end"], "truncated");
+    assert!(mentions(&suspects(&report)[0], "leak_per_epoch"));
+}
