@@ -141,7 +141,7 @@ impl Analysis {
             VerdictKind::HeapLeak => {
                 let top = &self.suspects[0];
                 let mut msg = format!(
-                    "heap leak: {} keeps about {}/epoch alive ({} now){}; the live heap grew by {} over {over}",
+                    "{} keeps about {}/epoch alive ({} now){}; the live heap grew by {} over {over}",
                     top_function.unwrap_or("the top suspect"),
                     bytes(top.growth_bytes_per_epoch),
                     bytes(top.live_bytes),

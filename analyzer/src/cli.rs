@@ -109,13 +109,14 @@ fn usage_error(err: clap::Error) -> i32 {
         }
         _ => {
             let text = err.to_string();
-            let first = text
+            let parts: Vec<&str> = text
                 .lines()
                 .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or("invalid arguments")
-                .trim_start_matches("error:")
-                .trim();
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            let joined = parts.join(" ").trim_start_matches("error:").trim().to_string();
+            let first = if joined.is_empty() { "invalid arguments".to_string() } else { joined };
             eprintln!("analyzer: error: {first}; run 'analyzer --help' for usage");
             2
         }

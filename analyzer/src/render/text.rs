@@ -51,9 +51,9 @@ fn run_section(out: &mut String, trace: &Trace) {
     let _ = writeln!(out, "  epochs     {} (cut by {})", trace.snapshots.len(), how_epochs_were_cut(trace));
     if p.settings.is_empty() {
         let _ = writeln!(out, "  settings   (defaults)");
-    } else {
-        let settings: Vec<String> = p.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let _ = writeln!(out, "  settings   {}", settings.join(" "));
+    }
+    for (i, (name, value)) in p.settings.iter().enumerate() {
+        let _ = writeln!(out, "  {:<10} {name} = {value}", if i == 0 { "settings" } else { "" });
     }
     let _ = writeln!(out, "  trace      {} ({})", trace.path.display(), trace.end.name());
     for notice in &trace.notices {
@@ -189,7 +189,7 @@ pub fn render(report: &Report<'_>) -> String {
         }
     }
 
-    let _ = writeln!(out, "\nVerdict: {}: {}", a.verdict.kind.name(), report.verdict_message);
+    let _ = writeln!(out, "\nVerdict ({}): {}", a.verdict.kind.name(), report.verdict_message);
     if let Some(fg) = &report.flamegraph {
         if fg.drawn {
             let _ = writeln!(out, "Flamegraph of leaked bytes: {}", fg.path.display());

@@ -1,0 +1,348 @@
+//! The analyzer binary on good and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use analyzer::synth::{all_behaviours, write_temp, Sim};
+use trace_format::{file_header, frame_record, Record, FORMAT_VERSION};
+
+fn analyzer(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run the analyzer")
+}
+
+fn report(path: &Path, extra: &[&str]) -> Output {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["report".as_ref(), path.as_os_str()];
+    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+    analyzer(&args)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A failure: non-zero exit and exactly one line on stderr, in the usual form.
+fn assert_one_line_error(out: &Output, mentions: &str) {
+    let err = stderr(out);
+    assert!(!out.status.success(), "expected a failure, got success: {err}");
+    assert_eq!(err.lines().count(), 1, "stderr is not one line: {err:?}");
+    assert!(err.starts_with("analyzer: error: "), "{err}");
+    assert!(err.contains("; "), "the error does not say what to do: {err}");
+    assert!(err.contains(mentions), "the error does not mention {mentions:?}: {err}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).expect("one JSON object on stdout")
+}
+
+fn svg_beside(trace: &Path) -> PathBuf {
+    trace.with_file_name(format!("{}.leaks.svg", trace.file_name().unwrap().to_string_lossy()))
+}
+
+#[test]
+fn random_bytes_are_not_a_trace() {
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let path = write_temp("random.bin", &bytes);
+    assert_one_line_error(&report(&path, &[]), "not a trace");
+}
+
+#[test]
+fn an_elf_file_is_not_a_trace() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_analyzer"));
+    assert_one_line_error(&report(&exe, &[]), "not a trace");
+}
+
+#[test]
+fn an_empty_file_is_not_a_trace() {
+    let path = write_temp("empty.bin", &[]);
+    assert_one_line_error(&report(&path, &[]), "empty");
+}
+
+#[test]
+fn a_newer_format_version_is_refused() {
+    let mut bytes = file_header().to_vec();
+    bytes[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let path = write_temp("newer.bin", &bytes);
+    assert_one_line_error(&report(&path, &[]), "newer");
+}
+
+#[test]
+fn a_missing_file() {
+    assert_one_line_error(&report(Path::new("/nonexistent/trace.bin"), &[]), "no such file");
+}
+
+#[test]
+fn a_directory() {
+    let dir = write_temp("x", b"").parent().unwrap().to_path_buf();
+    let out = report(&dir, &[]);
+    assert!(!out.status.success());
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+}
+
+#[test]
+fn a_trace_cut_before_its_first_snapshot() {
+    let sim = all_behaviours(6, false);
+    let bytes = sim.bytes();
+    let first_snapshot = sim.record_offsets()[3]; // process + 2 stacks, then the first snapshot
+    for cut in [first_snapshot - 3, first_snapshot + 7] {
+        let path = write_temp("cut.bin", &bytes[..cut]);
+        assert_one_line_error(&report(&path, &[]), "no complete snapshot");
+    }
+    let path = write_temp("cut.bin", &bytes[..trace_format::FILE_HEADER_LEN + 3]);
+    assert_one_line_error(&report(&path, &[]), "before its first record");
+}
+
+#[test]
+fn a_damaged_checksum_before_the_first_snapshot() {
+    let sim = all_behaviours(6, false);
+    let mut bytes = sim.bytes();
+    let second = sim.record_offsets()[1];
+    bytes[second + 6] ^= 0x40;
+    let path = write_temp("damaged.bin", &bytes);
+    assert_one_line_error(&report(&path, &[]), "no complete snapshot");
+}
+
+fn snapshot_offsets(sim: &Sim) -> Vec<usize> {
+    // The records of `all_behaviours`: stacks appear before the first snapshot using them.
+    let bytes = sim.bytes();
+    let mut reader = trace_format::RecordReader::new(&bytes[..]).unwrap();
+    let offsets = sim.record_offsets();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(record) = reader.next() {
+        if matches!(record, Record::Snapshot(_)) {
+            out.push(offsets[i]);
+        }
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn a_truncated_trace_is_reported_up_to_its_last_snapshot() {
+    let sim = all_behaviours(10, false);
+    let bytes = sim.bytes();
+    let snaps = snapshot_offsets(&sim);
+    // Cut inside the 9th snapshot record: 8 complete snapshots remain.
+    let cut = snaps[8] + 10;
+    let path = write_temp("killed.bin", &bytes[..cut]);
+    let out = report(&path, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one warning line: {err}");
+    assert!(err.starts_with("analyzer: warning: "), "{err}");
+    assert!(err.contains(&format!("cut at byte {}", snaps[8])) && err.contains("epochs 0..7"), "{err}");
+    let text = stdout(&out);
+    assert!(text.contains("Leak suspects: 1"), "{text}");
+
+    let v = json(&report(&path, &["--json"]));
+    assert_eq!(v["trace_end"], "truncated");
+    assert_eq!(v["epochs"].as_array().unwrap().len(), 8);
+    assert_eq!(v["suspects"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_damaged_checksum_mid_file_is_reported_up_to_the_damage() {
+    let sim = all_behaviours(10, false);
+    let mut bytes = sim.bytes();
+    let snaps = snapshot_offsets(&sim);
+    bytes[snaps[6] + 8] ^= 0x01;
+    let path = write_temp("damaged.bin", &bytes);
+    let out = report(&path, &["--json"]);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("damaged at byte") && err.contains("checksum"), "{err}");
+    let v = json(&out);
+    assert_eq!(v["trace_end"], "damaged");
+    assert_eq!(v["epochs"].as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn the_json_has_the_documented_shape() {
+    let sim = all_behaviours(12, true);
+    let path = write_temp("trace.bin", &sim.bytes());
+    let out = report(&path, &["--json"]);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.trim_end().lines().count(), 1, "one JSON object on one line");
+    let v = json(&out);
+    assert_eq!(v["trace_end"], "complete");
+    assert_eq!(v["process"]["pid"], 4242);
+    assert_eq!(v["process"]["exe"], "/opt/app/train");
+    assert!(v["process"]["cmdline"].is_array());
+    let epochs = v["epochs"].as_array().unwrap();
+    assert_eq!(epochs.len(), 13);
+    for (i, e) in epochs.iter().enumerate() {
+        assert_eq!(e["index"], i as u64);
+        for key in ["label", "cause", "elapsed_ns", "rss_bytes", "live_bytes", "live_count"] {
+            assert!(!e[key].is_null(), "epoch {i} lacks {key}");
+        }
+    }
+    assert_eq!(epochs[12]["cause"], "exit");
+    assert_eq!(epochs[0]["cause"], "mark");
+    let suspects = v["suspects"].as_array().unwrap();
+    assert_eq!(suspects.len(), 1);
+    let s = &suspects[0];
+    assert_eq!(s["growth_bytes_per_epoch"], 100 * 1024);
+    assert_eq!(s["live_count"], 1200);
+    assert_eq!(s["live_bytes"], 1200 * 1024);
+    let survivors = s["survivors"].as_array().unwrap();
+    assert_eq!(survivors.len(), 12);
+    assert_eq!(survivors[3], serde_json::json!({"birth_epoch": 3, "count": 100, "bytes": 102400}));
+    let frames = s["frames"].as_array().unwrap();
+    assert!(!frames.is_empty());
+    for f in frames {
+        assert!(f["function"].is_string() && f["inlined"].is_boolean() && f["own_code"].is_boolean(), "{f}");
+    }
+    assert_eq!(v["verdict"]["kind"], "heap_leak");
+    assert!(v["verdict"]["message"].as_str().unwrap().contains("100 KiB/epoch"));
+    let svg = PathBuf::from(v["flamegraph"].as_str().unwrap());
+    assert_eq!(svg, svg_beside(&path));
+    let drawing = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawing.starts_with("<?xml") && drawing.contains("</svg>"));
+}
+
+#[test]
+fn verdict_kinds_in_json() {
+    let mut few = Sim::new("/opt/app/train");
+    few.alloc_many(1, 10, 100);
+    few.mark("one");
+    few.exit();
+    let v = json(&report(&write_temp("few.bin", &few.bytes()), &["--json"]));
+    assert_eq!(v["verdict"]["kind"], "too_few_epochs");
+    assert_eq!(v["suspects"].as_array().unwrap().len(), 0);
+
+    let mut flat = Sim::new("/opt/app/train");
+    let mut outside = Sim::new("/opt/app/train");
+    for e in 0..8 {
+        let t = flat.alloc_many(4, 10, 4096);
+        flat.free_all(t);
+        flat.mark(&format!("{e}"));
+        outside.rss_extra += 32 << 20;
+        outside.mark(&format!("{e}"));
+    }
+    flat.exit();
+    outside.exit();
+    let v = json(&report(&write_temp("flat.bin", &flat.bytes()), &["--json"]));
+    assert_eq!(v["verdict"]["kind"], "no_growth");
+    let v = json(&report(&write_temp("outside.bin", &outside.bytes()), &["--json"]));
+    assert_eq!(v["verdict"]["kind"], "growth_outside_heap");
+    assert!(v["verdict"]["message"].as_str().unwrap().contains("outside malloc"));
+}
+
+#[test]
+fn no_suspects_still_writes_a_valid_svg() {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..6 {
+        sim.mark(&format!("{e}"));
+    }
+    let path = write_temp("quiet.bin", &sim.bytes());
+    let svg = path.with_file_name("chosen.svg");
+    let out = report(&path, &["-o", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains(&svg.display().to_string()) && text.contains("no leak suspects"), "{text}");
+    let drawing = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawing.contains("<svg") && drawing.contains("no leak suspects"));
+}
+
+#[test]
+fn the_text_report_shows_the_run_epochs_suspects_and_verdict() {
+    let sim = all_behaviours(12, true);
+    let path = write_temp("trace.bin", &sim.bytes());
+    let out = report(&path, &["--top", "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "/opt/app/train --steps 10",
+        "4242",
+        "epochs     13",
+        "TRACER_OUTPUT = trace.bin",
+        "epoch 11",
+        "Leak suspects: 1",
+        "+100 KiB/epoch",
+        "Verdict (heap_leak)",
+        "Flamegraph of leaked bytes:",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn flamegraph_modes() {
+    let sim = all_behaviours(8, true);
+    let path = write_temp("trace.bin", &sim.bytes());
+    let dir = path.parent().unwrap();
+    let run = |args: &[&str]| {
+        let mut all: Vec<&std::ffi::OsStr> = vec!["flamegraph".as_ref(), path.as_os_str()];
+        all.extend(args.iter().map(|a| std::ffi::OsStr::new(*a)));
+        analyzer(&all)
+    };
+    for (args, name) in [
+        (vec![], "leaked.svg"),
+        (vec!["--weigh", "live"], "live.svg"),
+        (vec!["--weigh", "live", "--epoch", "0"], "live0.svg"),
+        (vec!["--weigh", "allocated", "--epoch", "3"], "alloc3.svg"),
+        (vec!["--diff", "1", "6"], "diff.svg"),
+    ] {
+        let svg = dir.join(name);
+        let mut args = args.clone();
+        let svg_arg = svg.to_str().unwrap().to_string();
+        args.extend(["-o", svg_arg.as_str()]);
+        let out = run(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(stdout(&out).contains(&svg_arg), "{}", stdout(&out));
+        let drawing = std::fs::read_to_string(&svg).unwrap();
+        assert!(drawing.contains("<svg") && drawing.contains("</svg>"), "{name}");
+    }
+    let out = run(&["--weigh", "live", "--epoch", "9"]);
+    assert_one_line_error(&out, "valid epochs are 0 to 8");
+    let out = run(&["--diff", "0", "42"]);
+    assert_one_line_error(&out, "valid epochs are 0 to 8");
+    let out = run(&["--weigh", "bogus"]);
+    assert_one_line_error(&out, "bogus");
+    let out = run(&["--epoch", "2"]);
+    assert_one_line_error(&out, "--epoch");
+}
+
+#[test]
+fn usage_errors_are_one_line() {
+    assert_one_line_error(&analyzer(&["frobnicate".as_ref()]), "frobnicate");
+    assert_one_line_error(&analyzer(&["report".as_ref()]), "TRACE");
+    let out = analyzer(&["--help".as_ref()]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("report") && stdout(&out).contains("flamegraph"));
+}
+
+#[test]
+fn an_unwritable_flamegraph_path_is_one_line() {
+    let sim = all_behaviours(6, true);
+    let path = write_temp("trace.bin", &sim.bytes());
+    let out = report(&path, &["-o", "/nonexistent/dir/x.svg"]);
+    assert_one_line_error(&out, "flamegraph");
+}
+
+#[test]
+fn a_stack_the_trace_lacks_does_not_break_the_report() {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..6 {
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("{e}"));
+    }
+    let mut bytes = file_header().to_vec();
+    // Keep every record but the Stack ones.
+    let all = sim.bytes();
+    let reader = trace_format::RecordReader::new(&all[..]).unwrap();
+    for record in reader {
+        if !matches!(record, Record::Stack(_)) {
+            frame_record(&record, &mut bytes);
+        }
+    }
+    let v = json(&report(&write_temp("nostacks.bin", &bytes), &["--json"]));
+    assert_eq!(v["suspects"][0]["frames"][0]["function"], "(unknown stack 1)");
+}
