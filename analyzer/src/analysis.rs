@@ -15,7 +15,10 @@
 //!   max(1, ceil(settled/2)) settled epochs, its live bytes grew between
 //!   snapshot 1 and the reference, and its growth — survivor bytes of the
 //!   settled epochs divided by their number — is above the noise floor.
-//! * Noise floor: max(4 KiB, 0.1% of the live heap at the reference) per epoch.
+//! * Noise floor: max(4 KiB, 0.1% of the live heap at snapshot 1) per epoch.
+//!   Snapshot 1 is the heap after warm-up; the heap at the reference would not
+//!   do, since a long-running leak becomes most of it and would raise the
+//!   floor above its own growth after a thousand epochs.
 
 use crate::format::bytes;
 use crate::trace::{IntMap, Trace};
@@ -208,7 +211,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
         heap_start: snap(start).heap_live_bytes,
         heap_end: snap(reference).heap_live_bytes,
     };
-    let noise_floor = NOISE_FLOOR_MIN.max(snap(reference).heap_live_bytes / NOISE_FLOOR_HEAP_DIVISOR);
+    let noise_floor = NOISE_FLOOR_MIN.max(snap(start).heap_live_bytes / NOISE_FLOOR_HEAP_DIVISOR);
     let mut analysis = Analysis {
         snapshots: k,
         dropped_exit,

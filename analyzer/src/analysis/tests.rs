@@ -164,6 +164,16 @@ fn the_noise_floor_follows_the_heap() {
 }
 
 #[test]
+fn a_long_leak_that_is_most_of_the_heap_stays_above_the_floor() {
+    let sim = scenario(3000, |sim, _| {
+        sim.alloc(1, 8192);
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(a.noise_floor, NOISE_FLOOR_MIN);
+    assert_eq!(suspect_stacks(&a), vec![1]);
+}
+
+#[test]
 fn too_few_epochs() {
     for epochs in [1, 2, 3] {
         let mut sim = Sim::new("/opt/app/train");
