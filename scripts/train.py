@@ -78,11 +78,13 @@ def leak_loss_history(history, model, xs, ys):
 
 
 def leak_batch_cache(cache, model, xs, ys):
-    """LEAK batch-cache: keeps every batch and its logits for replaying hard
-    examples later; nothing ever evicts an entry."""
+    """LEAK batch-cache: keeps every batch with its features (the last hidden
+    layer) and logits for replaying hard examples later; nothing ever evicts
+    an entry."""
     with torch.no_grad():
-        logits = model(xs)
-    cache.append((xs.clone(), ys.clone(), logits))
+        features = model[:-1](xs)
+        logits = model[-1](features)
+    cache.append((xs.clone(), ys.clone(), features, logits))
 
 
 def leak_grad_snapshots(snapshots, params):

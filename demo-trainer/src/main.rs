@@ -34,10 +34,16 @@ enum Leak {
     None,
     /// Every step's loss is kept as a tensor, autograd graph included.
     LossHistory,
-    /// Batches and their logits are cached for replay and never evicted.
+    /// Batches, their features and logits are cached for replay and never evicted.
     BatchCache,
     /// A copy of every gradient is kept at each optimizer step.
     GradSnapshots,
+}
+
+impl Leak {
+    fn name(self) -> String {
+        self.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
+    }
 }
 
 #[derive(Parser, Debug)]
@@ -234,6 +240,7 @@ impl NoiseTable {
 struct CachedBatch {
     xs: Tensor,
     ys: Tensor,
+    features: Tensor,
     logits: Tensor,
 }
 
@@ -254,13 +261,16 @@ fn leak_loss_history(history: &mut Vec<Tensor>, model: &nn::Sequential, xs: &Ten
     history.push(loss);
 }
 
-/// LEAK `batch-cache`: keeps every batch and its logits for replaying hard
-/// examples later; nothing ever evicts an entry.
+/// LEAK `batch-cache`: keeps every batch with its features (the last hidden
+/// layer) and logits for replaying hard examples later; nothing ever evicts
+/// an entry.
 #[inline(never)]
 fn leak_batch_cache(cache: &mut Vec<CachedBatch>, model: &nn::Sequential, xs: &Tensor, ys: &Tensor) {
     let _no_grad = tch::no_grad_guard();
-    let logits = model.forward(xs);
-    cache.push(CachedBatch { xs: xs.copy(), ys: ys.copy(), logits });
+    let mut outputs = model.forward_all(xs, None);
+    let logits = outputs.pop().expect("the model has layers");
+    let features = outputs.pop().expect("the model has hidden layers");
+    cache.push(CachedBatch { xs: xs.copy(), ys: ys.copy(), features, logits });
 }
 
 /// LEAK `grad-snapshots`: keeps a copy of every parameter's gradient at each
@@ -386,14 +396,14 @@ fn main() {
     let device = if !args.cpu && tch::Cuda::is_available() { Device::Cuda(0) } else { Device::Cpu };
     let pin_for = (device != Device::Cpu).then_some(device);
     println!(
-        "demo-trainer: device {:?}, {} epochs x {} steps, batch {}, {} workers, accumulate {}, leak {:?}, tracer {}",
+        "demo-trainer: device {:?}, {} epochs x {} steps, batch {}, {} workers, accumulate {}, leak {}, tracer {}",
         device,
         args.epochs,
         args.steps,
         args.batch_size,
         args.workers,
         args.accumulate,
-        args.leak,
+        args.leak.name(),
         if mark::tracer_loaded() { "loaded" } else { "not loaded" },
     );
 
@@ -454,6 +464,6 @@ fn main() {
         + trainer.leaked.batch_cache.len()
         + trainer.leaked.grad_snapshots.len();
     if kept > 0 {
-        println!("leak {:?}: {kept} entries still held", args.leak);
+        println!("leak {}: {kept} entries still held", args.leak.name());
     }
 }
