@@ -110,17 +110,9 @@ fn a_damaged_checksum_before_the_first_snapshot() {
 fn snapshot_offsets(sim: &Sim) -> Vec<usize> {
     // The records of `all_behaviours`: stacks appear before the first snapshot using them.
     let bytes = sim.bytes();
-    let mut reader = trace_format::RecordReader::new(&bytes[..]).unwrap();
+    let reader = trace_format::RecordReader::new(&bytes[..]).unwrap();
     let offsets = sim.record_offsets();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while let Some(record) = reader.next() {
-        if matches!(record, Record::Snapshot(_)) {
-            out.push(offsets[i]);
-        }
-        i += 1;
-    }
-    out
+    reader.zip(offsets).filter(|(record, _)| matches!(record, Record::Snapshot(_))).map(|(_, at)| at).collect()
 }
 
 #[test]

@@ -26,7 +26,7 @@ fn thousands_of_epochs_and_100k_stacks() {
     let path = std::env::temp_dir().join(format!("analyzer-scale-{}.bin", std::process::id()));
     let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
     let mut buf = file_header().to_vec();
-    let mut emit = |record: Record, buf: &mut Vec<u8>, file: &mut std::io::BufWriter<std::fs::File>| {
+    let emit = |record: Record, buf: &mut Vec<u8>, file: &mut std::io::BufWriter<std::fs::File>| {
         frame_record(&record, buf);
         if buf.len() > 1 << 20 {
             file.write_all(buf).unwrap();
