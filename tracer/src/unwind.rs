@@ -1,6 +1,24 @@
-//! Native stack capture with DWARF CFI (glibc's `_dl_find_object` plus
-//! libgcc's unwinder), so code built without frame pointers — CPython,
-//! libtorch, `-O2 -fomit-frame-pointer` C — still yields full stacks.
+//! Native stack capture with DWARF CFI, so code built without frame pointers
+//! — CPython, libtorch, `-O2 -fomit-frame-pointer` C — still yields full
+//! stacks.
+//!
+//! On x86_64 the fast path (`fast`) unwinds with framehop over the loaded
+//! objects' unwind tables in memory (`module_set`), caching each return
+//! address's rule. libgcc's unwinder (glibc's `_dl_find_object`, a full CFI
+//! interpretation per frame) is the fallback: other architectures, a stack
+//! the fast path does not know, a `dlclose` in progress.
+//!
+//! `TRACER_UNWIND_CHECK=1` (a debugging aid) captures every stack both ways
+//! and reports on stderr at exit how many differed, printing the first few.
+
+#[cfg(target_arch = "x86_64")]
+mod fast;
+#[cfg(target_arch = "x86_64")]
+pub mod module_set;
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+use crate::sys;
 
 /// Deeper stacks are cut at this many frames (the outermost ones are dropped).
 pub const MAX_FRAMES: usize = 128;
@@ -22,6 +40,19 @@ impl CapturedStack {
 #[inline(never)]
 pub fn capture(own_code: (u64, u64)) -> CapturedStack {
     let mut stack = CapturedStack { frames: [0; MAX_FRAMES], len: 0 };
+    #[cfg(target_arch = "x86_64")]
+    if fast::capture(own_code, &mut stack).is_ok() {
+        if check_enabled() {
+            compare(&stack, &capture_with_libgcc(own_code));
+        }
+        return stack;
+    }
+    capture_with_libgcc(own_code)
+}
+
+#[inline(never)]
+fn capture_with_libgcc(own_code: (u64, u64)) -> CapturedStack {
+    let mut stack = CapturedStack { frames: [0; MAX_FRAMES], len: 0 };
     let mut in_tracer = true;
     // SAFETY: the unsynchronized variant only skips backtrace's global lock,
     // which a malloc hook must not take; the closure does not unwind the
@@ -42,4 +73,53 @@ pub fn capture(own_code: (u64, u64)) -> CapturedStack {
         })
     };
     stack
+}
+
+const CHECK_UNKNOWN: u8 = 0;
+const CHECK_OFF: u8 = 1;
+const CHECK_ON: u8 = 2;
+static CHECK: AtomicU8 = AtomicU8::new(CHECK_UNKNOWN);
+static COMPARED: AtomicU64 = AtomicU64::new(0);
+static DIFFERED: AtomicU64 = AtomicU64::new(0);
+/// Differences printed in full, at most.
+const SHOWN: u64 = 5;
+
+fn check_enabled() -> bool {
+    let mut state = CHECK.load(Ordering::Relaxed);
+    if state == CHECK_UNKNOWN {
+        // SAFETY: getenv with a NUL-terminated name; the result is only read
+        // here, before any thread of the tracer changes the environment.
+        let value = unsafe { libc::getenv(c"TRACER_UNWIND_CHECK".as_ptr()) };
+        // SAFETY: a non-null getenv result is a NUL-terminated string.
+        let on = !value.is_null() && unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes() == b"1";
+        state = if on { CHECK_ON } else { CHECK_OFF };
+        CHECK.store(state, Ordering::Relaxed);
+    }
+    state == CHECK_ON
+}
+
+fn compare(fast: &CapturedStack, slow: &CapturedStack) {
+    COMPARED.fetch_add(1, Ordering::Relaxed);
+    if fast.frames() == slow.frames() {
+        return;
+    }
+    if DIFFERED.fetch_add(1, Ordering::Relaxed) < SHOWN {
+        let hex = |frames: &[u64]| frames.iter().map(|f| format!("{f:#x}")).collect::<Vec<_>>().join(" ");
+        sys::print_stderr(&format!(
+            "tracer: unwind check: stacks differ\n  fast:   {}\n  libgcc: {}\n",
+            hex(fast.frames()),
+            hex(slow.frames())
+        ));
+    }
+}
+
+/// At exit, with `TRACER_UNWIND_CHECK=1`: how many captures differed.
+pub fn report_check() {
+    if CHECK.load(Ordering::Relaxed) == CHECK_ON {
+        sys::print_stderr(&format!(
+            "tracer: unwind check: {} stacks compared, {} differed\n",
+            COMPARED.load(Ordering::Relaxed),
+            DIFFERED.load(Ordering::Relaxed)
+        ));
+    }
 }

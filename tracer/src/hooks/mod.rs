@@ -5,3 +5,5 @@
 
 mod allocation;
 mod lifecycle;
+#[cfg(target_arch = "x86_64")]
+mod loader;

@@ -1,0 +1,97 @@
+//! `dlopen` and `dlclose`: the fast unwinder reads the loaded objects' unwind
+//! tables in place, so it must learn of every change to the set of objects,
+//! and must never read an object's memory once `dlclose` has unmapped it.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::unwind::{self, module_set};
+use crate::{gate, thread_state};
+
+/// `dlopen` looks at its return address to find the calling object (whose
+/// RUNPATH and namespace apply), so this hook must not be a frame of its
+/// own: it notes the change and jumps to glibc's `dlopen` with the caller's
+/// return address still on the stack. Objects it loads are picked up by the
+/// next capture that meets their code.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
+    std::arch::naked_asm!(
+        ".cfi_startproc",
+        "push rdi",
+        ".cfi_adjust_cfa_offset 8",
+        "push rsi",
+        ".cfi_adjust_cfa_offset 8",
+        "sub rsp, 8",
+        ".cfi_adjust_cfa_offset 8",
+        "call {before}",
+        "add rsp, 8",
+        ".cfi_adjust_cfa_offset -8",
+        "pop rsi",
+        ".cfi_adjust_cfa_offset -8",
+        "pop rdi",
+        ".cfi_adjust_cfa_offset -8",
+        "test rax, rax",
+        "jz 2f",
+        "jmp rax",
+        "2:",
+        "ret",
+        ".cfi_endproc",
+        before = sym before_dlopen,
+    )
+}
+
+static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
+static REAL_DLCLOSE: AtomicUsize = AtomicUsize::new(0);
+
+/// Resolves the next definition of `name` once; 0 if there is none.
+fn next_symbol(cell: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let mut symbol = cell.load(Ordering::Acquire);
+    if symbol == 0 {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no
+        // preconditions; its own allocations go through the hooks as usual.
+        symbol = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        cell.store(symbol, Ordering::Release);
+    }
+    symbol
+}
+
+/// Called from `dlopen` with its arguments saved: returns glibc's `dlopen`
+/// (null if there is none, and then `dlopen` returns null).
+extern "C" fn before_dlopen() -> usize {
+    module_set::objects_changing();
+    next_symbol(&REAL_DLOPEN, c"dlopen")
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    type Dlclose = unsafe extern "C" fn(*mut c_void) -> c_int;
+    let real = next_symbol(&REAL_DLCLOSE, c"dlclose");
+    if real == 0 {
+        return -1;
+    }
+    // SAFETY: `real` is glibc's dlclose, whose C signature Dlclose spells.
+    let real: Dlclose = unsafe { std::mem::transmute::<usize, Dlclose>(real) };
+    match thread_state::enter() {
+        Some(_inside) => {
+            // Inside the gate, so that fork never copies a half-done wait.
+            let _pass = gate::pass();
+            module_set::closing(true);
+        }
+        // Nested in the tracer's own work, or forking: no waiting here.
+        None => module_set::closing(false),
+    }
+    // SAFETY: forwarding the caller's handle unchanged.
+    let result = unsafe { real(handle) };
+    module_set::closed();
+    result
+}
+
+/// Runs at exit: the `TRACER_UNWIND_CHECK` summary.
+extern "C" fn on_unload() {
+    unwind::report_check();
+}
+
+#[used]
+#[link_section = ".fini_array"]
+static ON_UNLOAD: extern "C" fn() = on_unload;

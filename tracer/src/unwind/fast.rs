@@ -1,0 +1,187 @@
+//! The fast path on x86_64: framehop's DWARF CFI unwinder over the loaded
+//! objects' `.eh_frame_hdr`/`.eh_frame` in memory, with the unwind rule of
+//! each return address cached per thread, so a stack seen before costs a
+//! hash lookup and a stack read per frame.
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
+use framehop::{FrameAddress, Unwinder};
+
+use super::module_set::{self, Access, Place};
+use super::{CapturedStack, MAX_FRAMES};
+
+thread_local! {
+    /// This thread's stack `[low, high)`; (0, 0) until first needed, (1, 1)
+    /// if it could not be found. Const-initialized, no destructor: reading it
+    /// never allocates.
+    static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    /// The cache slot this thread used last.
+    static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Fills `stack` with the caller's return addresses (frames inside
+/// `own_code` skipped); `Err` if libgcc's unwinder must do it instead
+/// (a module change in progress, a stack this path does not know).
+#[inline(never)]
+pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()> {
+    let (ip, sp, bp): (u64, u64, u64);
+    // SAFETY: reads the instruction pointer, stack pointer and frame pointer
+    // into registers; touches no memory and leaves the flags alone.
+    unsafe {
+        std::arch::asm!(
+            "lea {ip}, [rip]",
+            "mov {sp}, rsp",
+            "mov {bp}, rbp",
+            ip = out(reg) ip,
+            sp = out(reg) sp,
+            bp = out(reg) bp,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    let top = stack_top(sp).ok_or(())?;
+    let guard = match module_set::read() {
+        Access::Ready(guard) => guard,
+        Access::Stale => {
+            if !module_set::refresh() {
+                return Err(());
+            }
+            match module_set::read() {
+                Access::Ready(guard) => guard,
+                _ => return Err(()),
+            }
+        }
+        Access::Unavailable => return Err(()),
+    };
+    let set = guard.set();
+    let mut cache = CacheClaim::claim();
+    // Every read stays inside this thread's live stack, above the stack
+    // pointer this capture started at: mapped, and never written while the
+    // capture runs (the frames below `sp` are the unwinder's own).
+    let mut read_stack = |address: u64| -> Result<u64, ()> {
+        match address.checked_add(8) {
+            Some(end) if address >= sp && end <= top => {
+                // SAFETY: `[address, address + 8)` lies inside `[sp, top)`,
+                // this thread's mapped stack above the current frame.
+                Ok(unsafe { (address as *const u64).read_unaligned() })
+            }
+            _ => Err(()),
+        }
+    };
+    let mut frames = set.unwinder.iter_frames(ip, UnwindRegsX86_64::new(ip, sp, bp), cache.get(), &mut read_stack);
+    let mut in_tracer = true;
+    stack.len = 0;
+    while let Ok(Some(frame)) = frames.next() {
+        let address = frame.address();
+        if in_tracer && own_code.0 <= address && address < own_code.1 {
+            continue;
+        }
+        in_tracer = false;
+        let FrameAddress::ReturnAddress(_) = frame else {
+            return Err(()); // the first frame is this function's
+        };
+        stack.frames[stack.len] = address;
+        stack.len += 1;
+        if stack.len == MAX_FRAMES {
+            break;
+        }
+        match set.place(address - 1) {
+            Place::Unwindable => {}
+            Place::NoTables => break,
+            Place::Unknown => {
+                if module_set::object_is_loaded(address - 1) {
+                    // Loaded behind the hooks' back (glibc's own dlopen,
+                    // dlmopen): the next capture lists it.
+                    module_set::note_unlisted_object(set);
+                    return Err(());
+                }
+                break; // code outside every object (JIT): the stack ends here
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The top of this thread's stack, if `sp` lies on it.
+fn stack_top(sp: u64) -> Option<u64> {
+    let (mut low, mut high) = STACK.try_with(Cell::get).ok()?;
+    if (low, high) == (0, 0) {
+        (low, high) = thread_stack().unwrap_or((1, 1));
+        let _ = STACK.try_with(|s| s.set((low, high)));
+    }
+    // Off the thread's stack (a signal stack, a coroutine): libgcc copes.
+    (low <= sp && sp < high).then_some(high)
+}
+
+fn thread_stack() -> Option<(u64, u64)> {
+    // SAFETY: the attribute object is initialized by pthread_getattr_np
+    // before it is read, and destroyed once; pthread_getattr_np may allocate,
+    // which reaches glibc directly while this thread is inside the tracer.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut address: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let found = libc::pthread_attr_getstack(&attr, &mut address, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        let low = address as u64;
+        (found && size > 0).then(|| (low, low.saturating_add(size as u64)))
+    }
+}
+
+/// Unwind-rule caches, claimed one per capture; a thread goes back to the
+/// slot it used last, so each keeps the rules of its own stacks.
+const SLOTS: usize = 64;
+
+struct Slot {
+    busy: AtomicBool,
+    cache: UnsafeCell<Option<Box<CacheX86_64>>>,
+}
+
+// SAFETY: `cache` is only touched by the thread that set `busy`.
+unsafe impl Sync for Slot {}
+
+static POOL: [Slot; SLOTS] = [const { Slot { busy: AtomicBool::new(false), cache: UnsafeCell::new(None) } }; SLOTS];
+
+enum CacheClaim {
+    Slot(&'static Slot),
+    /// Every slot was busy: a cache for this capture only.
+    Own(Box<CacheX86_64>),
+}
+
+impl CacheClaim {
+    fn claim() -> CacheClaim {
+        let preferred = SLOT.try_with(Cell::get).unwrap_or(usize::MAX);
+        // SAFETY: pthread_self has no preconditions.
+        let start = if preferred < SLOTS { preferred } else { (unsafe { libc::pthread_self() } as usize >> 12) % SLOTS };
+        for i in 0..SLOTS {
+            let index = (start + i) % SLOTS;
+            let slot = &POOL[index];
+            if !slot.busy.load(Ordering::Relaxed) && !slot.busy.swap(true, Ordering::Acquire) {
+                let _ = SLOT.try_with(|s| s.set(index));
+                return CacheClaim::Slot(slot);
+            }
+        }
+        CacheClaim::Own(Box::new(CacheX86_64::new()))
+    }
+
+    fn get(&mut self) -> &mut CacheX86_64 {
+        match self {
+            // SAFETY: this claim set `busy`, so no other thread touches the
+            // cache until the claim is dropped.
+            CacheClaim::Slot(slot) => unsafe { &mut *slot.cache.get() }.get_or_insert_with(|| Box::new(CacheX86_64::new())),
+            CacheClaim::Own(cache) => cache,
+        }
+    }
+}
+
+impl Drop for CacheClaim {
+    fn drop(&mut self) {
+        if let CacheClaim::Slot(slot) = self {
+            slot.busy.store(false, Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! The loaded objects' unwind tables as the fast unwinder sees them, and how
+//! that view is kept in step with `dlopen`/`dlclose`.
+//!
+//! A `ModuleSet` is immutable once published; captures read the current one
+//! with a few atomic operations and no lock. A set records the value of the
+//! load-event counter it was collected at, and a capture only uses a set
+//! whose counter is current, so any `dlopen`/`dlclose` makes the next capture
+//! collect a fresh one (under try-locks only: a capture never waits).
+//!
+//! `dlclose` unmaps memory the set points into. Its hook therefore marks a
+//! close in progress (captures then take the libgcc path), and waits for a
+//! grace period — every capture that might still hold an older set has
+//! finished — before the library is really closed; after the close the
+//! counter moves again, so no set collected while the library was listed is
+//! ever used afterwards. Old sets are freed only after a grace period, too.
+
+use std::ops::{Deref, Range};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Mutex;
+
+use framehop::x86_64::UnwinderX86_64;
+use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+
+use crate::sys;
+
+/// Bytes of a loaded object, read in place.
+pub struct Mapped {
+    start: *const u8,
+    len: usize,
+}
+
+// SAFETY: the bytes are read-only mapped memory of a loaded object; sharing
+// the pointer between threads only ever reads it.
+unsafe impl Send for Mapped {}
+// SAFETY: as above: nothing writes through the pointer.
+unsafe impl Sync for Mapped {}
+
+impl Deref for Mapped {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `start..start + len` lies inside a loaded segment of an
+        // object that was listed by dl_iterate_phdr when this set was
+        // collected; the set is only used while that object stays loaded
+        // (see the module comment: dlclose waits for every capture that
+        // could hold this set, and later captures reject it).
+        unsafe { std::slice::from_raw_parts(self.start, self.len) }
+    }
+}
+
+pub struct ModuleSet {
+    /// `LOAD_EVENTS` when the objects were listed.
+    events: u64,
+    pub unwinder: UnwinderX86_64<Mapped>,
+    /// Every loaded object: address range and whether it has unwind tables; sorted.
+    objects: Vec<(u64, u64, bool)>,
+    /// A capture met code of an object this set does not list.
+    noted_unlisted: AtomicBool,
+}
+
+/// Where an address lies, as far as a set knows.
+pub enum Place {
+    /// In an object whose unwind tables the unwinder has.
+    Unwindable,
+    /// In an object without usable unwind tables: the stack ends there.
+    NoTables,
+    /// In no object the set lists.
+    Unknown,
+}
+
+impl ModuleSet {
+    pub fn place(&self, address: u64) -> Place {
+        let index = self.objects.partition_point(|&(start, _, _)| start <= address);
+        match index.checked_sub(1).map(|i| self.objects[i]) {
+            Some((_, end, tables)) if address < end => {
+                if tables {
+                    Place::Unwindable
+                } else {
+                    Place::NoTables
+                }
+            }
+            _ => Place::Unknown,
+        }
+    }
+}
+
+/// Moves on every dlopen/dlclose (before and after); starts above 0 so that
+/// no real set matches a zeroed one.
+static LOAD_EVENTS: AtomicU64 = AtomicU64::new(1);
+/// dlclose calls in progress.
+static CLOSING: AtomicUsize = AtomicUsize::new(0);
+/// Set for good when a grace period could not complete.
+static DISABLED: AtomicBool = AtomicBool::new(false);
+static CURRENT: AtomicPtr<ModuleSet> = AtomicPtr::new(std::ptr::null_mut());
+static COLLECTING: AtomicBool = AtomicBool::new(false);
+
+/// Captures in progress, counted by the parity of the generation they
+/// started in; a grace period flips the generation and waits for the old
+/// parity to drain.
+#[repr(align(128))]
+struct Readers([AtomicUsize; 2]);
+static READERS: Readers = Readers([AtomicUsize::new(0), AtomicUsize::new(0)]);
+static GENERATION: AtomicUsize = AtomicUsize::new(0);
+/// Serializes grace periods.
+static GRACE: Mutex<()> = Mutex::new(());
+/// Sets replaced by a newer one, freed after the next grace period.
+static RETIRED: Mutex<Vec<SetPtr>> = Mutex::new(Vec::new());
+
+struct SetPtr(*mut ModuleSet);
+// SAFETY: a retired set is owned by the retired list alone; it moves
+// between threads only to be freed.
+unsafe impl Send for SetPtr {}
+
+/// How long a grace period may take before the fast path is given up.
+const GRACE_TIMEOUT_NS: u64 = 2_000_000_000;
+
+/// The current set, held for one capture.
+pub struct ReadGuard {
+    parity: usize,
+    set: *const ModuleSet,
+}
+
+impl ReadGuard {
+    pub fn set(&self) -> &ModuleSet {
+        // SAFETY: the set was current after this reader registered, so it is
+        // freed only after a grace period that waits for this guard's drop.
+        unsafe { &*self.set }
+    }
+}
+
+impl Drop for ReadGuard {
+    fn drop(&mut self) {
+        READERS.0[self.parity].fetch_sub(1, SeqCst);
+    }
+}
+
+pub enum Access {
+    Ready(ReadGuard),
+    /// No set, or an outdated one: collect a new one first.
+    Stale,
+    /// A dlclose is in progress, or the fast path is off: use libgcc.
+    Unavailable,
+}
+
+pub fn read() -> Access {
+    let parity = loop {
+        let generation = GENERATION.load(SeqCst);
+        let parity = generation & 1;
+        READERS.0[parity].fetch_add(1, SeqCst);
+        if GENERATION.load(SeqCst) == generation {
+            break parity;
+        }
+        READERS.0[parity].fetch_sub(1, SeqCst);
+    };
+    let guard = ReadGuard { parity, set: CURRENT.load(SeqCst) };
+    if CLOSING.load(SeqCst) != 0 || DISABLED.load(SeqCst) {
+        return Access::Unavailable;
+    }
+    // SAFETY: a non-null current set stays allocated while `guard` is held.
+    if guard.set.is_null() || unsafe { (*guard.set).events } != LOAD_EVENTS.load(SeqCst) {
+        return Access::Stale;
+    }
+    Access::Ready(guard)
+}
+
+/// Collects and publishes a fresh set; false if that cannot be done now
+/// (another thread is at it, a dlclose is in progress).
+pub fn refresh() -> bool {
+    if COLLECTING.swap(true, SeqCst) {
+        return false;
+    }
+    let published = collect_and_publish();
+    COLLECTING.store(false, SeqCst);
+    if published && RETIRED.try_lock().is_ok_and(|r| !r.is_empty()) {
+        grace_period(false);
+    }
+    published
+}
+
+fn collect_and_publish() -> bool {
+    let events = LOAD_EVENTS.load(SeqCst);
+    if CLOSING.load(SeqCst) != 0 {
+        return false;
+    }
+    let set = Box::new(collect(events));
+    if LOAD_EVENTS.load(SeqCst) != events || CLOSING.load(SeqCst) != 0 {
+        return false; // never published: nobody else saw it
+    }
+    let Ok(mut retired) = RETIRED.try_lock() else { return false };
+    let old = CURRENT.swap(Box::into_raw(set), SeqCst);
+    if !old.is_null() {
+        retired.push(SetPtr(old));
+    }
+    true
+}
+
+/// Whether glibc knows an object containing `address` (`_dl_find_object`,
+/// glibc 2.35 and later: lock-free).
+pub fn object_is_loaded(address: u64) -> bool {
+    #[repr(C)]
+    struct DlFindObject {
+        flags: u64,
+        map_start: *mut libc::c_void,
+        map_end: *mut libc::c_void,
+        link_map: *mut libc::c_void,
+        eh_frame: *mut libc::c_void,
+        reserved: [u64; 7],
+    }
+    type FindObject = unsafe extern "C" fn(*mut libc::c_void, *mut DlFindObject) -> libc::c_int;
+    static FIND: AtomicUsize = AtomicUsize::new(0);
+    let mut find = FIND.load(SeqCst);
+    if find == 0 {
+        // SAFETY: dlsym with a NUL-terminated name has no preconditions; its
+        // allocations reach glibc directly while this thread is in the tracer.
+        find = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) } as usize;
+        FIND.store(if find == 0 { 1 } else { find }, SeqCst);
+    }
+    if find <= 1 {
+        return false;
+    }
+    // SAFETY: `find` is glibc's _dl_find_object, whose C signature FindObject
+    // spells; it fills the result structure and reads nothing else of ours.
+    unsafe {
+        let find: FindObject = std::mem::transmute::<usize, FindObject>(find);
+        let mut result: DlFindObject = std::mem::zeroed();
+        find(address as *mut libc::c_void, &mut result) == 0
+    }
+}
+
+/// An object's code was found that the current set does not list.
+pub fn note_unlisted_object(set: &ModuleSet) {
+    static NOTED: AtomicUsize = AtomicUsize::new(0);
+    // Once per set, and bounded overall, so that an object dl_iterate_phdr
+    // never lists cannot make every capture collect again.
+    if !set.noted_unlisted.swap(true, SeqCst) && NOTED.fetch_add(1, SeqCst) < 100_000 {
+        LOAD_EVENTS.fetch_add(1, SeqCst);
+    }
+}
+
+/// The `dlopen` hook, before and after the real call.
+pub fn objects_changing() {
+    LOAD_EVENTS.fetch_add(1, SeqCst);
+}
+
+/// Before the real dlclose: from now on, and until `closed`, no capture
+/// uses a set, and none that started earlier is still running.
+/// `may_wait` is false when this thread may itself be inside a capture (or
+/// is forking); then the fast path is given up, as nothing can be waited for.
+pub fn closing(may_wait: bool) {
+    CLOSING.fetch_add(1, SeqCst);
+    LOAD_EVENTS.fetch_add(1, SeqCst);
+    if !may_wait || !grace_period(true) {
+        disable("a dlclose could not wait for stack captures in progress");
+    }
+}
+
+/// After the real dlclose.
+pub fn closed() {
+    LOAD_EVENTS.fetch_add(1, SeqCst);
+    CLOSING.fetch_sub(1, SeqCst);
+}
+
+pub fn disable(why: &str) {
+    if !DISABLED.swap(true, SeqCst) {
+        sys::print_stderr(&format!("tracer: {why}; stacks are captured with libgcc's unwinder from now on\n"));
+    }
+}
+
+/// Waits until every capture that started before now has finished, then
+/// frees the sets retired before now. False if that took too long.
+fn grace_period(blocking: bool) -> bool {
+    let _grace = if blocking {
+        crate::lock(&GRACE)
+    } else {
+        match GRACE.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => return true,
+        }
+    };
+    let retired = std::mem::take(&mut *crate::lock(&RETIRED));
+    let old = GENERATION.fetch_add(1, SeqCst) & 1;
+    let started = sys::monotonic_ns();
+    let mut spins = 0u32;
+    while READERS.0[old].load(SeqCst) != 0 {
+        spins = spins.wrapping_add(1);
+        if spins % 64 == 0 {
+            std::thread::yield_now();
+            if sys::monotonic_ns().saturating_sub(started) > GRACE_TIMEOUT_NS {
+                // A capture that never finishes: its set must stay.
+                std::mem::forget(retired);
+                return false;
+            }
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    for SetPtr(set) in retired {
+        // SAFETY: the set was replaced before the generation flipped, so
+        // only captures of the old parity could hold it, and they are done.
+        drop(unsafe { Box::from_raw(set) });
+    }
+    true
+}
+
+fn collect(events: u64) -> ModuleSet {
+    let mut set = ModuleSet { events, unwinder: UnwinderX86_64::new(), objects: Vec::with_capacity(64), noted_unlisted: AtomicBool::new(false) };
+    // SAFETY: the callback only reads the program headers and mapped segments
+    // of the objects glibc passes it, and `data` is `set`.
+    unsafe { libc::dl_iterate_phdr(Some(add_object), (&mut set as *mut ModuleSet).cast()) };
+    set.objects.sort_unstable_by_key(|o| o.0);
+    set
+}
+
+unsafe extern "C" fn add_object(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> i32 {
+    // SAFETY: glibc passes a valid dl_phdr_info for the duration of the
+    // callback, and `data` is the set passed to dl_iterate_phdr.
+    let (info, set) = unsafe { (&*info, &mut *data.cast::<ModuleSet>()) };
+    if info.dlpi_phdr.is_null() {
+        return 0;
+    }
+    // SAFETY: glibc guarantees `dlpi_phnum` headers at `dlpi_phdr`.
+    let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+    let bias = info.dlpi_addr;
+    let loads: Vec<Range<u64>> = phdrs
+        .iter()
+        .filter(|ph| ph.p_type == libc::PT_LOAD && ph.p_memsz > 0)
+        .map(|ph| bias.wrapping_add(ph.p_vaddr)..bias.wrapping_add(ph.p_vaddr).wrapping_add(ph.p_memsz))
+        .collect();
+    let (Some(start), Some(end)) = (loads.iter().map(|r| r.start).min(), loads.iter().map(|r| r.end).max()) else {
+        return 0;
+    };
+    let module = phdrs
+        .iter()
+        .find(|ph| ph.p_type == libc::PT_GNU_EH_FRAME)
+        .and_then(|ph| unwind_module(bias, start..end, bias.wrapping_add(ph.p_vaddr), ph.p_memsz, &loads));
+    let tables = module.is_some();
+    if let Some(module) = module {
+        set.unwinder.add_module(module);
+    }
+    set.objects.push((start, end, tables));
+    0
+}
+
+/// The framehop module for an object, from its `.eh_frame_hdr` in memory.
+fn unwind_module(bias: u64, range: Range<u64>, hdr: u64, hdr_len: u64, loads: &[Range<u64>]) -> Option<Module<Mapped>> {
+    let segment_end = |address: u64| loads.iter().find(|r| r.start <= address && address < r.end).map(|r| r.end);
+    let hdr_end = segment_end(hdr)?;
+    if hdr_len < 8 || hdr.checked_add(hdr_len)? > hdr_end || (range.end - range.start) > u32::MAX as u64 {
+        return None;
+    }
+    // SAFETY: the header lies inside a loaded segment of this object, which
+    // stays mapped while dl_iterate_phdr holds its lock.
+    let header = unsafe { std::slice::from_raw_parts(hdr as *const u8, hdr_len as usize) };
+    if header[0] != 1 {
+        return None; // unknown .eh_frame_hdr version
+    }
+    let eh_frame = decode_pointer(header[1], &header[4..], hdr + 4)?;
+    let eh_frame_end = segment_end(eh_frame)?;
+    let mapped = |start: u64, end: u64| Mapped { start: start as *const u8, len: (end - start) as usize };
+    let info = ExplicitModuleSectionInfo {
+        base_svma: 0,
+        eh_frame_hdr_svma: Some(hdr - bias..hdr + hdr_len - bias),
+        eh_frame_hdr: Some(mapped(hdr, hdr + hdr_len)),
+        eh_frame_svma: Some(eh_frame - bias..eh_frame_end - bias),
+        eh_frame: Some(mapped(eh_frame, eh_frame_end)),
+        text_svma: None,
+        text: None,
+        stubs_svma: None,
+        stub_helper_svma: None,
+        got_svma: None,
+        unwind_info: None,
+        debug_frame: None,
+        text_segment_svma: None,
+        text_segment: None,
+    };
+    Some(Module::new(String::new(), range, bias, info))
+}
+
+/// Decodes the DW_EH_PE-encoded `eh_frame_ptr` of an `.eh_frame_hdr`.
+fn decode_pointer(encoding: u8, bytes: &[u8], address: u64) -> Option<u64> {
+    let value = match encoding & 0x0f {
+        0x00 | 0x04 => u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?),
+        0x03 => u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as u64,
+        0x0b => i32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as i64 as u64,
+        0x0c => i64::from_le_bytes(bytes.get(..8)?.try_into().ok()?) as u64,
+        _ => return None,
+    };
+    match encoding & 0x70 {
+        0x00 => Some(value),
+        0x10 => Some(address.wrapping_add(value)),
+        _ => None,
+    }
+}
