@@ -4,6 +4,7 @@
 //!
 //! Data flows one way: the hooks (`hooks`) forward each call to glibc and hand
 //! the result to the session (`session`), which captures the stack (`unwind`),
+//! adds the Python frames of a CPython process (`python`),
 //! interns it (`stacks`) and updates the live table (`recorder`); at the end of
 //! each epoch the session writes a snapshot (`writer`, in the `trace-format`).
 
@@ -14,6 +15,7 @@ mod config;
 mod fast_hash;
 mod gate;
 mod modules;
+mod python;
 mod real_alloc;
 mod recorder;
 mod session;

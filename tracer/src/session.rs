@@ -9,8 +9,9 @@ use trace_format::{End, EndReason, EpochCause, Notice, Process, Record, Snapshot
 
 use crate::config::{Config, INHERITED_OUTPUT_VAR};
 use crate::modules::{self, ModuleMap};
+use crate::python::{self, PyStack, Python};
 use crate::recorder::Recorder;
-use crate::stacks::StackTable;
+use crate::stacks::{self, StackTable};
 use crate::writer::TraceWriter;
 use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
 
@@ -28,6 +29,8 @@ struct Session {
     config: Config,
     recorder: Recorder,
     stacks: StackTable,
+    /// The Python interpreter of the process, if any, whose frames join the stacks.
+    python: Python,
     /// The tracer's own code, left out of captured stacks.
     own_code: (u64, u64),
     /// The epoch new allocations are born in.
@@ -105,6 +108,7 @@ pub fn start() {
         config,
         recorder: Recorder::default(),
         stacks: StackTable::default(),
+        python: Python::detect(),
         own_code,
         epoch: AtomicU32::new(0),
         started_ns: now,
@@ -132,7 +136,9 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
     }
     record(|session| {
         let stack = unwind::capture(session.own_code);
-        let stack_id = session.stacks.intern(stack.frames());
+        let mut python_frames = PyStack::new();
+        session.python.capture(&mut python_frames);
+        let stack_id = session.stacks.intern(stack.frames(), python_frames.words());
         let epoch = session.epoch.load(Ordering::Relaxed);
         session.recorder.allocated(address as usize, size, stack_id, epoch);
         if thread_state::count_allocation(CLOCK_CHECK_MASK) {
@@ -267,7 +273,11 @@ impl Session {
         let closing = self.epoch.fetch_add(1, Ordering::Relaxed);
         let collected = self.recorder.collect(closing + 1, output.next_is_full);
         let mut records: Vec<Record> = output.modules.newly_loaded().into_iter().map(Record::Module).collect();
-        records.extend(self.stacks.take_unwritten().into_iter().map(|(id, frames)| stack_record(id, &frames)));
+        // Stacks are taken before code objects: a code object is queued
+        // before any stack naming it, so none is written ahead of its code.
+        let new_stacks = self.stacks.take_unwritten();
+        records.extend(self.python.take_unwritten_codes().into_iter().map(Record::PyCode));
+        records.extend(new_stacks.into_iter().map(|(id, frames)| stack_record(id, &frames)));
         records.push(Record::Snapshot(Snapshot {
             epoch: closing,
             cause,
@@ -314,6 +324,7 @@ impl Session {
             ),
             ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
         ];
+        settings.extend(self.python.settings().iter().cloned());
         settings.extend(self.config.warnings.iter().map(|w| ("warning".to_string(), w.clone())));
         let process = Process {
             pid: sys::pid(),
@@ -327,7 +338,9 @@ impl Session {
         };
         let mut records = vec![Record::Process(process)];
         records.extend(output.modules.newly_loaded().into_iter().map(Record::Module));
-        records.extend(self.stacks.all().into_iter().map(|(id, frames)| stack_record(id, &frames)));
+        let all_stacks = self.stacks.all();
+        records.extend(self.python.all_codes().into_iter().map(Record::PyCode));
+        records.extend(all_stacks.into_iter().map(|(id, frames)| stack_record(id, &frames)));
         self.write(output, &records)
     }
 
@@ -355,6 +368,7 @@ impl Session {
     }
 }
 
-fn stack_record(id: u32, frames: &[u64]) -> Record {
-    Record::Stack(Stack { id, native: frames.to_vec(), python: Vec::new() })
+fn stack_record(id: u32, key: &[u64]) -> Record {
+    let (native, python) = stacks::split(key);
+    Record::Stack(Stack { id, native: native.to_vec(), python: python.iter().map(|&w| python::unpack(w)).collect() })
 }

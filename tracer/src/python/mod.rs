@@ -1,0 +1,298 @@
+//! Python frames for the stacks of a CPython process.
+//!
+//! At load time the tracer looks for an interpreter in the process
+//! (`Py_Version`, `_PyRuntime` and `PyGILState_GetThisThreadState` resolving
+//! through `dlsym(RTLD_DEFAULT)`, which finds them in a statically linked
+//! `python3` and in a `libpython3.X.so` it depends on alike). Every symbol is
+//! resolved then, never from a hook. An interpreter loaded later with
+//! `dlopen` (a program embedding Python) is not seen: its stacks stay native.
+//!
+//! In the allocation hook the walk reads the allocating thread's own frame
+//! chain as raw memory, innermost first, and turns each frame into a compact
+//! reference (code object id, instruction offset, entry flag). It never calls
+//! into the Python C API beyond the two functions that neither allocate nor
+//! need the GIL (`PyGILState_GetThisThreadState`, a thread-specific-storage
+//! lookup, and `Py_IsFinalizing`). Only the owning thread changes its frame
+//! chain, and it is inside malloc, so the chain is consistent without the GIL.
+//!
+//! Supported: CPython 3.11, 3.12 and 3.13 on x86_64, release builds with the
+//! GIL. Anything else gets native-only stacks and one line on stderr.
+
+mod codes;
+mod layout;
+mod memory;
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+use trace_format::{PyCode, PyFrame};
+
+use self::codes::{CodeTable, Types};
+use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
+use crate::sys;
+
+/// Deeper Python stacks keep their innermost frames only.
+pub const MAX_PY_FRAMES: usize = 64;
+/// Frames looked at per walk, skipped ones included; a longer chain is taken
+/// as corrupt (or cyclic) and the allocation gets a native-only stack.
+const MAX_WALK_STEPS: usize = 1024;
+
+/// Python frames of one allocation, each packed into a word (see [`pack`]).
+pub struct PyStack {
+    words: [u64; MAX_PY_FRAMES],
+    len: usize,
+}
+
+impl PyStack {
+    pub const fn new() -> Self {
+        PyStack { words: [0; MAX_PY_FRAMES], len: 0 }
+    }
+
+    pub fn words(&self) -> &[u64] {
+        &self.words[..self.len]
+    }
+
+    fn push(&mut self, word: u64) -> bool {
+        self.words[self.len] = word;
+        self.len += 1;
+        self.len < MAX_PY_FRAMES
+    }
+
+    fn mark_last_entry(&mut self) {
+        if let Some(last) = self.len.checked_sub(1) {
+            self.words[last] |= 1;
+        }
+    }
+}
+
+/// A frame as one word of a stack key: code id (31 bits), instruction
+/// offset (32 bits), entry flag (bit 0).
+fn pack(code: u64, instruction: u32, entry: bool) -> u64 {
+    (code << 33) | (u64::from(instruction) << 1) | u64::from(entry)
+}
+
+pub fn unpack(word: u64) -> PyFrame {
+    PyFrame { code: word >> 33, instruction: (word >> 1) as u32, entry: word & 1 != 0 }
+}
+
+type GetThreadState = unsafe extern "C" fn() -> *mut c_void;
+type IsFinalizing = unsafe extern "C" fn() -> c_int;
+
+struct Walker {
+    layout: Layout,
+    types: Types,
+    thread_state: GetThreadState,
+    is_finalizing: IsFinalizing,
+    codes: CodeTable,
+}
+
+/// What the tracer knows of the process's Python interpreter.
+pub struct Python {
+    walker: Option<Walker>,
+    settings: Vec<(String, String)>,
+}
+
+fn symbol(name: &CStr) -> Option<u64> {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no other preconditions.
+    let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as u64;
+    (address != 0).then_some(address)
+}
+
+fn version_text(hex: u64) -> String {
+    let (major, minor, micro) = (hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
+    let serial = hex & 0xf;
+    match (hex >> 4) & 0xf {
+        0xa => format!("{major}.{minor}.{micro}a{serial}"),
+        0xb => format!("{major}.{minor}.{micro}b{serial}"),
+        0xc => format!("{major}.{minor}.{micro}rc{serial}"),
+        _ => format!("{major}.{minor}.{micro}"),
+    }
+}
+
+/// Which allocator served Python objects, from `PYTHONMALLOC` (the `-X dev`
+/// option keeps pymalloc, with debug hooks).
+fn allocator_setting() -> String {
+    match std::env::var("PYTHONMALLOC").as_deref() {
+        Ok("malloc") | Ok("malloc_debug") => "malloc (every Python object reaches malloc: exact attribution)".into(),
+        _ => "pymalloc (objects ≤512 B not traced individually; run with PYTHONMALLOC=malloc for exact attribution)".into(),
+    }
+}
+
+impl Python {
+    /// Looks for a CPython interpreter in the process; says on stderr, once,
+    /// when one is there whose frames cannot be read.
+    pub fn detect() -> Python {
+        let Some(get_version) = symbol(c"Py_GetVersion") else {
+            return Python { walker: None, settings: Vec::new() };
+        };
+        let version = match symbol(c"Py_Version") {
+            Some(address) => memory::u32_at(address, 0).map(|v| u64::from(v)),
+            None => None,
+        };
+        let text = match version {
+            Some(hex) => version_text(hex),
+            None => {
+                // Before 3.11 there is no Py_Version; Py_GetVersion formats
+                // constant strings into a static buffer.
+                // SAFETY: a function taking nothing and returning a static string.
+                let get: unsafe extern "C" fn() -> *const c_char = unsafe { std::mem::transmute(get_version as usize) };
+                let full = unsafe { CStr::from_ptr(get()) }.to_string_lossy().into_owned();
+                full.split_whitespace().next().unwrap_or("?").to_string()
+            }
+        };
+        let mut settings = vec![("python_allocator".to_string(), allocator_setting())];
+        match Walker::new(version) {
+            Ok(walker) => {
+                settings.insert(0, ("python".to_string(), format!("{text} frames")));
+                Python { walker: Some(walker), settings }
+            }
+            Err(why) => {
+                sys::print_stderr(&format!("tracer: Python {text} frames unavailable: {why}; stacks are native only\n"));
+                settings.insert(0, ("python".to_string(), format!("{text} unsupported: {why}")));
+                Python { walker: None, settings }
+            }
+        }
+    }
+
+    /// Settings for the Process record (empty when the process is not Python).
+    pub fn settings(&self) -> &[(String, String)] {
+        &self.settings
+    }
+
+    /// The calling thread's Python frames, innermost first; empty when Python
+    /// frames are unavailable, the thread runs no Python, or its frame chain
+    /// does not look right.
+    #[inline]
+    pub fn capture(&self, stack: &mut PyStack) {
+        stack.len = 0;
+        if let Some(walker) = &self.walker {
+            if walker.walk(stack).is_none() {
+                stack.len = 0;
+            }
+        }
+    }
+
+    pub fn take_unwritten_codes(&self) -> Vec<PyCode> {
+        self.walker.as_ref().map(|w| w.codes.take_unwritten()).unwrap_or_default()
+    }
+
+    pub fn all_codes(&self) -> Vec<PyCode> {
+        self.walker.as_ref().map(|w| w.codes.all()).unwrap_or_default()
+    }
+}
+
+impl Walker {
+    fn new(version: Option<u64>) -> Result<Walker, String> {
+        let Some(hex) = version else { return Err("versions before 3.11 are not supported".into()) };
+        let minor = ((hex >> 16) & 0xff) as u32;
+        if hex >> 24 != 3 || !(11..=13).contains(&minor) {
+            return Err("only 3.11, 3.12 and 3.13 are supported".into());
+        }
+        if !cfg!(target_arch = "x86_64") {
+            return Err("only x86_64 is supported".into());
+        }
+        if symbol(c"_Py_NegativeRefcount").is_some() || symbol(c"_Py_RefTotal").is_some() {
+            return Err("debug builds are not supported".into());
+        }
+        let missing = |name: &str| format!("the interpreter does not export {name}");
+        let runtime = symbol(c"_PyRuntime").ok_or_else(|| missing("_PyRuntime"))?;
+        let thread_state = symbol(c"PyGILState_GetThisThreadState").ok_or_else(|| missing("PyGILState_GetThisThreadState"))?;
+        let is_finalizing = symbol(c"Py_IsFinalizing")
+            .or_else(|| symbol(c"_Py_IsFinalizing"))
+            .ok_or_else(|| missing("Py_IsFinalizing"))?;
+        let types = Types {
+            code: symbol(c"PyCode_Type").ok_or_else(|| missing("PyCode_Type"))?,
+            unicode: symbol(c"PyUnicode_Type").ok_or_else(|| missing("PyUnicode_Type"))?,
+            bytes: symbol(c"PyBytes_Type").ok_or_else(|| missing("PyBytes_Type"))?,
+        };
+        let table = layout::table(minor).ok_or("no layout known")?;
+        let layout = if minor >= 13 { layout::from_debug_offsets(runtime, hex, table)? } else { table };
+        layout::check_types(&layout, types.code, types.unicode, types.bytes)?;
+        // SAFETY: both are plain C functions of these signatures in 3.11–3.13.
+        let (thread_state, is_finalizing) = unsafe {
+            (
+                std::mem::transmute::<usize, GetThreadState>(thread_state as usize),
+                std::mem::transmute::<usize, IsFinalizing>(is_finalizing as usize),
+            )
+        };
+        Ok(Walker { layout, types, thread_state, is_finalizing, codes: CodeTable::default() })
+    }
+
+    /// Fills `stack`; `None` when something read does not look right.
+    fn walk(&self, stack: &mut PyStack) -> Option<()> {
+        let l = &self.layout;
+        // SAFETY: a TSS lookup that neither allocates nor needs the GIL.
+        let tstate = unsafe { (self.thread_state)() } as u64;
+        if tstate == 0 {
+            return Some(());
+        }
+        // SAFETY: reads one word of `_PyRuntime`; no lock, no allocation.
+        if unsafe { (self.is_finalizing)() } != 0 && !is_main_thread() {
+            return Some(());
+        }
+        if !memory::plausible(tstate, 8, 8) {
+            return None;
+        }
+        let holder = match l.tstate_cframe {
+            Some(offset) => memory::word(tstate, offset)?,
+            None => tstate,
+        };
+        if holder == 0 {
+            return Some(());
+        }
+        let mut frame = memory::word(holder, l.current_frame)?;
+        for _ in 0..MAX_WALK_STEPS {
+            if frame == 0 {
+                return Some(());
+            }
+            if !memory::plausible(frame, 80, 8) {
+                return None;
+            }
+            let owner = memory::u8_at(frame, l.frame_owner)?;
+            if owner > OWNED_BY_CSTACK {
+                return None;
+            }
+            let previous = memory::word(frame, l.frame_previous)?;
+            if owner == OWNED_BY_CSTACK && l.frame_is_entry.is_none() {
+                // A shim pushed by a C call into the interpreter: the frame
+                // above it was entered from C.
+                stack.mark_last_entry();
+                frame = previous;
+                continue;
+            }
+            let code = memory::object_pointer(frame, l.frame_code)?;
+            if memory::word(code, l.ob_type)? != self.types.code {
+                if l.minor >= 13 {
+                    // f_executable may hold something else than code; not a Python frame.
+                    frame = previous;
+                    continue;
+                }
+                return None;
+            }
+            let instr = memory::word(frame, l.frame_instr)?;
+            let code_units = memory::word(code, l.var_size)? as i64;
+            let first_traceable = memory::u32_at(code, l.code_firsttraceable)? as i32 as i64;
+            let offset = (instr as i64).wrapping_sub((code + l.code_adaptive) as i64) >> 1;
+            let incomplete = owner != OWNED_BY_GENERATOR && offset < first_traceable;
+            if !incomplete {
+                if !(0..code_units).contains(&offset) {
+                    return None;
+                }
+                let entry = match l.frame_is_entry {
+                    Some(at) => memory::u8_at(frame, at)? != 0,
+                    None => false,
+                };
+                let id = self.codes.id_of(code, l, &self.types)?;
+                if !stack.push(pack(id, offset as u32, entry)) {
+                    return Some(());
+                }
+            }
+            frame = previous;
+        }
+        None
+    }
+}
+
+fn is_main_thread() -> bool {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 == sys::pid() }
+}
