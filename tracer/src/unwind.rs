@@ -16,6 +16,7 @@ mod fast;
 #[cfg(target_arch = "x86_64")]
 pub mod module_set;
 
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use crate::sys;
@@ -25,13 +26,28 @@ pub const MAX_FRAMES: usize = 128;
 
 /// Return addresses of the current thread, innermost first.
 pub struct CapturedStack {
-    frames: [u64; MAX_FRAMES],
+    /// The first `len` are initialized (left uninitialized otherwise: this
+    /// is filled on every allocation).
+    frames: [MaybeUninit<u64>; MAX_FRAMES],
     len: usize,
 }
 
 impl CapturedStack {
+    fn new() -> CapturedStack {
+        CapturedStack { frames: [MaybeUninit::uninit(); MAX_FRAMES], len: 0 }
+    }
+
     pub fn frames(&self) -> &[u64] {
-        &self.frames[..self.len]
+        // SAFETY: the first `len` entries were written by `push`, and
+        // MaybeUninit<u64> has the layout of u64.
+        unsafe { std::slice::from_raw_parts(self.frames.as_ptr().cast::<u64>(), self.len) }
+    }
+
+    /// Appends a frame; false once the stack is full.
+    fn push(&mut self, frame: u64) -> bool {
+        self.frames[self.len] = MaybeUninit::new(frame);
+        self.len += 1;
+        self.len < MAX_FRAMES
     }
 }
 
@@ -39,7 +55,7 @@ impl CapturedStack {
 /// lie inside the tracer itself (`own_code` is its address range).
 #[inline(never)]
 pub fn capture(own_code: (u64, u64)) -> CapturedStack {
-    let mut stack = CapturedStack { frames: [0; MAX_FRAMES], len: 0 };
+    let mut stack = CapturedStack::new();
     #[cfg(target_arch = "x86_64")]
     if fast::capture(own_code, &mut stack).is_ok() {
         if check_enabled() {
@@ -47,12 +63,15 @@ pub fn capture(own_code: (u64, u64)) -> CapturedStack {
         }
         return stack;
     }
+    if check_enabled() {
+        FALLBACKS.fetch_add(1, Ordering::Relaxed);
+    }
     capture_with_libgcc(own_code)
 }
 
 #[inline(never)]
 fn capture_with_libgcc(own_code: (u64, u64)) -> CapturedStack {
-    let mut stack = CapturedStack { frames: [0; MAX_FRAMES], len: 0 };
+    let mut stack = CapturedStack::new();
     let mut in_tracer = true;
     // SAFETY: the unsynchronized variant only skips backtrace's global lock,
     // which a malloc hook must not take; the closure does not unwind the
@@ -67,9 +86,7 @@ fn capture_with_libgcc(own_code: (u64, u64)) -> CapturedStack {
             if ip == 0 {
                 return false; // the outermost frame (_start, clone) has no caller
             }
-            stack.frames[stack.len] = ip;
-            stack.len += 1;
-            stack.len < MAX_FRAMES
+            stack.push(ip)
         })
     };
     stack
@@ -81,6 +98,8 @@ const CHECK_ON: u8 = 2;
 static CHECK: AtomicU8 = AtomicU8::new(CHECK_UNKNOWN);
 static COMPARED: AtomicU64 = AtomicU64::new(0);
 static DIFFERED: AtomicU64 = AtomicU64::new(0);
+/// Captures that took the libgcc path.
+static FALLBACKS: AtomicU64 = AtomicU64::new(0);
 /// Differences printed in full, at most.
 const SHOWN: u64 = 5;
 
@@ -117,9 +136,10 @@ fn compare(fast: &CapturedStack, slow: &CapturedStack) {
 pub fn report_check() {
     if CHECK.load(Ordering::Relaxed) == CHECK_ON {
         sys::print_stderr(&format!(
-            "tracer: unwind check: {} stacks compared, {} differed\n",
+            "tracer: unwind check: {} stacks compared, {} differed, {} captured by libgcc alone\n",
             COMPARED.load(Ordering::Relaxed),
-            DIFFERED.load(Ordering::Relaxed)
+            DIFFERED.load(Ordering::Relaxed),
+            FALLBACKS.load(Ordering::Relaxed)
         ));
     }
 }

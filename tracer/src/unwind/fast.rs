@@ -3,22 +3,19 @@
 //! each return address cached per thread, so a stack seen before costs a
 //! hash lookup and a stack read per frame.
 
-use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::Cell;
 
-use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
+use framehop::x86_64::UnwindRegsX86_64;
 use framehop::{FrameAddress, Unwinder};
 
-use super::module_set::{self, Access, Place};
-use super::{CapturedStack, MAX_FRAMES};
+use super::module_set::{self, Access, CacheClaim, Place};
+use super::CapturedStack;
 
 thread_local! {
     /// This thread's stack `[low, high)`; (0, 0) until first needed, (1, 1)
     /// if it could not be found. Const-initialized, no destructor: reading it
     /// never allocates.
     static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
-    /// The cache slot this thread used last.
-    static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
 /// Fills `stack` with the caller's return addresses (frames inside
@@ -41,13 +38,15 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
         );
     }
     let top = stack_top(sp).ok_or(())?;
-    let guard = match module_set::read() {
+    let mut claim = CacheClaim::claim();
+    let (cache, readers) = claim.parts();
+    let guard = match module_set::read(readers) {
         Access::Ready(guard) => guard,
         Access::Stale => {
             if !module_set::refresh() {
                 return Err(());
             }
-            match module_set::read() {
+            match module_set::read(readers) {
                 Access::Ready(guard) => guard,
                 _ => return Err(()),
             }
@@ -55,7 +54,6 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
         Access::Unavailable => return Err(()),
     };
     let set = guard.set();
-    let mut cache = CacheClaim::claim();
     // Every read stays inside this thread's live stack, above the stack
     // pointer this capture started at: mapped, and never written while the
     // capture runs (the frames below `sp` are the unwinder's own).
@@ -69,7 +67,8 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
             _ => Err(()),
         }
     };
-    let mut frames = set.unwinder.iter_frames(ip, UnwindRegsX86_64::new(ip, sp, bp), cache.get(), &mut read_stack);
+    let mut frames = set.unwinder.iter_frames(ip, UnwindRegsX86_64::new(ip, sp, bp), cache, &mut read_stack);
+    let mut last_object = (0, 0, false);
     let mut in_tracer = true;
     stack.len = 0;
     while let Ok(Some(frame)) = frames.next() {
@@ -81,12 +80,10 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
         let FrameAddress::ReturnAddress(_) = frame else {
             return Err(()); // the first frame is this function's
         };
-        stack.frames[stack.len] = address;
-        stack.len += 1;
-        if stack.len == MAX_FRAMES {
+        if !stack.push(address) {
             break;
         }
-        match set.place(address - 1) {
+        match set.place(address - 1, &mut last_object) {
             Place::Unwindable => {}
             Place::NoTables => break,
             Place::Unknown => {
@@ -129,59 +126,5 @@ fn thread_stack() -> Option<(u64, u64)> {
         libc::pthread_attr_destroy(&mut attr);
         let low = address as u64;
         (found && size > 0).then(|| (low, low.saturating_add(size as u64)))
-    }
-}
-
-/// Unwind-rule caches, claimed one per capture; a thread goes back to the
-/// slot it used last, so each keeps the rules of its own stacks.
-const SLOTS: usize = 64;
-
-struct Slot {
-    busy: AtomicBool,
-    cache: UnsafeCell<Option<Box<CacheX86_64>>>,
-}
-
-// SAFETY: `cache` is only touched by the thread that set `busy`.
-unsafe impl Sync for Slot {}
-
-static POOL: [Slot; SLOTS] = [const { Slot { busy: AtomicBool::new(false), cache: UnsafeCell::new(None) } }; SLOTS];
-
-enum CacheClaim {
-    Slot(&'static Slot),
-    /// Every slot was busy: a cache for this capture only.
-    Own(Box<CacheX86_64>),
-}
-
-impl CacheClaim {
-    fn claim() -> CacheClaim {
-        let preferred = SLOT.try_with(Cell::get).unwrap_or(usize::MAX);
-        // SAFETY: pthread_self has no preconditions.
-        let start = if preferred < SLOTS { preferred } else { (unsafe { libc::pthread_self() } as usize >> 12) % SLOTS };
-        for i in 0..SLOTS {
-            let index = (start + i) % SLOTS;
-            let slot = &POOL[index];
-            if !slot.busy.load(Ordering::Relaxed) && !slot.busy.swap(true, Ordering::Acquire) {
-                let _ = SLOT.try_with(|s| s.set(index));
-                return CacheClaim::Slot(slot);
-            }
-        }
-        CacheClaim::Own(Box::new(CacheX86_64::new()))
-    }
-
-    fn get(&mut self) -> &mut CacheX86_64 {
-        match self {
-            // SAFETY: this claim set `busy`, so no other thread touches the
-            // cache until the claim is dropped.
-            CacheClaim::Slot(slot) => unsafe { &mut *slot.cache.get() }.get_or_insert_with(|| Box::new(CacheX86_64::new())),
-            CacheClaim::Own(cache) => cache,
-        }
-    }
-}
-
-impl Drop for CacheClaim {
-    fn drop(&mut self) {
-        if let CacheClaim::Slot(slot) = self {
-            slot.busy.store(false, Ordering::Release);
-        }
     }
 }

@@ -14,11 +14,14 @@
 //! counter moves again, so no set collected while the library was listed is
 //! ever used afterwards. Old sets are freed only after a grace period, too.
 
+use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, Range};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 
-use framehop::x86_64::UnwinderX86_64;
+use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 
 use crate::sys;
@@ -68,17 +71,20 @@ pub enum Place {
 }
 
 impl ModuleSet {
-    pub fn place(&self, address: u64) -> Place {
-        let index = self.objects.partition_point(|&(start, _, _)| start <= address);
-        match index.checked_sub(1).map(|i| self.objects[i]) {
-            Some((_, end, tables)) if address < end => {
-                if tables {
-                    Place::Unwindable
-                } else {
-                    Place::NoTables
-                }
-            }
-            _ => Place::Unknown,
+    /// `last` is the object found last time: consecutive frames mostly lie
+    /// in one object.
+    pub fn place(&self, address: u64, last: &mut (u64, u64, bool)) -> Place {
+        if !(last.0 <= address && address < last.1) {
+            let index = self.objects.partition_point(|&(start, _, _)| start <= address);
+            *last = match index.checked_sub(1).map(|i| self.objects[i]) {
+                Some(object) if address < object.1 => object,
+                _ => return Place::Unknown,
+            };
+        }
+        if last.2 {
+            Place::Unwindable
+        } else {
+            Place::NoTables
         }
     }
 }
@@ -95,10 +101,12 @@ static COLLECTING: AtomicBool = AtomicBool::new(false);
 
 /// Captures in progress, counted by the parity of the generation they
 /// started in; a grace period flips the generation and waits for the old
-/// parity to drain.
+/// parity to drain. Each cache slot has its own counters (only its holder
+/// writes them, so captures on different threads share no written line);
+/// `SHARED_READERS` counts the captures that found every slot busy.
 #[repr(align(128))]
-struct Readers([AtomicUsize; 2]);
-static READERS: Readers = Readers([AtomicUsize::new(0), AtomicUsize::new(0)]);
+pub struct Readers([AtomicUsize; 2]);
+static SHARED_READERS: Readers = Readers([AtomicUsize::new(0), AtomicUsize::new(0)]);
 static GENERATION: AtomicUsize = AtomicUsize::new(0);
 /// Serializes grace periods.
 static GRACE: Mutex<()> = Mutex::new(());
@@ -114,12 +122,13 @@ unsafe impl Send for SetPtr {}
 const GRACE_TIMEOUT_NS: u64 = 2_000_000_000;
 
 /// The current set, held for one capture.
-pub struct ReadGuard {
+pub struct ReadGuard<'r> {
+    readers: &'r Readers,
     parity: usize,
     set: *const ModuleSet,
 }
 
-impl ReadGuard {
+impl ReadGuard<'_> {
     pub fn set(&self) -> &ModuleSet {
         // SAFETY: the set was current after this reader registered, so it is
         // freed only after a grace period that waits for this guard's drop.
@@ -127,31 +136,32 @@ impl ReadGuard {
     }
 }
 
-impl Drop for ReadGuard {
+impl Drop for ReadGuard<'_> {
     fn drop(&mut self) {
-        READERS.0[self.parity].fetch_sub(1, SeqCst);
+        self.readers.0[self.parity].fetch_sub(1, SeqCst);
     }
 }
 
-pub enum Access {
-    Ready(ReadGuard),
+pub enum Access<'r> {
+    Ready(ReadGuard<'r>),
     /// No set, or an outdated one: collect a new one first.
     Stale,
     /// A dlclose is in progress, or the fast path is off: use libgcc.
     Unavailable,
 }
 
-pub fn read() -> Access {
+/// Registers a capture counted in `readers` and returns the current set.
+pub fn read(readers: &Readers) -> Access<'_> {
     let parity = loop {
         let generation = GENERATION.load(SeqCst);
         let parity = generation & 1;
-        READERS.0[parity].fetch_add(1, SeqCst);
+        readers.0[parity].fetch_add(1, SeqCst);
         if GENERATION.load(SeqCst) == generation {
             break parity;
         }
-        READERS.0[parity].fetch_sub(1, SeqCst);
+        readers.0[parity].fetch_sub(1, SeqCst);
     };
-    let guard = ReadGuard { parity, set: CURRENT.load(SeqCst) };
+    let guard = ReadGuard { readers, parity, set: CURRENT.load(SeqCst) };
     if CLOSING.load(SeqCst) != 0 || DISABLED.load(SeqCst) {
         return Access::Unavailable;
     }
@@ -280,7 +290,8 @@ fn grace_period(blocking: bool) -> bool {
     let old = GENERATION.fetch_add(1, SeqCst) & 1;
     let started = sys::monotonic_ns();
     let mut spins = 0u32;
-    while READERS.0[old].load(SeqCst) != 0 {
+    let busy = || SHARED_READERS.0[old].load(SeqCst) != 0 || POOL.iter().any(|slot| slot.readers.0[old].load(SeqCst) != 0);
+    while busy() {
         spins = spins.wrapping_add(1);
         if spins % 64 == 0 {
             std::thread::yield_now();
@@ -388,5 +399,74 @@ fn decode_pointer(encoding: u8, bytes: &[u8], address: u64) -> Option<u64> {
         0x00 => Some(value),
         0x10 => Some(address.wrapping_add(value)),
         _ => None,
+    }
+}
+
+/// Unwind-rule caches, claimed one per capture, each with the reader
+/// counters of the capture holding it; a thread goes back to the slot it
+/// used last, so each cache keeps the rules of its own thread's stacks.
+const SLOTS: usize = 64;
+
+#[repr(align(128))]
+pub struct Slot {
+    busy: AtomicBool,
+    readers: Readers,
+    cache: UnsafeCell<Option<Box<CacheX86_64>>>,
+}
+
+// SAFETY: `cache` is only touched by the thread that set `busy`; the rest
+// is atomics.
+unsafe impl Sync for Slot {}
+
+static POOL: [Slot; SLOTS] = [const {
+    Slot { busy: AtomicBool::new(false), readers: Readers([AtomicUsize::new(0), AtomicUsize::new(0)]), cache: UnsafeCell::new(None) }
+}; SLOTS];
+
+thread_local! {
+    /// The slot this thread used last. Const-initialized, no destructor.
+    static LAST_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+pub enum CacheClaim {
+    Slot(&'static Slot),
+    /// Every slot was busy: a cache for this capture only.
+    Own(Box<CacheX86_64>),
+}
+
+impl CacheClaim {
+    pub fn claim() -> CacheClaim {
+        let preferred = LAST_SLOT.try_with(Cell::get).unwrap_or(usize::MAX);
+        // SAFETY: pthread_self has no preconditions.
+        let start = if preferred < SLOTS { preferred } else { (unsafe { libc::pthread_self() } as usize >> 12) % SLOTS };
+        for i in 0..SLOTS {
+            let index = (start + i) % SLOTS;
+            let slot = &POOL[index];
+            if !slot.busy.load(Relaxed) && !slot.busy.swap(true, Acquire) {
+                let _ = LAST_SLOT.try_with(|s| s.set(index));
+                return CacheClaim::Slot(slot);
+            }
+        }
+        CacheClaim::Own(Box::new(CacheX86_64::new()))
+    }
+
+    /// The cache and the reader counters of this capture.
+    pub fn parts(&mut self) -> (&mut CacheX86_64, &Readers) {
+        match self {
+            CacheClaim::Slot(slot) => {
+                // SAFETY: this claim set `busy`, so no other thread touches
+                // the cache until the claim is dropped.
+                let cache = unsafe { &mut *slot.cache.get() }.get_or_insert_with(|| Box::new(CacheX86_64::new()));
+                (cache, &slot.readers)
+            }
+            CacheClaim::Own(cache) => (cache, &SHARED_READERS),
+        }
+    }
+}
+
+impl Drop for CacheClaim {
+    fn drop(&mut self) {
+        if let CacheClaim::Slot(slot) = self {
+            slot.busy.store(false, Release);
+        }
     }
 }

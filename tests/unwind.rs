@@ -1,0 +1,60 @@
+//! The fast unwinder against libgcc's: with `TRACER_UNWIND_CHECK=1` the
+//! tracer captures every stack both ways and reports at exit how many
+//! differed; code without frame pointers must give identical stacks.
+
+use std::process::Command;
+
+use integration_tests::{compile, traced_command};
+
+const PYTHON: &str = "/root/.pyenv/versions/3.11.7/bin/python3";
+
+/// (compared, differed) from the tracer's check summary on stderr.
+fn check_summary(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|line| line.starts_with("tracer: unwind check:") && line.contains("compared"))
+        .unwrap_or_else(|| panic!("no unwind check summary on stderr:\n{stderr}"));
+    let number_before = |word: &str| -> u64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| w.trim_end_matches(',') == word).unwrap();
+        words[at - 1].parse().unwrap()
+    };
+    (number_before("stacks"), number_before("differed"))
+}
+
+fn run_checked(mut command: Command) -> String {
+    command.env("TRACER_UNWIND_CHECK", "1");
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "the traced program failed:\n{stderr}");
+    stderr
+}
+
+#[test]
+fn fast_stacks_match_libgcc_on_c_without_frame_pointers() {
+    let program = compile("unwind_mix.c");
+    let (command, _dir) = traced_command(&program);
+    let stderr = run_checked(command);
+    let (compared, differed) = check_summary(&stderr);
+    assert!(compared > 5000, "too few stacks compared: {compared}\n{stderr}");
+    assert_eq!(differed, 0, "{stderr}");
+}
+
+#[test]
+fn fast_stacks_match_libgcc_in_python() {
+    assert!(std::path::Path::new(PYTHON).exists(), "{PYTHON} is missing");
+    let (mut command, _dir) = traced_command(std::path::Path::new(PYTHON));
+    command.args([
+        "-c",
+        "import json, decimal, threading, zlib, ctypes\n\
+         def f(n): return f(n - 1) if n else [json.dumps({'a': [i] * 3}) for i in range(2000)]\n\
+         f(30)\n\
+         ts = [threading.Thread(target=f, args=(10,)) for _ in range(2)]\n\
+         [t.start() for t in ts]; [t.join() for t in ts]\n\
+         print(len(zlib.compress(b'x' * 100000)), decimal.Decimal(1) / 7)\n",
+    ]);
+    let stderr = run_checked(command);
+    let (compared, differed) = check_summary(&stderr);
+    assert!(compared > 1000, "too few stacks compared: {compared}\n{stderr}");
+    assert_eq!(differed, 0, "{stderr}");
+}
