@@ -3,10 +3,12 @@
 //! name, first line, location table) is copied then and queued as a `PyCode`
 //! record.
 //!
-//! A freed code object's memory can hold a different code object later. The
-//! cache remembers the identity fields of the object it copied (the filename,
-//! qualname and line-table pointers and the first line) and compares them on
-//! every hit; a mismatch means a new object, which gets a new id.
+//! A freed code object's memory can hold a different code object later, and
+//! its line table's memory a different line table. The cache remembers the
+//! identity of the object it copied (the filename, qualname and line-table
+//! pointers, the first line, the bytecode length, the line table's length
+//! and a hash of its first 64 bytes) and compares it on every hit; a mismatch
+//! means a new object, which gets a new id.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -31,6 +33,9 @@ struct Identity {
     qualname: u64,
     linetable: u64,
     first_line: u32,
+    code_units: u64,
+    linetable_len: u64,
+    linetable_head: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -65,11 +70,19 @@ impl CodeTable {
     /// The id of the code object at `code` (whose type was checked), copying
     /// it on first sight; `None` when its fields do not look like a code object's.
     pub fn id_of(&self, code: u64, layout: &Layout, types: &Types) -> Option<u64> {
+        let linetable = memory::object_pointer(code, layout.code_linetable)?;
+        if memory::word(linetable, layout.ob_type)? != types.bytes {
+            return None;
+        }
+        let linetable_len = memory::word(linetable, layout.var_size)?;
         let identity = Identity {
             filename: memory::object_pointer(code, layout.code_filename)?,
             qualname: memory::object_pointer(code, layout.code_qualname)?,
-            linetable: memory::object_pointer(code, layout.code_linetable)?,
+            linetable,
             first_line: memory::u32_at(code, layout.code_firstlineno)?,
+            code_units: memory::word(code, layout.var_size)?,
+            linetable_len,
+            linetable_head: head_hash(linetable + layout.bytes_data, linetable_len)?,
         };
         if let Some(cached) = self.ids.get(&code) {
             if cached.identity == identity {
@@ -124,6 +137,22 @@ impl CodeTable {
         records.written = records.records.len();
         records.records.clone()
     }
+}
+
+/// A hash of the first 64 bytes of a line table (`len` bytes at `data`,
+/// 8-aligned: the start of a bytes object's data).
+fn head_hash(data: u64, len: u64) -> Option<u64> {
+    let len = len.min(64);
+    let mut hash = len;
+    for i in 0..len.div_ceil(8) {
+        let mut word = memory::word(data, i * 8)?;
+        let valid = (len - i * 8).min(8);
+        if valid < 8 {
+            word &= (1u64 << (valid * 8)) - 1;
+        }
+        hash = (hash.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    Some(hash)
 }
 
 /// The text of a `str` object from its raw layout: compact ASCII, or compact

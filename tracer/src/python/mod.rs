@@ -30,6 +30,9 @@ use self::codes::{CodeTable, Types};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
 use crate::sys;
 
+/// `TRACER_PYTHON_FRAMES=0` leaves Python frames out (stacks stay native).
+const DISABLE_VAR: &str = "TRACER_PYTHON_FRAMES";
+
 /// Deeper Python stacks keep their innermost frames only.
 pub const MAX_PY_FRAMES: usize = 64;
 /// Frames looked at per walk, skipped ones included; a longer chain is taken
@@ -140,6 +143,10 @@ impl Python {
             }
         };
         let mut settings = vec![("python_allocator".to_string(), allocator_setting())];
+        if std::env::var_os(DISABLE_VAR).is_some_and(|v| v == "0") {
+            settings.insert(0, ("python".to_string(), format!("{text} frames off ({DISABLE_VAR}=0)")));
+            return Python { walker: None, settings };
+        }
         match Walker::new(version) {
             Ok(walker) => {
                 settings.insert(0, ("python".to_string(), format!("{text} frames")));

@@ -1,0 +1,277 @@
+//! Python frames in the stacks of CPython 3.11, 3.12 and 3.13 processes: the
+//! frames the tracer records for an allocation decode (with the location
+//! table) to exactly the stack CPython reports for the allocating line.
+//!
+//! The interpreters are found as `TRACER_TEST_PYTHON3_11` (and so on), then
+//! `~/.pyenv/versions/3.11.*/bin/python3`, then `python3.11` on the PATH; a
+//! missing interpreter is a failure with instructions, never a skip.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use integration_tests::*;
+use trace_format::{PyCode, Record, SiteCounters, Stack, TraceEnd};
+
+#[path = "support/pylines.rs"]
+mod pylines;
+
+fn interpreter(version: &str) -> PathBuf {
+    let var = format!("TRACER_TEST_PYTHON{}", version.replace('.', "_"));
+    if let Some(path) = std::env::var_os(&var) {
+        return PathBuf::from(path);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+    let pyenv = std::env::var_os("PYENV_ROOT").map(PathBuf::from).unwrap_or_else(|| home.join(".pyenv"));
+    let mut found: Vec<PathBuf> = std::fs::read_dir(pyenv.join("versions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.strip_prefix(version).is_some_and(|rest| rest.starts_with('.') && rest[1..].chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(|entry| entry.path().join("bin/python3"))
+        .filter(|path| path.exists())
+        .collect();
+    found.sort();
+    if let Some(path) = found.pop() {
+        return path;
+    }
+    let on_path = format!("python{version}");
+    if Command::new(&on_path).arg("-c").arg("pass").status().is_ok_and(|s| s.success()) {
+        return PathBuf::from(on_path);
+    }
+    panic!("Python {version} is missing: install it (`pyenv install {version}` or apt's python{version}) or set {var}");
+}
+
+fn script(name: &str) -> PathBuf {
+    repo_root().join("tests/python").join(name)
+}
+
+/// Runs `command` with its output in files, killing it after `limit`.
+fn output_within(mut command: Command, dir: &Path, limit: Duration) -> Output {
+    let stdout = std::fs::File::create(dir.join("stdout.txt")).unwrap();
+    let stderr = std::fs::File::create(dir.join("stderr.txt")).unwrap();
+    let mut child = command.stdin(Stdio::null()).stdout(stdout).stderr(stderr).spawn().unwrap();
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the traced program did not finish within {limit:?}; stderr:\n{}",
+                std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: std::fs::read(dir.join("stdout.txt")).unwrap(),
+        stderr: std::fs::read(dir.join("stderr.txt")).unwrap(),
+    }
+}
+
+/// A trace read back, with the order rules checked: every code object a
+/// stack names comes before the stack, every stack before the first
+/// snapshot that counts it.
+struct Trace {
+    settings: HashMap<String, String>,
+    codes: HashMap<u64, PyCode>,
+    stacks: HashMap<u32, Stack>,
+    /// Live counters after the last snapshot, by (stack, birth epoch).
+    live: HashMap<(u32, u32), SiteCounters>,
+    /// The trace ends with its End record (the process finished it).
+    complete: bool,
+}
+
+fn load(path: &Path) -> Trace {
+    let (records, end) = read_trace(path);
+    assert_eq!(end, TraceEnd::EndOfFile, "{} did not end cleanly", path.display());
+    let mut trace = Trace { settings: HashMap::new(), codes: HashMap::new(), stacks: HashMap::new(), live: HashMap::new(), complete: false };
+    assert!(matches!(records.first(), Some(Record::Process(_))), "{} does not start with its process", path.display());
+    for record in records {
+        match record {
+            Record::Process(process) => trace.settings.extend(process.settings),
+            Record::PyCode(code) => {
+                trace.codes.insert(code.id, code);
+            }
+            Record::Stack(stack) => {
+                for frame in &stack.python {
+                    assert!(trace.codes.contains_key(&frame.code), "stack {} names code {} before its record", stack.id, frame.code);
+                }
+                trace.stacks.insert(stack.id, stack);
+            }
+            Record::Snapshot(snapshot) => {
+                if snapshot.full {
+                    trace.live.clear();
+                }
+                for counters in snapshot.counters {
+                    assert!(trace.stacks.contains_key(&counters.stack), "a snapshot counts stack {} before its record", counters.stack);
+                    trace.live.insert((counters.stack, counters.birth_epoch), counters);
+                }
+            }
+            Record::End(_) => trace.complete = true,
+            _ => {}
+        }
+    }
+    trace
+}
+
+/// (file, qualified name, line) of each Python frame, innermost first.
+type Frame = (String, String, i64);
+
+fn decode(trace: &Trace, stack: &Stack) -> Vec<Frame> {
+    stack
+        .python
+        .iter()
+        .map(|frame| {
+            let code = &trace.codes[&frame.code];
+            let line = pylines::line_of(&code.linetable, code.first_line, frame.instruction).unwrap_or(-1);
+            (code.filename.clone(), code.qualname.clone(), line)
+        })
+        .collect()
+}
+
+/// The stacks holding one live allocation of `size` bytes (bytearray adds
+/// one byte for its terminator; allow for a little rounding).
+fn stacks_of_size<'a>(trace: &'a Trace, size: u64) -> Vec<&'a Stack> {
+    let mut ids: Vec<u32> = trace
+        .live
+        .values()
+        .filter(|c| c.live_count == 1 && (size..size + 16).contains(&c.live_bytes))
+        .map(|c| c.stack)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.iter().map(|id| &trace.stacks[id]).collect()
+}
+
+fn check_frames(version: &str) {
+    let python = interpreter(version);
+    let (mut command, dir) = traced_command(&python);
+    let expected_path = dir.path().join("expected.json");
+    command.arg(script("frames.py")).arg(&expected_path).env_remove("PYTHONMALLOC");
+    let output = output_within(command, dir.path(), Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "frames.py failed under {}: {stderr}", python.display());
+    assert!(!stderr.contains("tracer:"), "the tracer complained: {stderr}");
+    let trace = load(&dir.path().join("trace.bin"));
+    let mode = &trace.settings["python"];
+    assert!(mode.starts_with(&format!("{version}.")) && mode.ends_with(" frames"), "python setting: {mode}");
+    assert!(trace.settings["python_allocator"].starts_with("pymalloc"), "{:?}", trace.settings);
+
+    let expected: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap()).unwrap();
+    let scenarios = expected.as_object().unwrap();
+    assert_eq!(scenarios.len(), 9 + 30, "every scenario ran: {:?}", scenarios.keys().collect::<Vec<_>>());
+    for (name, scenario) in scenarios {
+        let size = scenario["size"].as_u64().unwrap();
+        let want: Vec<Frame> = scenario["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f[0].as_str().unwrap().to_string(), f[1].as_str().unwrap().to_string(), f[2].as_i64().unwrap()))
+            .collect();
+        let found = stacks_of_size(&trace, size);
+        assert!(!found.is_empty(), "{version} {name}: no live allocation of {size} bytes");
+        for stack in found {
+            let got = decode(&trace, stack);
+            assert_eq!(got, want, "{version} {name}: the recorded Python frames differ from CPython's stack");
+            assert!(!stack.native.is_empty(), "{version} {name}: native frames are kept too");
+            let outermost = stack.python.last().unwrap();
+            assert!(outermost.entry, "{version} {name}: the outermost frame was entered from C");
+            if name == "exec" {
+                // exec() enters the interpreter from C again for the exec'd module.
+                let exec_module = got.iter().position(|f| f.0 == "<exec-source>" && f.1 == "<module>").unwrap();
+                assert!(stack.python[exec_module].entry, "{version}: the exec'd module frame is an entry frame");
+                assert!(stack.python[..exec_module].iter().all(|f| !f.entry), "{version}: no entry below the exec'd module");
+            }
+        }
+    }
+}
+
+#[test]
+fn python_3_11_frames_match_cpython() {
+    check_frames("3.11");
+}
+
+#[test]
+fn python_3_12_frames_match_cpython() {
+    check_frames("3.12");
+}
+
+#[test]
+fn python_3_13_frames_match_cpython() {
+    check_frames("3.13");
+}
+
+fn check_stress(version: &str) {
+    let python = interpreter(version);
+    let (mut command, dir) = traced_command(&python);
+    command.arg(script("stress.py")).env("PYTHONMALLOC", "malloc");
+    let output = output_within(command, dir.path(), Duration::from_secs(300));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stress.py failed under {}: {stderr}", python.display());
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "stress ok\n");
+    assert!(!stderr.contains("tracer:"), "the tracer complained: {stderr}");
+    let files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("trace.bin"))
+        .collect();
+    // The parent, the subprocess, two forked and two spawned workers at least.
+    assert!(files.len() >= 6, "{} trace files: {files:?}", files.len());
+    let mut with_python = 0;
+    for file in &files {
+        let trace = load(file);
+        assert!(trace.complete, "{} has no End record", file.display());
+        assert!(trace.settings["python_allocator"].starts_with("malloc"), "{}: {:?}", file.display(), trace.settings);
+        if trace.stacks.values().any(|s| !s.python.is_empty()) {
+            with_python += 1;
+        }
+    }
+    assert_eq!(with_python, files.len(), "every Python process recorded Python frames");
+}
+
+#[test]
+fn python_3_11_stress_run_ends_with_readable_traces() {
+    check_stress("3.11");
+}
+
+#[test]
+fn python_3_12_stress_run_ends_with_readable_traces() {
+    check_stress("3.12");
+}
+
+#[test]
+fn python_3_13_stress_run_ends_with_readable_traces() {
+    check_stress("3.13");
+}
+
+#[test]
+fn unsupported_python_runs_with_native_stacks_and_says_so_once() {
+    let python = interpreter("3.10");
+    let (mut command, dir) = traced_command(&python);
+    command.arg(script("unsupported.py"));
+    let output = output_within(command, dir.path(), Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), format!("{}\n", (0..100).map(|i| 1000 + i).sum::<u64>()));
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("tracer:")).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("tracer: Python 3.10.") && lines[0].ends_with("; stacks are native only"),
+        "{}",
+        lines[0]
+    );
+    let trace = load(&dir.path().join("trace.bin"));
+    assert!(trace.settings["python"].starts_with("3.10.") && trace.settings["python"].contains("unsupported"), "{:?}", trace.settings);
+    assert!(!trace.stacks.is_empty());
+    assert!(trace.stacks.values().all(|s| s.python.is_empty()), "no Python frames on an unsupported version");
+    assert!(trace.codes.is_empty());
+}
