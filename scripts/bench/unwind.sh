@@ -41,5 +41,5 @@ printf '  tracer     %7.3f s  %6.1fx untraced\n' "$t" "$(echo "$t / $u" | bc -l)
 if [[ $have_heaptrack == 1 ]]; then
     h=$(median <"$work/heaptrack")
     printf '  heaptrack  %7.3f s  %6.1fx untraced\n' "$h" "$(echo "$h / $u" | bc -l)"
-    printf '  tracer slowdown / heaptrack slowdown: %.2f\n' "$(echo "($t - $u) / ($h - $u)" | bc -l)"
+    printf '  tracer ratio / heaptrack ratio: %.2f (extra time: %.2f)\n' "$(echo "$t / $h" | bc -l)" "$(echo "($t - $u) / ($h - $u)" | bc -l)"
 fi
