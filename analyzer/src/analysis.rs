@@ -8,7 +8,10 @@
 //!
 //! * Analysis snapshots: all snapshots, without the final Exit snapshot when
 //!   at least 3 others exist (teardown frees things, the exit epoch is partial).
-//!   K of them; the reference is snapshot K-1.
+//!   K of them; the reference is snapshot K-1. When the run was cut into time
+//!   slices until its first tracer_mark (the tracer's default), those slices
+//!   are start-up: the analysis snapshots begin at the first marked one, which
+//!   plays the part of the warm-up epoch 0.
 //! * Settled birth epochs: 1..=K-3 (epoch 0 is warm-up; allocations of the
 //!   last two epochs have not had time to be freed).
 //! * A stack is a suspect when its allocations survive from at least
@@ -95,11 +98,14 @@ impl Verdict {
 /// The result of the leak analysis.
 #[derive(Debug, Clone)]
 pub struct Analysis {
+    /// Index of the first analysis snapshot: 0, or the first marked snapshot
+    /// of a run that was cut by time until it called tracer_mark.
+    pub first: usize,
     /// Number of analysis snapshots (K).
     pub snapshots: usize,
     /// The final Exit snapshot was left out.
     pub dropped_exit: bool,
-    /// Index of the reference snapshot (K-1), when there is one.
+    /// Index of the reference snapshot (first + K-1).
     pub reference: usize,
     /// The settled birth epochs, first and last, inclusive.
     pub settled: Option<(u32, u32)>,
@@ -196,13 +202,14 @@ pub fn analysis_snapshot_count(total: usize, last_is_exit: bool) -> usize {
 
 /// Runs the leak analysis on a loaded trace.
 pub fn analyze(trace: &Trace) -> Analysis {
-    let total = trace.snapshots.len();
+    let first = trace.warm_up_snapshots();
+    let total = trace.snapshots.len() - first;
     let last_is_exit = trace.snapshots.last().is_some_and(|s| s.cause == trace_format::EpochCause::Exit);
     let k = analysis_snapshot_count(total, last_is_exit);
     let dropped_exit = k < total;
-    let reference = k.saturating_sub(1);
-    let snap = |i: usize| &trace.snapshots[i.min(total.saturating_sub(1))];
-    let start = if k > 1 { 1 } else { 0 };
+    let reference = first + k.saturating_sub(1);
+    let snap = |i: usize| &trace.snapshots[i.min(trace.snapshots.len() - 1)];
+    let start = first + usize::from(k > 1);
     let mut verdict = Verdict {
         kind: VerdictKind::TooFewEpochs,
         epochs: reference.saturating_sub(start),
@@ -213,6 +220,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
     };
     let noise_floor = NOISE_FLOOR_MIN.max(snap(start).heap_live_bytes / NOISE_FLOOR_HEAP_DIVISOR);
     let mut analysis = Analysis {
+        first,
         snapshots: k,
         dropped_exit,
         reference,
@@ -224,12 +232,12 @@ pub fn analyze(trace: &Trace) -> Analysis {
     if k < MIN_EPOCHS {
         return analysis;
     }
-    let (Some(state), Some(first)) = (trace.state(reference), trace.state(1)) else {
+    let (Some(state), Some(first_state)) = (trace.state(reference), trace.state(start)) else {
         // The loader always keeps these; without them nothing can be said.
         return analysis;
     };
-    let settled_lo = trace.snapshots[1].epoch;
-    let settled_hi = trace.snapshots[k - 3].epoch;
+    let settled_lo = trace.snapshots[start].epoch;
+    let settled_hi = trace.snapshots[first + k - 3].epoch;
     analysis.settled = Some((settled_lo, settled_hi));
     let settled_count = (k - 3) as u64;
     let needed = (settled_count as usize).div_ceil(2).max(1);
@@ -254,7 +262,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
             entry.settled_bytes += c.live_bytes;
         }
     }
-    let live_at_1 = first.live_bytes_by_stack();
+    let live_at_1 = first_state.live_bytes_by_stack();
     let mut suspects: Vec<Suspect> = per_stack
         .into_iter()
         .filter_map(|(stack, s)| {

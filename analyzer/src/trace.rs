@@ -10,9 +10,13 @@
 //! snapshots asked for; the state before the last snapshot is rebuilt from an
 //! undo log of the last snapshot's changes.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use trace_format::{
     EpochCause, Module, Notice, Process, PyCode, ReadError, Record, RecordReader, SiteCounters, Stack, TraceEnd,
@@ -133,6 +137,61 @@ impl EndKind {
     }
 }
 
+/// The stacks of a trace, read from the file when first asked for: a
+/// large job interns millions of stacks, and only the ones shown are needed.
+pub struct Stacks {
+    path: PathBuf,
+    /// File offset of each Stack record, by stack id.
+    offsets: IntMap<u32, u64>,
+    file: RefCell<Option<File>>,
+    cache: RefCell<IntMap<u32, Rc<Stack>>>,
+}
+
+impl std::fmt::Debug for Stacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stacks").field("path", &self.path).field("count", &self.offsets.len()).finish()
+    }
+}
+
+impl Stacks {
+    /// Number of distinct stacks in the trace.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// The stack with this id; `None` when the trace has no such stack or
+    /// its record cannot be read again.
+    pub fn get(&self, id: u32) -> Option<Rc<Stack>> {
+        if let Some(stack) = self.cache.borrow().get(&id) {
+            return Some(stack.clone());
+        }
+        let offset = *self.offsets.get(&id)?;
+        let stack = Rc::new(self.read_at(offset).filter(|s| s.id == id)?);
+        self.cache.borrow_mut().insert(id, stack.clone());
+        Some(stack)
+    }
+
+    fn read_at(&self, offset: u64) -> Option<Stack> {
+        let mut slot = self.file.borrow_mut();
+        if slot.is_none() {
+            *slot = File::open(&self.path).ok();
+        }
+        let file = slot.as_mut()?;
+        file.seek(SeekFrom::Start(offset)).ok()?;
+        let header = trace_format::file_header();
+        let input = (&header[..]).chain(BufReader::with_capacity(16 << 10, &mut *file));
+        let mut reader = RecordReader::new(input).ok()?;
+        match reader.next()? {
+            Record::Stack(stack) => Some(stack),
+            _ => None,
+        }
+    }
+}
+
 /// A trace in memory.
 #[derive(Debug)]
 pub struct Trace {
@@ -140,7 +199,7 @@ pub struct Trace {
     pub process: Process,
     /// Module records in file order (later ones win where ranges overlap).
     pub modules: Vec<Module>,
-    pub stacks: IntMap<u32, Stack>,
+    pub stacks: Stacks,
     pub pycode: IntMap<u64, PyCode>,
     /// Every complete snapshot, in file order; index = position.
     pub snapshots: Vec<SnapshotHeader>,
@@ -152,7 +211,28 @@ pub struct Trace {
     states: BTreeMap<usize, State>,
 }
 
+/// Whether snapshots `0..=index` are time slices ended by the first mark.
+fn is_first_mark(causes: impl Iterator<Item = EpochCause>, cause: EpochCause) -> bool {
+    let mut any = false;
+    for c in causes {
+        if c != EpochCause::Timer {
+            return false;
+        }
+        any = true;
+    }
+    any && matches!(cause, EpochCause::Mark | EpochCause::Auto)
+}
+
 impl Trace {
+    /// Snapshots before the analysis starts: when the run was cut into time
+    /// slices until its first tracer_mark, the slices before that mark
+    /// (start-up, imports, data loading) are not epochs of the job.
+    pub fn warm_up_snapshots(&self) -> usize {
+        (1..self.snapshots.len())
+            .find(|&i| is_first_mark(self.snapshots[..i].iter().map(|s| s.cause), self.snapshots[i].cause))
+            .unwrap_or(0)
+    }
+
     /// The counters at snapshot `index`, when it was captured.
     pub fn state(&self, index: usize) -> Option<&State> {
         self.states.get(&index)
@@ -201,7 +281,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
 
     let mut process: Option<Process> = None;
     let mut modules = Vec::new();
-    let mut stacks: IntMap<u32, Stack> = IntMap::default();
+    let mut stack_offsets: IntMap<u32, u64> = IntMap::default();
     let mut pycode: IntMap<u64, PyCode> = IntMap::default();
     let mut snapshots: Vec<SnapshotHeader> = Vec::new();
     let mut notices = Vec::new();
@@ -213,7 +293,9 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
     let mut pending_dead: Vec<PairKey> = Vec::new();
     let mut undo = Undo::Changes(Vec::new());
 
-    for record in reader.by_ref() {
+    loop {
+        let offset = reader.offset();
+        let Some(record) = reader.next() else { break };
         match record {
             Record::Process(p) => {
                 if process.is_none() {
@@ -222,7 +304,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
             }
             Record::Module(m) => modules.push(m),
             Record::Stack(s) => {
-                stacks.insert(s.id, s);
+                stack_offsets.insert(s.id, offset);
             }
             Record::PyCode(c) => {
                 pycode.insert(c.id, c);
@@ -275,7 +357,9 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
                     heap_live_count: snap.heap_live_count,
                     tracer_bytes: snap.tracer_bytes,
                 });
-                if index == 1 || options.capture.contains(&index) {
+                let after_first_mark = index >= 2
+                    && is_first_mark(snapshots[..index - 1].iter().map(|s| s.cause), snapshots[index - 1].cause);
+                if index == 1 || after_first_mark || options.capture.contains(&index) {
                     states.insert(index, State { pairs: current.clone() });
                 }
             }
@@ -337,7 +421,12 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
         path: path.to_path_buf(),
         process,
         modules,
-        stacks,
+        stacks: Stacks {
+            path: path.to_path_buf(),
+            offsets: stack_offsets,
+            file: RefCell::new(None),
+            cache: RefCell::new(IntMap::default()),
+        },
         pycode,
         snapshots,
         notices,

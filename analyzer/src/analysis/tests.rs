@@ -283,3 +283,40 @@ fn state_before_the_last_snapshot_is_rebuilt() {
         assert_eq!(live, snap.heap_live_bytes, "snapshot {i}");
     }
 }
+
+#[test]
+fn time_slices_before_the_first_mark_are_start_up() {
+    // Five 10 s slices of start-up that keep growing (imports, a data set),
+    // then four marked epochs that each leak, then exit.
+    let mut sim = Sim::new("/usr/bin/python3");
+    for e in 0..5 {
+        sim.alloc_many(9, 1000, 4096);
+        sim.snapshot(trace_format::EpochCause::Timer, &format!("{}s", (e + 1) * 10));
+    }
+    for e in 0..4 {
+        sim.alloc_many(1, 100, 1024);
+        let t = sim.alloc_many(4, 100, 4096);
+        sim.free_all(t);
+        sim.mark(&format!("epoch {}", e + 1));
+    }
+    sim.exit();
+    let (trace, a) = run(&sim);
+    assert_eq!(trace.warm_up_snapshots(), 5);
+    assert_eq!((a.first, a.snapshots, a.reference), (5, 4, 8));
+    assert_eq!(a.settled, Some((6, 6)));
+    assert_eq!(suspect_stacks(&a), vec![1]);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+}
+
+#[test]
+fn a_run_cut_only_by_time_starts_at_epoch_0() {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..8 {
+        sim.alloc_many(1, 100, 1024);
+        sim.snapshot(trace_format::EpochCause::Timer, &format!("{e}"));
+    }
+    let (trace, a) = run(&sim);
+    assert_eq!(trace.warm_up_snapshots(), 0);
+    assert_eq!(a.first, 0);
+    assert_eq!(suspect_stacks(&a), vec![1]);
+}

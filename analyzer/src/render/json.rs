@@ -48,6 +48,7 @@ struct JsonEpoch<'a> {
 
 #[derive(Serialize)]
 struct JsonAnalysis {
+    first_analysed_epoch: u32,
     analysed_epochs: usize,
     exit_epoch_dropped: bool,
     reference_epoch: Option<u32>,
@@ -155,10 +156,11 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 live_bytes: s.heap_live_bytes,
                 live_count: s.heap_live_count,
                 tracer_bytes: s.tracer_bytes,
-                analysed: i < a.snapshots,
+                analysed: (a.first..a.first + a.snapshots).contains(&i),
             })
             .collect(),
         analysis: JsonAnalysis {
+            first_analysed_epoch: trace.snapshots[a.first].epoch,
             analysed_epochs: a.snapshots,
             exit_epoch_dropped: a.dropped_exit,
             reference_epoch: analysed.then(|| trace.snapshots[a.reference].epoch),

@@ -51,8 +51,8 @@ pub struct Report<'t> {
 
 /// The frames of a stack id, or one placeholder frame when the trace lacks it.
 pub fn stack_frames(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) -> Vec<Frame> {
-    match trace.stacks.get(&stack) {
-        Some(s) if !s.native.is_empty() => symbolizer.stack(s),
+    match trace.stacks.get(stack) {
+        Some(s) if !s.native.is_empty() => symbolizer.stack(&s),
         Some(_) => vec![placeholder(format!("(empty stack {stack})"))],
         None => vec![placeholder(format!("(unknown stack {stack})"))],
     }

@@ -61,7 +61,7 @@ fn run_section(out: &mut String, trace: &Trace) {
     }
 }
 
-fn epoch_table(out: &mut String, trace: &Trace, analysed: usize) {
+fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>) {
     let _ = writeln!(out, "\nEpochs");
     let label_width = trace.snapshots.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(5, 32);
     let _ = writeln!(
@@ -78,7 +78,13 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: usize) {
             continue;
         }
         let label: String = s.label.chars().filter(|c| !c.is_control()).take(label_width).collect();
-        let note = if i >= analysed { "  (not analysed: exit)" } else { "" };
+        let note = if i < analysed.start {
+            "  (start-up before the first mark)"
+        } else if i >= analysed.end {
+            "  (not analysed: exit)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
             "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}{note}",
@@ -159,7 +165,7 @@ pub fn render(report: &Report<'_>) -> String {
     for w in &report.warnings {
         let _ = writeln!(out, "  warning    {w}");
     }
-    epoch_table(&mut out, trace, a.snapshots);
+    epoch_table(&mut out, trace, a.first..a.first + a.snapshots);
 
     if a.verdict.kind != VerdictKind::TooFewEpochs {
         let settled = match a.settled {
