@@ -224,6 +224,16 @@ fn is_first_mark(causes: impl Iterator<Item = EpochCause>, cause: EpochCause) ->
 }
 
 impl Trace {
+    /// How the trace ended, as the report names it: "complete" only when the
+    /// process ended normally; "unfinished" when every record is whole but
+    /// the end record is missing (killed between epochs, or still running).
+    pub fn end_name(&self) -> &'static str {
+        match (&self.end, self.saw_end_record) {
+            (EndKind::Complete, false) => "unfinished",
+            (end, _) => end.name(),
+        }
+    }
+
     /// Snapshots before the analysis starts: when the run was cut into time
     /// slices until its first tracer_mark, the slices before that mark
     /// (start-up, imports, data loading) are not epochs of the job.

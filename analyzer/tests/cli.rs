@@ -155,6 +155,17 @@ fn a_damaged_checksum_mid_file_is_reported_up_to_the_damage() {
 }
 
 #[test]
+fn a_trace_without_its_end_record_is_reported_unfinished() {
+    let sim = all_behaviours(8, false);
+    // The last record is the End record: cut the file exactly before it.
+    let end_record_at = *sim.record_offsets().last().unwrap();
+    let path = write_temp("trace.bin", &sim.bytes()[..end_record_at]);
+    let out = report(&path, &["--json"]);
+    assert!(stderr(&out).contains("no end record"), "{}", stderr(&out));
+    assert_eq!(json(&out)["trace_end"], "unfinished");
+}
+
+#[test]
 fn the_json_has_the_documented_shape() {
     let sim = all_behaviours(12, true);
     let path = write_temp("trace.bin", &sim.bytes());

@@ -127,7 +127,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
     let json = JsonReport {
         schema_version: 1,
         trace: trace.path.display().to_string(),
-        trace_end: trace.end.name(),
+        trace_end: trace.end_name(),
         trace_end_offset: offset,
         trace_end_reason: reason,
         warnings: &report.warnings,

@@ -55,7 +55,7 @@ fn run_section(out: &mut String, trace: &Trace) {
     for (i, (name, value)) in p.settings.iter().enumerate() {
         let _ = writeln!(out, "  {:<10} {name} = {value}", if i == 0 { "settings" } else { "" });
     }
-    let _ = writeln!(out, "  trace      {} ({})", trace.path.display(), trace.end.name());
+    let _ = writeln!(out, "  trace      {} ({})", trace.path.display(), trace.end_name());
     for notice in &trace.notices {
         let _ = writeln!(out, "  note       at {}: {}", duration_ns(notice.elapsed_ns), notice.text);
     }
