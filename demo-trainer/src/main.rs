@@ -277,7 +277,11 @@ fn leak_batch_cache(cache: &mut Vec<CachedBatch>, model: &nn::Sequential, xs: &T
 /// optimizer step, for plotting gradient norms at the end; never trimmed.
 #[inline(never)]
 fn leak_grad_snapshots(snapshots: &mut Vec<Vec<Tensor>>, params: &[Tensor]) {
-    snapshots.push(params.iter().map(|p| p.grad().copy()).collect());
+    let mut copies = Vec::with_capacity(params.len());
+    for param in params {
+        copies.push(param.grad().copy());
+    }
+    snapshots.push(copies);
 }
 
 struct Trainer {
