@@ -7,7 +7,7 @@
 //! its line table's memory a different line table. The cache remembers the
 //! identity of the object it copied (the filename, qualname and line-table
 //! pointers, the first line, the bytecode length, the line table's length
-//! and a hash of its first 64 bytes) and compares it on every hit; a mismatch
+//! and a hash of its first 32 bytes) and compares it on every hit; a mismatch
 //! means a new object, which gets a new id.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,7 +27,7 @@ const MAX_NAME_CHARS: u64 = 4096;
 /// Largest location table copied; a larger one is left empty (lines unknown).
 const MAX_LINETABLE_BYTES: u64 = 1 << 20;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
 struct Identity {
     filename: u64,
     qualname: u64,
@@ -70,20 +70,46 @@ impl CodeTable {
     /// The id of the code object at `code` (whose type was checked), copying
     /// it on first sight; `None` when its fields do not look like a code object's.
     pub fn id_of(&self, code: u64, layout: &Layout, types: &Types) -> Option<u64> {
-        let linetable = memory::object_pointer(code, layout.code_linetable)?;
-        if memory::word(linetable, layout.ob_type)? != types.bytes {
+        // The fields read lie before the bytecode. Of the line table only the
+        // header and the words holding its first min(len, 32) bytes are read,
+        // all inside its allocation; the block is just their upper bound.
+        let object = memory::block(code, layout.code_adaptive)?;
+        let linetable = object.word(layout.code_linetable);
+        let table = memory::block(linetable, layout.bytes_data + 32)?;
+        if table.word(layout.ob_type) != types.bytes {
             return None;
         }
-        let linetable_len = memory::word(linetable, layout.var_size)?;
+        let linetable_len = table.word(layout.var_size);
         let identity = Identity {
-            filename: memory::object_pointer(code, layout.code_filename)?,
-            qualname: memory::object_pointer(code, layout.code_qualname)?,
+            filename: object.word(layout.code_filename),
+            qualname: object.word(layout.code_qualname),
             linetable,
-            first_line: memory::u32_at(code, layout.code_firstlineno)?,
-            code_units: memory::word(code, layout.var_size)?,
+            first_line: object.u32(layout.code_firstlineno),
+            code_units: object.word(layout.var_size),
             linetable_len,
-            linetable_head: head_hash(linetable + layout.bytes_data, linetable_len)?,
+            linetable_head: head_hash(&table, layout.bytes_data, linetable_len),
         };
+        if !memory::plausible(identity.filename, 16, 8) || !memory::plausible(identity.qualname, 16, 8) {
+            return None;
+        }
+        let slot = recent_slot(code);
+        let recent = RECENT.try_with(|recent| {
+            // SAFETY: only this thread touches its cache, and never re-entrantly.
+            let entry = unsafe { (*recent.get())[slot] };
+            (entry.code == code && entry.identity == identity).then_some(entry.id)
+        });
+        if let Ok(Some(id)) = recent {
+            return Some(id);
+        }
+        let id = self.shared_id_of(code, identity, layout, types)?;
+        let _ = RECENT.try_with(|recent| {
+            // SAFETY: as above.
+            unsafe { (*recent.get())[slot] = Recent { code, identity, id } };
+        });
+        Some(id)
+    }
+
+    fn shared_id_of(&self, code: u64, identity: Identity, layout: &Layout, types: &Types) -> Option<u64> {
         if let Some(cached) = self.ids.get(&code) {
             if cached.identity == identity {
                 return Some(cached.id);
@@ -139,20 +165,50 @@ impl CodeTable {
     }
 }
 
-/// A hash of the first 64 bytes of a line table (`len` bytes at `data`,
-/// 8-aligned: the start of a bytes object's data).
-fn head_hash(data: u64, len: u64) -> Option<u64> {
-    let len = len.min(64);
+/// Entries of the per-thread cache in front of the shared table.
+const RECENT_SLOTS: usize = 64;
+
+#[derive(Clone, Copy)]
+struct Recent {
+    code: u64,
+    identity: Identity,
+    id: u64,
+}
+
+const EMPTY: Recent = Recent {
+    code: 0,
+    identity: Identity { filename: 0, qualname: 0, linetable: 0, first_line: 0, code_units: 0, linetable_len: 0, linetable_head: 0 },
+    id: 0,
+};
+
+thread_local! {
+    /// The code objects this thread met last, direct-mapped by address: a
+    /// hit costs no atomic operation. Const-initialized and without a
+    /// destructor, so it lives in static TLS and reading it never allocates;
+    /// the tracer's reentrancy guard keeps a thread from using it twice at once.
+    static RECENT: std::cell::UnsafeCell<[Recent; RECENT_SLOTS]> = const { std::cell::UnsafeCell::new([EMPTY; RECENT_SLOTS]) };
+}
+
+fn recent_slot(code: u64) -> usize {
+    ((code >> 4) ^ (code >> 10)) as usize % RECENT_SLOTS
+}
+
+/// A hash of the first 32 bytes of a line table of `len` bytes whose data
+/// starts at `data` in `table`. A bytes object's allocation holds its data
+/// and a NUL and is rounded up to 8 bytes, so whole words can be read.
+#[inline]
+fn head_hash(table: &memory::Block, data: u64, len: u64) -> u64 {
+    let len = len.min(32);
     let mut hash = len;
     for i in 0..len.div_ceil(8) {
-        let mut word = memory::word(data, i * 8)?;
+        let mut word = table.word(data + i * 8);
         let valid = (len - i * 8).min(8);
         if valid < 8 {
             word &= (1u64 << (valid * 8)) - 1;
         }
         hash = (hash.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
-    Some(hash)
+    hash
 }
 
 /// The text of a `str` object from its raw layout: compact ASCII, or compact

@@ -65,3 +65,38 @@ pub fn copy_bytes(address: u64, len: usize) -> Option<Vec<u8>> {
     // SAFETY: the range was checked above and lies inside a live object.
     Some(unsafe { std::slice::from_raw_parts(address as *const u8, len) }.to_vec())
 }
+
+/// A range checked once, read many times: every read stays inside it.
+#[derive(Clone, Copy)]
+pub struct Block {
+    base: u64,
+    len: u64,
+}
+
+/// `len` bytes at `base`, 8-aligned and plausible; the caller knows them to
+/// lie inside one live object (or in memory that object's allocation spans).
+#[inline]
+pub fn block(base: u64, len: u64) -> Option<Block> {
+    plausible(base, len, 8).then_some(Block { base, len })
+}
+
+impl Block {
+    /// The aligned word at `offset`; 0 for an offset outside the block.
+    #[inline]
+    pub fn word(&self, offset: u64) -> u64 {
+        if offset % 8 != 0 || offset + 8 > self.len {
+            return 0;
+        }
+        // SAFETY: inside the block, which was checked to be aligned and plausible.
+        unsafe { std::ptr::read_volatile((self.base + offset) as *const u64) }
+    }
+
+    #[inline]
+    pub fn u32(&self, offset: u64) -> u32 {
+        if offset % 4 != 0 || offset + 4 > self.len {
+            return 0;
+        }
+        // SAFETY: as in `word`.
+        unsafe { std::ptr::read_volatile((self.base + offset) as *const u32) }
+    }
+}
