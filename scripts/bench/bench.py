@@ -198,8 +198,11 @@ class Config:
 
 def tracer_env(extra):
     def wrap(cmd, env, rundir):
-        env = dict(env, LD_PRELOAD=LIB, TRACER_OUTPUT=os.path.join(rundir, "trace.bin"), **extra)
-        return cmd, env
+        # Preloaded into the program itself, not into GNU time (which would
+        # then be the first traced process and write trace.bin): env sets
+        # LD_PRELOAD and execs the program in the same process.
+        settings = dict(TRACER_OUTPUT=os.path.join(rundir, "trace.bin"), **extra)
+        return ["env", f"LD_PRELOAD={LIB}"] + [f"{k}={v}" for k, v in settings.items()] + cmd, env
     return wrap
 
 
@@ -215,6 +218,9 @@ def tracer_check(min_epochs, sampling):
             j = json.loads(r.stdout)
         except ValueError:
             return "analyzer --json printed no JSON"
+        exe = os.path.basename(j.get("process", {}).get("exe", ""))
+        if exe in ("time", "env"):
+            return f"the first traced process is {exe}, not the program"
         epochs = len(j.get("epochs", []))
         if epochs < min_epochs:
             return f"trace has {epochs} epochs, expected at least {min_epochs}"
