@@ -111,3 +111,79 @@ pub fn exit_group(status: i32) -> ! {
         unsafe { libc::syscall(libc::SYS_exit_group, status as libc::c_long) };
     }
 }
+
+/// The `[start, end)` of the memory mapping holding `address`, read from
+/// /proc/self/maps through a stack buffer: no allocation, no lock of glibc's.
+pub fn mapping_containing(address: u64) -> Option<(u64, u64)> {
+    // SAFETY: the path is NUL-terminated; the descriptor is closed below.
+    let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let mut buf = [0u8; 4096];
+    let mut filled = 0;
+    let mut found = None;
+    loop {
+        // SAFETY: the pointer and length describe the unfilled part of `buf`.
+        let n = unsafe { libc::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
+        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        let at_end = n <= 0;
+        filled += n.max(0) as usize;
+        // Complete lines only; a partial last line waits for the next read.
+        let complete = if at_end { filled } else { buf[..filled].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
+        for line in buf[..complete].split(|&b| b == b'\n') {
+            if let Some((start, end)) = parse_range(line) {
+                if start <= address && address < end {
+                    found = Some((start, end));
+                }
+            }
+        }
+        if found.is_some() || at_end || complete == 0 {
+            break;
+        }
+        buf.copy_within(complete..filled, 0);
+        filled -= complete;
+    }
+    close(fd);
+    found
+}
+
+/// "start-end perms ..." with hexadecimal bounds.
+fn parse_range(line: &[u8]) -> Option<(u64, u64)> {
+    let range = line.split(|&b| b == b' ').next()?;
+    let dash = range.iter().position(|&b| b == b'-')?;
+    let hex = |digits: &[u8]| u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok();
+    Some((hex(&range[..dash])?, hex(&range[dash + 1..])?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_threads_stack_is_a_mapping_around_a_local() {
+        let local = 0u8;
+        let here = std::ptr::addr_of!(local) as u64;
+        let (start, end) = mapping_containing(here).unwrap();
+        assert!(start <= here && here < end);
+        let other = std::thread::spawn(|| {
+            let local = 0u8;
+            let here = std::ptr::addr_of!(local) as u64;
+            mapping_containing(here).map(|(s, e)| s <= here && here < e)
+        });
+        assert_eq!(other.join().unwrap(), Some(true));
+    }
+
+    #[test]
+    fn an_unmapped_address_has_no_mapping() {
+        assert_eq!(mapping_containing(8), None);
+    }
+
+    #[test]
+    fn ranges_parse_as_hex() {
+        assert_eq!(parse_range(b"7f00-7fff r-xp 00000000 08:01 123 /lib/x.so"), Some((0x7f00, 0x7fff)));
+        assert_eq!(parse_range(b""), None);
+    }
+}

@@ -10,6 +10,7 @@ use framehop::{FrameAddress, Unwinder};
 
 use super::module_set::{self, Access, CacheClaim, Place};
 use super::CapturedStack;
+use crate::sys;
 
 thread_local! {
     /// This thread's stack `[low, high)`; (0, 0) until first needed, (1, 1)
@@ -111,20 +112,12 @@ fn stack_top(sp: u64) -> Option<u64> {
     (low <= sp && sp < high).then_some(high)
 }
 
+/// The mapping that holds this thread's stack, from /proc/self/maps.
+/// `pthread_getattr_np` would be simpler but cannot be called here: it holds
+/// the thread's lock while it allocates, so an allocation made inside it
+/// (Rust's runtime calls it before `main` and in every new thread) would
+/// wait on that lock forever.
 fn thread_stack() -> Option<(u64, u64)> {
-    // SAFETY: the attribute object is initialized by pthread_getattr_np
-    // before it is read, and destroyed once; pthread_getattr_np may allocate,
-    // which reaches glibc directly while this thread is inside the tracer.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return None;
-        }
-        let mut address: *mut libc::c_void = std::ptr::null_mut();
-        let mut size: libc::size_t = 0;
-        let found = libc::pthread_attr_getstack(&attr, &mut address, &mut size) == 0;
-        libc::pthread_attr_destroy(&mut attr);
-        let low = address as u64;
-        (found && size > 0).then(|| (low, low.saturating_add(size as u64)))
-    }
+    let marker = 0u8;
+    sys::mapping_containing(std::ptr::addr_of!(marker) as u64)
 }
