@@ -12,10 +12,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use integration_tests::*;
-use trace_format::{PyCode, Record, SiteCounters, Stack, TraceEnd};
+use trace_format::{Frame as TreeFrame, PyCode, Record, SiteCounters, TraceEnd};
 
-#[path = "support/pylines.rs"]
-mod pylines;
 
 fn interpreter(version: &str) -> PathBuf {
     let var = format!("TRACER_TEST_PYTHON{}", version.replace('.', "_"));
@@ -83,7 +81,7 @@ fn output_within(mut command: Command, dir: &Path, limit: Duration) -> Output {
 struct Trace {
     settings: HashMap<String, String>,
     codes: HashMap<u64, PyCode>,
-    stacks: HashMap<u32, Stack>,
+    stacks: StackTree,
     /// Live counters after the last snapshot, by (stack, birth epoch).
     live: HashMap<(u32, u32), SiteCounters>,
     /// The trace ends with its End record (the process finished it).
@@ -93,7 +91,7 @@ struct Trace {
 fn load(path: &Path) -> Trace {
     let (records, end) = read_trace(path);
     assert_eq!(end, TraceEnd::EndOfFile, "{} did not end cleanly", path.display());
-    let mut trace = Trace { settings: HashMap::new(), codes: HashMap::new(), stacks: HashMap::new(), live: HashMap::new(), complete: false };
+    let mut trace = Trace { settings: HashMap::new(), codes: HashMap::new(), stacks: StackTree::default(), live: HashMap::new(), complete: false };
     assert!(matches!(records.first(), Some(Record::Process(_))), "{} does not start with its process", path.display());
     for record in records {
         match record {
@@ -101,18 +99,20 @@ fn load(path: &Path) -> Trace {
             Record::PyCode(code) => {
                 trace.codes.insert(code.id, code);
             }
-            Record::Stack(stack) => {
-                for frame in &stack.python {
-                    assert!(trace.codes.contains_key(&frame.code), "stack {} names code {} before its record", stack.id, frame.code);
+            Record::StackNodes(nodes) => {
+                for node in &nodes.nodes {
+                    if let TreeFrame::Python(frame) = node.frame {
+                        assert!(trace.codes.contains_key(&frame.code), "stack node {} names code {} before its record", node.id, frame.code);
+                    }
                 }
-                trace.stacks.insert(stack.id, stack);
+                trace.stacks.add(&nodes);
             }
             Record::Snapshot(snapshot) => {
                 if snapshot.full {
                     trace.live.clear();
                 }
                 for counters in snapshot.counters {
-                    assert!(trace.stacks.contains_key(&counters.stack), "a snapshot counts stack {} before its record", counters.stack);
+                    assert!(trace.stacks.contains(counters.stack), "a snapshot counts stack {} before its record", counters.stack);
                     trace.live.insert((counters.stack, counters.birth_epoch), counters);
                 }
             }
@@ -132,7 +132,7 @@ fn decode(trace: &Trace, stack: &Stack) -> Vec<Frame> {
         .iter()
         .map(|frame| {
             let code = &trace.codes[&frame.code];
-            let line = pylines::line_of(&code.linetable, code.first_line, frame.instruction).unwrap_or(-1);
+            let line = analyzer::pylines::line_of(&code.linetable, code.first_line, frame.instruction).unwrap_or(-1);
             (code.filename.clone(), code.qualname.clone(), line)
         })
         .collect()
@@ -140,7 +140,7 @@ fn decode(trace: &Trace, stack: &Stack) -> Vec<Frame> {
 
 /// The stacks holding one live allocation of `size` bytes (bytearray adds
 /// one byte for its terminator; allow for a little rounding).
-fn stacks_of_size<'a>(trace: &'a Trace, size: u64) -> Vec<&'a Stack> {
+fn stacks_of_size(trace: &Trace, size: u64) -> Vec<Stack> {
     let mut ids: Vec<u32> = trace
         .live
         .values()
@@ -149,7 +149,7 @@ fn stacks_of_size<'a>(trace: &'a Trace, size: u64) -> Vec<&'a Stack> {
         .collect();
     ids.sort_unstable();
     ids.dedup();
-    ids.iter().map(|id| &trace.stacks[id]).collect()
+    ids.iter().map(|&id| trace.stacks.stack(id)).collect()
 }
 
 fn check_frames(version: &str) {
@@ -180,7 +180,7 @@ fn check_frames(version: &str) {
         let found = stacks_of_size(&trace, size);
         assert!(!found.is_empty(), "{version} {name}: no live allocation of {size} bytes");
         for stack in found {
-            let got = decode(&trace, stack);
+            let got = decode(&trace, &stack);
             assert_eq!(got, want, "{version} {name}: the recorded Python frames differ from CPython's stack");
             assert!(!stack.native.is_empty(), "{version} {name}: native frames are kept too");
             let outermost = stack.python.last().unwrap();
@@ -231,7 +231,7 @@ fn check_stress(version: &str) {
         let trace = load(file);
         assert!(trace.complete, "{} has no End record", file.display());
         assert!(trace.settings["python_allocator"].starts_with("malloc"), "{}: {:?}", file.display(), trace.settings);
-        if trace.stacks.values().any(|s| !s.python.is_empty()) {
+        if trace.stacks.has_python_frames() {
             with_python += 1;
         }
     }
@@ -272,6 +272,6 @@ fn unsupported_python_runs_with_native_stacks_and_says_so_once() {
     let trace = load(&dir.path().join("trace.bin"));
     assert!(trace.settings["python"].starts_with("3.10.") && trace.settings["python"].contains("unsupported"), "{:?}", trace.settings);
     assert!(!trace.stacks.is_empty());
-    assert!(trace.stacks.values().all(|s| s.python.is_empty()), "no Python frames on an unsupported version");
+    assert!(!trace.stacks.has_python_frames(), "no Python frames on an unsupported version");
     assert!(trace.codes.is_empty());
 }

@@ -156,7 +156,7 @@ fn warn(line: &str) {
 fn report(path: &Path, json: bool, output: Option<PathBuf>, top: usize) -> Result<String, Failure> {
     let trace = load(path, &base_options())?;
     let analysis = analyze(&trace);
-    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules);
+    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
     let mut report = Report::build(&trace, &analysis, &mut symbolizer, top);
 
     // The flamegraph of leaked bytes: every suspect, weighed by its growth.
@@ -173,7 +173,7 @@ fn report(path: &Path, json: bool, output: Option<PathBuf>, top: usize) -> Resul
     let drawn = flame::write(&svg, "Leaked bytes per epoch", subtitle, &stacks, "no leak suspects")?;
     report.flamegraph = Some(FlamegraphInfo { path: svg, drawn });
 
-    if let Some(w) = render::end_warning(&trace) {
+    for w in render::end_warning(&trace).into_iter().chain(render::trace_warnings(&trace)) {
         warn(&w);
         report.warnings.push(w);
     }
@@ -230,11 +230,11 @@ fn flamegraph(
     options.capture.extend(epoch);
     options.capture.extend(diff.iter().flatten().copied());
     let trace = load(path, &options)?;
-    if let Some(w) = render::end_warning(&trace) {
+    for w in render::end_warning(&trace).into_iter().chain(render::trace_warnings(&trace)) {
         warn(&w);
     }
     let last = trace.snapshots.len() - 1;
-    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules);
+    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
 
     let (svg, drawn, what) = if let Some(pair) = diff {
         let (a, b) = (pair[0], pair[1]);

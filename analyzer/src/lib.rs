@@ -2,13 +2,16 @@
 //!
 //! Data flows one way: [`trace`] loads records into a model, [`analysis`]
 //! ranks leak suspects and gives the verdict, [`symbolize`] resolves the
-//! addresses that are shown, and [`render`] writes the text report, the JSON
-//! and the flamegraphs. [`cli`] ties them to the command line.
+//! addresses and Python code locations that are shown, [`merge`] makes one
+//! stack of their native and Python frames, and [`render`] writes the text
+//! report, the JSON and the flamegraphs. [`cli`] ties them to the command line.
 
 pub mod analysis;
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod merge;
+pub mod pylines;
 pub mod render;
 pub mod symbolize;
 #[doc(hidden)]

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::rc::Rc;
 
 use object::{Object, ObjectSymbol, SymbolKind};
-use trace_format::{Module, Process, Stack};
+use trace_format::{Module, Process, PyCode, PyFrame};
 
-use crate::trace::IntMap;
+use crate::trace::{IntMap, Stack};
 
 /// One frame of a symbolized stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +27,27 @@ pub struct Frame {
     pub module: Option<String>,
     /// Inlined into the frame that follows it.
     pub inlined: bool,
-    /// In the program's own code (see [`OwnCode`]).
+    /// In the program's own code (see [`OwnCode`] and [`crate::merge::mark_own_code`]).
     pub own_code: bool,
+    /// A Python frame: `function` is the code's qualified name, `file` and
+    /// `line` its source, `address` the code object's id in the trace.
+    pub python: bool,
+}
+
+impl Frame {
+    /// The frame's name in a flamegraph: Python frames add their source
+    /// file's name and line, `train_step (train.py:42)`.
+    pub fn label(&self) -> String {
+        if !self.python {
+            return self.function.clone();
+        }
+        let file = self.file.as_deref().map(|f| f.rsplit('/').next().unwrap_or(f)).filter(|f| !f.is_empty());
+        match (file, self.line) {
+            (Some(file), Some(line)) => format!("{} ({file}:{line})", self.function),
+            (Some(file), None) => format!("{} ({file})", self.function),
+            (None, _) => self.function.clone(),
+        }
+    }
 }
 
 /// Demangles a Rust or C++ symbol name; other names come back unchanged.
@@ -113,15 +132,23 @@ pub enum OwnCode {
     OutsideRuntime,
 }
 
-/// Whether `path` is a runtime library or interpreter, never the program's own code.
+/// Whether `path` is a runtime library or interpreter, never the program's
+/// own code: the C/C++ runtime, the Python interpreter, and the native
+/// libraries PyTorch ships (its wheel's `torch/lib`, its `_C` extension, the
+/// CUDA and OpenMP runtimes).
 pub fn is_runtime_module(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     const PREFIXES: &[&str] = &[
         "libc.so", "libc-", "libm.so", "libm-", "libpthread", "libdl.so", "libdl-", "librt.so", "librt-",
         "libstdc++", "libc++", "libc++abi", "ld-linux", "ld64.so", "ld-", "libgcc_s", "libpython", "python",
         "pypy", "libtracer",
+        // PyTorch and the runtimes it brings.
+        "libtorch", "libc10", "libshm", "libcaffe2", "libnvfuser", "libgomp", "libiomp", "libomp",
+        "libcudart", "libcuda.so", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusparse",
+        "libcusolver", "libnccl", "libnvrtc", "libnvToolsExt", "libnvJitLink", "libcupti", "libnvidia-",
     ];
-    PREFIXES.iter().any(|p| name.starts_with(p))
+    const DIRECTORIES: &[&str] = &["/torch/lib/", "/torch/_C.", "/torch/_C/", "/nvidia/"];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || DIRECTORIES.iter().any(|d| path.contains(d))
 }
 
 fn is_interpreter_or_system(exe: &str) -> bool {
@@ -260,24 +287,30 @@ fn load_module(module: &Module) -> Result<LoadedModule, String> {
     Ok(LoadedModule { dwarf, symbols })
 }
 
-/// Resolves addresses of one trace, lazily and with caching.
+/// Resolves addresses and Python code locations of one trace, lazily and
+/// with caching.
 pub struct Symbolizer<'t> {
     modules: &'t [Module],
+    pycode: &'t IntMap<u64, PyCode>,
     map: ModuleMap,
     own: OwnCode,
     loaded: Vec<Option<Option<LoadedModule>>>,
     cache: IntMap<u64, Rc<[Frame]>>,
+    /// Line of each (code, instruction) met.
+    lines: IntMap<(u64, u32), Option<u32>>,
     warnings: Vec<String>,
 }
 
 impl<'t> Symbolizer<'t> {
-    pub fn new(process: &Process, modules: &'t [Module]) -> Self {
+    pub fn new(process: &Process, modules: &'t [Module], pycode: &'t IntMap<u64, PyCode>) -> Self {
         Symbolizer {
             modules,
+            pycode,
             map: ModuleMap::new(modules),
             own: OwnCode::for_process(process, modules),
             loaded: (0..modules.len()).map(|_| None).collect(),
             cache: IntMap::default(),
+            lines: IntMap::default(),
             warnings: Vec::new(),
         }
     }
@@ -325,6 +358,7 @@ impl<'t> Symbolizer<'t> {
                 module: None,
                 inlined: false,
                 own_code: false,
+                python: false,
             }];
         };
         let modules = self.modules;
@@ -338,6 +372,7 @@ impl<'t> Symbolizer<'t> {
             module: Some(module_path.clone()),
             inlined: false,
             own_code: own,
+            python: false,
         };
         let mut out = Vec::new();
         let Some(loaded) = self.module(index) else {
@@ -380,17 +415,56 @@ impl<'t> Symbolizer<'t> {
         out
     }
 
-    /// A stack's native frames, innermost first, with allocator and tracer
-    /// frames trimmed from the innermost end.
+    /// One Python frame: the code's qualified name, file and line.
+    pub fn python_frame(&mut self, frame: &PyFrame) -> Frame {
+        let mut out = Frame {
+            address: frame.code,
+            function: String::new(),
+            file: None,
+            line: None,
+            module: None,
+            inlined: false,
+            own_code: false,
+            python: true,
+        };
+        let Some(code) = self.pycode.get(&frame.code) else {
+            out.function = format!("(unknown Python code 0x{:x})", frame.code);
+            return out;
+        };
+        let line = *self
+            .lines
+            .entry((frame.code, frame.instruction))
+            .or_insert_with(|| crate::pylines::shown_line(&code.linetable, code.first_line, frame.instruction));
+        out.function = if code.qualname.is_empty() { "?".to_string() } else { code.qualname.clone() };
+        out.file = (!code.filename.is_empty()).then(|| code.filename.clone());
+        out.line = line;
+        out
+    }
+
+    /// A stack's frames, innermost first: allocator and tracer frames
+    /// trimmed from the innermost end, the Python frames merged in (see
+    /// [`crate::merge::merge`]) and the own-code frames marked.
     pub fn stack(&mut self, stack: &Stack) -> Vec<Frame> {
-        let mut frames = Vec::with_capacity(stack.native.len());
-        for &ip in &stack.native {
-            frames.extend(self.frames(ip).iter().cloned());
-        }
-        let trim = frames.iter().take_while(|f| is_allocator_frame(f)).count();
+        let mut groups: Vec<Vec<Frame>> = stack.native.iter().map(|&ip| self.frames(ip).to_vec()).collect();
+        let total: usize = groups.iter().map(Vec::len).sum();
+        let mut trim = groups.iter().flatten().take_while(|f| is_allocator_frame(f)).count();
         // Keep at least one frame so a stack never draws empty.
-        let trim = if trim == frames.len() { trim.saturating_sub(1) } else { trim };
-        frames.drain(..trim);
+        if trim == total && stack.python.is_empty() {
+            trim = trim.saturating_sub(1);
+        }
+        let mut dropped = 0;
+        while dropped < trim {
+            let group = &mut groups[0];
+            let n = (trim - dropped).min(group.len());
+            group.drain(..n);
+            dropped += n;
+            if group.is_empty() {
+                groups.remove(0);
+            }
+        }
+        let python: Vec<(Frame, bool)> = stack.python.iter().map(|f| (self.python_frame(f), f.entry)).collect();
+        let mut frames = crate::merge::merge(groups, &python);
+        crate::merge::mark_own_code(&mut frames);
         frames
     }
 }
@@ -433,6 +507,47 @@ mod tests {
     }
 
     #[test]
+    fn runtime_modules() {
+        for path in [
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
+            "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so",
+            "/venv/lib/python3.11/site-packages/torch/lib/libc10.so",
+            "/venv/lib/python3.11/site-packages/torch/lib/libtorch_python.so",
+            "/venv/lib/python3.11/site-packages/torch/lib/libgomp-a34b3233.so.1",
+            "/venv/lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so",
+            "/venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublasLt.so.12",
+            "/usr/local/cuda/lib64/libcudart.so.12",
+            "/opt/intel/lib/libiomp5.so",
+            "/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9",
+        ] {
+            assert!(is_runtime_module(path), "{path}");
+        }
+        for path in ["/opt/app/train", "/opt/app/libmine.so", "/venv/lib/python3.11/site-packages/mine/_ext.so"] {
+            assert!(!is_runtime_module(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn python_frame_labels() {
+        let mut f = Frame {
+            address: 7,
+            function: "train_step".into(),
+            file: Some("/job/train.py".into()),
+            line: Some(42),
+            module: None,
+            inlined: false,
+            own_code: true,
+            python: true,
+        };
+        assert_eq!(f.label(), "train_step (train.py:42)");
+        f.line = None;
+        assert_eq!(f.label(), "train_step (train.py)");
+        f.python = false;
+        assert_eq!(f.label(), "train_step");
+    }
+
+    #[test]
     fn demangles_rust_and_cpp() {
         assert_eq!(demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"), "core::ptr::drop_in_place");
         assert_eq!(demangle("_Znwm"), "operator new(unsigned long)");
@@ -449,6 +564,7 @@ mod tests {
             module: None,
             inlined: false,
             own_code: false,
+            python: false,
         };
         for name in ["malloc", "operator new(unsigned long)", "operator new[](unsigned long)", "_Znwm", "__libc_malloc"] {
             assert!(is_allocator_frame(&f(name)), "{name}");

@@ -4,8 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use trace_format::{
-    file_header, frame_record, End, EndReason, EpochCause, Module, Process, Record, SiteCounters, Snapshot, Stack,
+    file_header, frame_record, End, EndReason, EpochCause, Frame, Module, Process, PyCode, Record, SiteCounters,
+    Snapshot, StackNode, StackNodes,
 };
+
+/// Ids of the synthetic stacks' outer nodes start here; a stack's innermost
+/// node has the stack's own id.
+const INNER_NODE_IDS: u32 = 0x8_0000;
 
 /// Builds a trace by simulating allocations and frees epoch by epoch.
 pub struct Sim {
@@ -16,6 +21,9 @@ pub struct Sim {
     objects: HashMap<u64, (u32, u32, u64)>,
     next_object: u64,
     stacks: BTreeSet<u32>,
+    /// Outer nodes of the prefix tree, by (parent, frame).
+    nodes: HashMap<(u32, Frame), u32>,
+    next_node: u32,
     /// Resident memory outside the heap (added to the live heap for RSS).
     pub rss_extra: u64,
     /// Nanoseconds added to the clock at each snapshot.
@@ -43,6 +51,8 @@ impl Sim {
             objects: HashMap::new(),
             next_object: 1,
             stacks: BTreeSet::new(),
+            nodes: HashMap::new(),
+            next_node: INNER_NODE_IDS,
             rss_extra: 64 << 20,
             epoch_ns: 1_000_000_000,
             elapsed_ns: 0,
@@ -50,20 +60,57 @@ impl Sim {
         }
     }
 
+    /// The Process record the trace starts with.
+    pub fn process_mut(&mut self) -> &mut Process {
+        match &mut self.records[0] {
+            Record::Process(process) => process,
+            _ => unreachable!("a synthetic trace starts with its process"),
+        }
+    }
+
     pub fn module(&mut self, module: Module) {
         self.records.push(Record::Module(module));
     }
 
-    /// Declares stack `id` with the given return addresses (innermost first).
+    /// Declares stack `id` (non-zero) with the given return addresses (innermost first).
     pub fn stack(&mut self, id: u32, native: Vec<u64>) {
+        self.stack_frames(id, native.into_iter().map(Frame::Native).collect());
+    }
+
+    /// Declares stack `id` (non-zero) with the given frames, innermost first
+    /// (native frames before Python ones, as the tracer records them): its
+    /// outer frames are interned as a path of the prefix tree, written with
+    /// its innermost node, whose id is `id`, in one StackNodes record.
+    pub fn stack_frames(&mut self, id: u32, frames: Vec<Frame>) {
+        assert!(id != 0 && id < INNER_NODE_IDS, "synthetic stack ids are 1 to {INNER_NODE_IDS:#x}");
+        let (&leaf, outer) = frames.split_first().expect("a stack has frames");
         self.stacks.insert(id);
-        self.records.push(Record::Stack(Stack { id, native, python: vec![] }));
+        let mut new = Vec::new();
+        let mut parent = 0;
+        for &frame in outer.iter().rev() {
+            parent = match self.nodes.get(&(parent, frame)) {
+                Some(&node) => node,
+                None => {
+                    let node = self.next_node;
+                    self.next_node += 1;
+                    self.nodes.insert((parent, frame), node);
+                    new.push(StackNode { id: node, parent, frame });
+                    node
+                }
+            };
+        }
+        new.push(StackNode { id, parent, frame: leaf });
+        self.records.push(Record::StackNodes(StackNodes { nodes: new }));
+    }
+
+    /// Adds a PyCode record.
+    pub fn py_code(&mut self, code: PyCode) {
+        self.records.push(Record::PyCode(code));
     }
 
     fn ensure_stack(&mut self, id: u32) {
-        if self.stacks.insert(id) {
-            let native = vec![0x40_0000 + u64::from(id) * 0x100, 0x40_0000 + 0x10];
-            self.records.push(Record::Stack(Stack { id, native, python: vec![] }));
+        if !self.stacks.contains(&id) {
+            self.stack(id, vec![0x40_0000 + u64::from(id) * 0x100, 0x40_0000 + 0x10]);
         }
     }
 

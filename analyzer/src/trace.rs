@@ -1,5 +1,5 @@
 //! Loading a trace file into an in-memory model: the process, its modules,
-//! the interned stacks, the snapshot headers and the per-pair counters at the
+//! the prefix tree of its stacks, the snapshot headers and the per-pair counters at the
 //! snapshots the analysis needs.
 //!
 //! The counters are kept sparse: one map entry per (stack, birth epoch) pair
@@ -10,16 +10,13 @@
 //! snapshots asked for; the state before the last snapshot is rebuilt from an
 //! undo log of the last snapshot's changes.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 use trace_format::{
-    EpochCause, Module, Notice, Process, PyCode, ReadError, Record, RecordReader, SiteCounters, Stack, TraceEnd,
+    EpochCause, Frame, Module, Notice, Process, PyCode, PyFrame, ReadError, Record, RecordReader, SiteCounters,
+    StackNode, TraceEnd,
 };
 
 use crate::error::Failure;
@@ -137,58 +134,165 @@ impl EndKind {
     }
 }
 
-/// The stacks of a trace, read from the file when first asked for: a
-/// large job interns millions of stacks, and only the ones shown are needed.
+/// One stack put back together from the prefix tree: its frames as the
+/// trace records them, innermost first within each kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stack {
+    /// Native return addresses, innermost first.
+    pub native: Vec<u64>,
+    /// Python frames, innermost first.
+    pub python: Vec<PyFrame>,
+    /// The walk to the root stopped at a node the trace lacks (or looped).
+    pub broken_at: Option<u32>,
+}
+
+/// No stack is followed further than this many frames (a guard against
+/// damaged parent links).
+const MAX_STACK_DEPTH: usize = 1 << 16;
+
+/// Node kinds in [`Stacks::tag`].
+const TAG_NONE: u8 = 0;
+const TAG_NATIVE: u8 = 1;
+const TAG_PYTHON: u8 = 2;
+const TAG_PYTHON_ENTRY: u8 = 3;
+
+/// One node as stored: parent, kind, and the frame packed in a u64 (a native
+/// address, or the interned code index in the high half and the instruction
+/// in the low half).
+type Packed = (u32, u8, u64);
+
+/// The prefix tree of every stack in the trace, kept compactly in memory:
+/// parallel vectors indexed by node id (13 bytes per node), with a map for
+/// ids too far beyond the others to index densely. A stack is named by its
+/// innermost node; its frames are rebuilt by following the parents.
+#[derive(Default)]
 pub struct Stacks {
-    path: PathBuf,
-    /// File offset of each Stack record, by stack id.
-    offsets: IntMap<u32, u64>,
-    file: RefCell<Option<File>>,
-    cache: RefCell<IntMap<u32, Rc<Stack>>>,
+    parent: Vec<u32>,
+    tag: Vec<u8>,
+    value: Vec<u64>,
+    /// Nodes whose ids are too large for the dense vectors.
+    sparse: IntMap<u32, Packed>,
+    /// Code ids of the Python frames, by interned index.
+    codes: Vec<u64>,
+    code_index: IntMap<u64, u32>,
+    count: usize,
+    /// Nodes given again with different contents: how many, and the first.
+    conflicts: u64,
+    first_conflict: Option<u32>,
 }
 
 impl std::fmt::Debug for Stacks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stacks").field("path", &self.path).field("count", &self.offsets.len()).finish()
+        f.debug_struct("Stacks").field("nodes", &self.count).field("conflicts", &self.conflicts).finish()
     }
 }
 
 impl Stacks {
-    /// Number of distinct stacks in the trace.
+    /// Number of distinct stack nodes in the trace.
     pub fn len(&self) -> usize {
-        self.offsets.len()
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
+        self.count == 0
     }
 
-    /// The stack with this id; `None` when the trace has no such stack or
-    /// its record cannot be read again.
-    pub fn get(&self, id: u32) -> Option<Rc<Stack>> {
-        if let Some(stack) = self.cache.borrow().get(&id) {
-            return Some(stack.clone());
+    fn pack(&mut self, frame: &Frame) -> (u8, u64) {
+        match *frame {
+            Frame::Native(address) => (TAG_NATIVE, address),
+            Frame::Python(py) => {
+                let next = self.codes.len() as u32;
+                let index = *self.code_index.entry(py.code).or_insert(next);
+                if index == next {
+                    self.codes.push(py.code);
+                }
+                let tag = if py.entry { TAG_PYTHON_ENTRY } else { TAG_PYTHON };
+                (tag, (u64::from(index) << 32) | u64::from(py.instruction))
+            }
         }
-        let offset = *self.offsets.get(&id)?;
-        let stack = Rc::new(self.read_at(offset).filter(|s| s.id == id)?);
-        self.cache.borrow_mut().insert(id, stack.clone());
+    }
+
+    fn lookup(&self, id: u32) -> Option<Packed> {
+        let i = id as usize;
+        if i < self.tag.len() {
+            let tag = self.tag[i];
+            return (tag != TAG_NONE).then(|| (self.parent[i], tag, self.value[i]));
+        }
+        self.sparse.get(&id).copied()
+    }
+
+    /// Adds one node; a node given again must have the same contents (a
+    /// forked child's file repeats its parent's nodes), otherwise the first
+    /// one is kept and the conflict counted.
+    pub fn insert(&mut self, node: &StackNode) {
+        if node.id == 0 {
+            return;
+        }
+        let (tag, value) = self.pack(&node.frame);
+        if let Some(old) = self.lookup(node.id) {
+            if old != (node.parent, tag, value) {
+                self.conflicts += 1;
+                self.first_conflict.get_or_insert(node.id);
+            }
+            return;
+        }
+        self.count += 1;
+        let i = node.id as usize;
+        // Dense while ids stay near the number of nodes (tracers number them
+        // from 1); a stray huge id must not make the vectors huge.
+        if i < self.tag.len() || i < 2 * self.count + (1 << 20) {
+            if i >= self.tag.len() {
+                self.parent.resize(i + 1, 0);
+                self.tag.resize(i + 1, TAG_NONE);
+                self.value.resize(i + 1, 0);
+            }
+            self.parent[i] = node.parent;
+            self.tag[i] = tag;
+            self.value[i] = value;
+        } else {
+            self.sparse.insert(node.id, (node.parent, tag, value));
+        }
+    }
+
+    /// The one-line warning for nodes that were given conflicting contents.
+    pub fn conflict_warning(&self) -> Option<String> {
+        let first = self.first_conflict?;
+        Some(format!(
+            "the trace gives {} stack node{} conflicting contents (first: node {first}); the first contents were kept, so stacks through them may show wrong frames",
+            self.conflicts,
+            if self.conflicts == 1 { "" } else { "s" }
+        ))
+    }
+
+    /// The stack whose innermost node is `id`; `None` when the trace has no
+    /// such node.
+    pub fn get(&self, id: u32) -> Option<Stack> {
+        self.lookup(id)?;
+        let mut stack = Stack::default();
+        let mut at = id;
+        let limit = MAX_STACK_DEPTH.min(self.count + 1);
+        let mut steps = 0;
+        while at != 0 {
+            let Some((parent, tag, value)) = self.lookup(at) else {
+                stack.broken_at = Some(at);
+                break;
+            };
+            steps += 1;
+            if steps > limit {
+                stack.broken_at = Some(at);
+                break;
+            }
+            match tag {
+                TAG_NATIVE => stack.native.push(value),
+                _ => stack.python.push(PyFrame {
+                    code: self.codes[(value >> 32) as usize],
+                    instruction: value as u32,
+                    entry: tag == TAG_PYTHON_ENTRY,
+                }),
+            }
+            at = parent;
+        }
         Some(stack)
-    }
-
-    fn read_at(&self, offset: u64) -> Option<Stack> {
-        let mut slot = self.file.borrow_mut();
-        if slot.is_none() {
-            *slot = File::open(&self.path).ok();
-        }
-        let file = slot.as_mut()?;
-        file.seek(SeekFrom::Start(offset)).ok()?;
-        let header = trace_format::file_header();
-        let input = (&header[..]).chain(BufReader::with_capacity(16 << 10, &mut *file));
-        let mut reader = RecordReader::new(input).ok()?;
-        match reader.next()? {
-            Record::Stack(stack) => Some(stack),
-            _ => None,
-        }
     }
 }
 
@@ -280,6 +384,13 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
             ),
             "use the analyzer built together with that tracer",
         ),
+        ReadError::OlderVersion { found } => Failure::new(
+            format!(
+                "{shown} has trace format version {found}, older than the version {} this analyzer reads",
+                trace_format::OLDEST_READABLE_VERSION
+            ),
+            "trace the program again with the tracer built together with this analyzer",
+        ),
         ReadError::TooShort => Failure::new(
             format!("{shown} is empty or too short to be a trace (no complete file header)"),
             "the traced process probably died at start-up; run it again under the tracer",
@@ -291,7 +402,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
 
     let mut process: Option<Process> = None;
     let mut modules = Vec::new();
-    let mut stack_offsets: IntMap<u32, u64> = IntMap::default();
+    let mut stacks = Stacks::default();
     let mut pycode: IntMap<u64, PyCode> = IntMap::default();
     let mut snapshots: Vec<SnapshotHeader> = Vec::new();
     let mut notices = Vec::new();
@@ -303,9 +414,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
     let mut pending_dead: Vec<PairKey> = Vec::new();
     let mut undo = Undo::Changes(Vec::new());
 
-    loop {
-        let offset = reader.offset();
-        let Some(record) = reader.next() else { break };
+    for record in reader.by_ref() {
         match record {
             Record::Process(p) => {
                 if process.is_none() {
@@ -313,8 +422,10 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
                 }
             }
             Record::Module(m) => modules.push(m),
-            Record::Stack(s) => {
-                stack_offsets.insert(s.id, offset);
+            Record::StackNodes(nodes) => {
+                for node in &nodes.nodes {
+                    stacks.insert(node);
+                }
             }
             Record::PyCode(c) => {
                 pycode.insert(c.id, c);
@@ -431,12 +542,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
         path: path.to_path_buf(),
         process,
         modules,
-        stacks: Stacks {
-            path: path.to_path_buf(),
-            offsets: stack_offsets,
-            file: RefCell::new(None),
-            cache: RefCell::new(IntMap::default()),
-        },
+        stacks,
         pycode,
         snapshots,
         notices,
@@ -444,4 +550,108 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
         saw_end_record,
         states,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn native(id: u32, parent: u32, address: u64) -> StackNode {
+        StackNode { id, parent, frame: Frame::Native(address) }
+    }
+
+    fn python(id: u32, parent: u32, code: u64, instruction: u32, entry: bool) -> StackNode {
+        StackNode { id, parent, frame: Frame::Python(PyFrame { code, instruction, entry }) }
+    }
+
+    /// Two stacks sharing their outer part: <module> (entry) <- f <- two native frames,
+    /// and <module> <- g <- one native frame.
+    fn tree() -> Stacks {
+        let mut stacks = Stacks::default();
+        for node in [
+            python(1, 0, 0x7f00_0000_1000, 40, true),
+            python(2, 1, 0x7f00_0000_2000, 7, false),
+            native(3, 2, 0x4000),
+            native(4, 3, 0x5000),
+            python(5, 1, 0x7f00_0000_3000, u32::MAX, false),
+            native(6, 5, u64::MAX),
+        ] {
+            stacks.insert(&node);
+        }
+        stacks
+    }
+
+    #[test]
+    fn stacks_are_rebuilt_from_their_innermost_node() {
+        let stacks = tree();
+        assert_eq!(stacks.len(), 6);
+        let s = stacks.get(4).unwrap();
+        assert_eq!(s.native, vec![0x5000, 0x4000]);
+        assert_eq!(
+            s.python,
+            vec![
+                PyFrame { code: 0x7f00_0000_2000, instruction: 7, entry: false },
+                PyFrame { code: 0x7f00_0000_1000, instruction: 40, entry: true },
+            ]
+        );
+        assert_eq!(s.broken_at, None);
+        let s = stacks.get(6).unwrap();
+        assert_eq!(s.native, vec![u64::MAX]);
+        assert_eq!(s.python[0], PyFrame { code: 0x7f00_0000_3000, instruction: u32::MAX, entry: false });
+        assert_eq!(stacks.get(2).unwrap().native, Vec::<u64>::new());
+        assert!(stacks.get(7).is_none());
+        assert!(stacks.get(0).is_none());
+        assert!(stacks.conflict_warning().is_none());
+    }
+
+    #[test]
+    fn identical_duplicates_are_accepted_and_conflicts_keep_the_first() {
+        let mut stacks = tree();
+        stacks.insert(&native(3, 2, 0x4000));
+        stacks.insert(&python(1, 0, 0x7f00_0000_1000, 40, true));
+        assert_eq!(stacks.len(), 6);
+        assert!(stacks.conflict_warning().is_none());
+        stacks.insert(&native(4, 3, 0x9999));
+        stacks.insert(&native(3, 1, 0x4000));
+        stacks.insert(&python(1, 0, 0x7f00_0000_1000, 40, false));
+        assert_eq!(stacks.len(), 6);
+        assert_eq!(stacks.get(4).unwrap().native, vec![0x5000, 0x4000]);
+        let warning = stacks.conflict_warning().unwrap();
+        assert!(warning.contains("3 stack nodes") && warning.contains("node 4"), "{warning}");
+        assert!(!warning.contains('\n'));
+    }
+
+    #[test]
+    fn far_away_ids_and_missing_parents() {
+        let mut stacks = Stacks::default();
+        stacks.insert(&native(u32::MAX, 0, 1));
+        stacks.insert(&native(u32::MAX - 1, u32::MAX, 2));
+        stacks.insert(&native(3, u32::MAX - 1, 3));
+        stacks.insert(&native(4, 77, 4));
+        assert!(stacks.parent.len() < 1 << 22, "huge ids are not indexed densely");
+        assert_eq!(stacks.get(3).unwrap().native, vec![3, 2, 1]);
+        let s = stacks.get(4).unwrap();
+        assert_eq!((s.native, s.broken_at), (vec![4], Some(77)));
+    }
+
+    #[test]
+    fn a_looping_chain_stops() {
+        let mut stacks = Stacks::default();
+        // Damage: node 1's parent is node 2, whose parent is node 1.
+        stacks.insert(&native(1, 2, 1));
+        stacks.insert(&native(2, 1, 2));
+        let s = stacks.get(1).unwrap();
+        assert!(s.native.len() <= 3 && s.broken_at.is_some(), "{s:?}");
+    }
+
+    #[test]
+    fn a_million_nodes_take_little_memory() {
+        let mut stacks = Stacks::default();
+        for id in 1..=1_000_000u32 {
+            stacks.insert(&native(id, id - 1, u64::from(id) * 16));
+        }
+        let bytes = stacks.parent.capacity() * 4 + stacks.tag.capacity() + stacks.value.capacity() * 8;
+        assert!(bytes < 30 << 20, "{bytes} bytes for a million nodes");
+        assert_eq!(stacks.get(1000).unwrap().native.len(), 1000);
+    }
 }

@@ -338,14 +338,150 @@ fn a_stack_the_trace_lacks_does_not_break_the_report() {
         sim.mark(&format!("{e}"));
     }
     let mut bytes = file_header().to_vec();
-    // Keep every record but the Stack ones.
+    // Keep every record but the StackNodes ones.
     let all = sim.bytes();
     let reader = trace_format::RecordReader::new(&all[..]).unwrap();
     for record in reader {
-        if !matches!(record, Record::Stack(_)) {
+        if !matches!(record, Record::StackNodes(_)) {
             frame_record(&record, &mut bytes);
         }
     }
     let v = json(&report(&write_temp("nostacks.bin", &bytes), &["--json"]));
     assert_eq!(v["suspects"][0]["frames"][0]["function"], "(unknown stack 1)");
+}
+
+/// A location table: instructions 0–1 on the first line, 2–5 two lines further.
+const TRAIN_STEP_LINES: [u8; 5] = [0x80 | 1, 0x05, 0x80 | (12 << 3) | 3, 0x00, 0x04];
+
+/// A leak made by Python code: Module._call_impl (torch, installed) called
+/// by train_step (/job/train.py:42) called by the script's top level.
+fn python_trace(allocator: &str) -> PathBuf {
+    use trace_format::{Frame, PyCode, PyFrame};
+    let mut sim = Sim::new("/usr/bin/python3.11");
+    let process = sim.process_mut();
+    process.cmdline = vec!["python3.11".into(), "/job/train.py".into()];
+    process.settings = vec![("python".into(), "3.11.7 frames".into()), ("python_allocator".into(), allocator.into())];
+    sim.py_code(PyCode {
+        id: 0x7f00_1000,
+        filename: "/job/train.py".into(),
+        qualname: "train_step".into(),
+        first_line: 40,
+        linetable: TRAIN_STEP_LINES.to_vec(),
+    });
+    sim.py_code(PyCode {
+        id: 0x7f00_2000,
+        filename: "/job/train.py".into(),
+        qualname: "<module>".into(),
+        first_line: 1,
+        // Long form, +69 lines: signed varint 138 in 6-bit groups (0x4a 0x02),
+        // then end line +0, column 0 + 1, end column 4 + 1.
+        linetable: vec![0x80 | (14 << 3), 0x4a, 0x02, 0x00, 0x01, 0x05],
+    });
+    sim.py_code(PyCode {
+        id: 0x7f00_3000,
+        filename: "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py".into(),
+        qualname: "Module._call_impl".into(),
+        first_line: 1500,
+        linetable: vec![0x80 | (13 << 3) | 7, 0x0c],
+    });
+    let py = |code: u64, instruction: u32, entry: bool| Frame::Python(PyFrame { code, instruction, entry });
+    sim.stack_frames(
+        1,
+        vec![
+            Frame::Native(0x40_1000),
+            Frame::Native(0x40_2000),
+            py(0x7f00_3000, 5, false),
+            py(0x7f00_1000, 3, false),
+            py(0x7f00_2000, 0, true),
+        ],
+    );
+    for e in 0..8 {
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    write_temp("python.bin", &sim.bytes())
+}
+
+#[test]
+fn python_frames_have_file_line_and_own_code_in_json() {
+    let path = python_trace("pymalloc (objects ≤512 B not traced individually)");
+    let out = report(&path, &["--json"]);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["process"]["settings"]["python"], "3.11.7 frames");
+    let frames = v["suspects"][0]["frames"].as_array().unwrap();
+    let names: Vec<&str> = frames.iter().map(|f| f["function"].as_str().unwrap()).collect();
+    // The addresses resolve to nothing: native frames kept, Python ones outermost.
+    assert_eq!(names, ["0x401000", "0x402000", "Module._call_impl", "train_step", "<module>"]);
+    for f in &frames[..2] {
+        assert_eq!(f["python"], false, "{f}");
+    }
+    let call = &frames[2];
+    assert_eq!(call["python"], true);
+    assert_eq!(call["line"], 1506);
+    assert_eq!(call["own_code"], false, "installed packages are not own code");
+    let step = &frames[3];
+    assert_eq!(
+        (&step["python"], &step["file"], &step["line"], &step["own_code"]),
+        (&serde_json::json!(true), &serde_json::json!("/job/train.py"), &serde_json::json!(42), &serde_json::json!(true)),
+        "{step}"
+    );
+    assert!(step.get("module").is_none(), "{step}");
+    assert_eq!(frames[4]["line"], 70);
+    assert_eq!(frames.iter().find(|f| f["own_code"] == true).unwrap()["function"], "train_step");
+    assert!(v["verdict"]["message"].as_str().unwrap().starts_with("train_step keeps"), "{}", v["verdict"]);
+    let drawing = std::fs::read_to_string(v["flamegraph"].as_str().unwrap()).unwrap();
+    assert!(drawing.contains("train_step (train.py:42)"), "the flamegraph labels Python frames with file and line");
+
+    let text = stdout(&report(&path, &[]));
+    for needle in [
+        "python = 3.11.7 frames",
+        "python_allocator = pymalloc",
+        "> train_step  /job/train.py:42",
+        "  Module._call_impl  /venv/lib/python3.11/site-packages/torch/nn/modules/module.py:1506",
+        "Note: Python's pymalloc was in force: Python objects of 512 bytes or less are not traced individually",
+        "PYTHONMALLOC=malloc",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn no_pymalloc_note_when_python_used_malloc() {
+    let path = python_trace("malloc (every Python object reaches malloc: exact attribution)");
+    let text = stdout(&report(&path, &[]));
+    assert!(text.contains("python_allocator = malloc"), "{text}");
+    assert!(!text.contains("Note: Python's pymalloc"), "{text}");
+    let text = stdout(&report(&write_temp("t.bin", &all_behaviours(6, true).bytes()), &[]));
+    assert!(!text.contains("pymalloc"), "{text}");
+}
+
+#[test]
+fn an_older_format_version_is_refused() {
+    let mut bytes = file_header().to_vec();
+    bytes[8..10].copy_from_slice(&(trace_format::OLDEST_READABLE_VERSION - 1).to_le_bytes());
+    let path = write_temp("older.bin", &bytes);
+    assert_one_line_error(&report(&path, &[]), "older");
+}
+
+#[test]
+fn conflicting_stack_nodes_are_one_warning() {
+    use trace_format::{Frame, StackNode, StackNodes};
+    let mut sim = Sim::new("/opt/app/train");
+    sim.stack(1, vec![0x40_1000, 0x40_2000]);
+    // A second file's node 1 with other contents.
+    sim.push(Record::StackNodes(StackNodes { nodes: vec![StackNode { id: 1, parent: 0, frame: Frame::Native(0x9) }] }));
+    for e in 0..6 {
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("{e}"));
+    }
+    sim.exit();
+    let out = report(&write_temp("conflict.bin", &sim.bytes()), &["--json"]);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("analyzer: warning: ") && err.contains("conflicting"), "{err}");
+    let v = json(&out);
+    assert_eq!(v["warnings"].as_array().unwrap().len(), 1);
+    assert_eq!(v["suspects"][0]["frames"][0]["function"], "0x401000", "the first contents are kept");
 }

@@ -31,23 +31,22 @@ struct Program {
     symbols: Vec<(String, u64)>,
 }
 
-fn build(pie: bool) -> Option<Program> {
-    let src = write_temp("tiny.c", SOURCE.as_bytes());
-    let exe = src.with_file_name(if pie { "tiny-pie" } else { "tiny" });
+fn build(pie: bool) -> Program {
+    build_from(SOURCE, "tiny.c", if pie { "tiny-pie" } else { "tiny" }, pie)
+}
+
+fn build_from(source: &str, source_name: &str, name: &str, pie: bool) -> Program {
+    let src = write_temp(source_name, source.as_bytes());
+    let exe = src.with_file_name(name);
     let mut cc = Command::new("cc");
-    cc.args(["-O2", "-g", "-fomit-frame-pointer", "-Wl,--build-id", "-o"]).arg(&exe).arg(&src);
+    cc.args([if name.starts_with("python") { "-O0" } else { "-O2" }, "-g", "-fomit-frame-pointer", "-Wl,--build-id", "-o"]).arg(&exe).arg(&src);
     cc.arg(if pie { "-pie" } else { "-no-pie" });
     if pie {
         cc.arg("-fPIE");
     }
-    match cc.status() {
-        Ok(status) if status.success() => {}
-        _ => {
-            eprintln!("skipping: no working C compiler");
-            return None;
-        }
-    }
-    let nm = Command::new("nm").arg(&exe).output().ok()?;
+    let status = cc.status().expect("a C compiler (cc) is needed: scripts/test.sh installs it");
+    assert!(status.success(), "compiling {} failed", src.display());
+    let nm = Command::new("nm").arg(&exe).output().expect("nm (binutils) is needed: scripts/test.sh installs it");
     let symbols = String::from_utf8_lossy(&nm.stdout)
         .lines()
         .filter_map(|l| {
@@ -60,7 +59,7 @@ fn build(pie: bool) -> Option<Program> {
         .collect();
     let data = std::fs::read(&exe).unwrap();
     let build_id = object::File::parse(&*data).unwrap().build_id().unwrap().unwrap_or(&[]).to_vec();
-    Some(Program { exe, build_id, symbols })
+    Program { exe, build_id, symbols }
 }
 
 impl Program {
@@ -117,7 +116,7 @@ fn check_frames(v: &serde_json::Value, program: &Program) {
 
 #[test]
 fn a_non_pie_executable_resolves_function_file_and_line() {
-    let Some(program) = build(false) else { return };
+    let program = build(false);
     let exe = program.exe.display().to_string();
     let trace = leaking_trace(&program, &exe, 0, program.build_id.clone());
     let (v, stderr) = report_json(&trace);
@@ -133,7 +132,7 @@ fn a_non_pie_executable_resolves_function_file_and_line() {
 
 #[test]
 fn a_pie_executable_resolves_through_its_load_bias() {
-    let Some(program) = build(true) else { return };
+    let program = build(true);
     let exe = program.exe.display().to_string();
     let trace = leaking_trace(&program, &exe, 0x5555_5555_0000, program.build_id.clone());
     let (v, _) = report_json(&trace);
@@ -142,7 +141,7 @@ fn a_pie_executable_resolves_through_its_load_bias() {
 
 #[test]
 fn under_an_interpreter_own_code_is_the_first_frame_outside_the_runtime() {
-    let Some(program) = build(false) else { return };
+    let program = build(false);
     let trace = leaking_trace(&program, "/usr/bin/python3.12", 0, program.build_id.clone());
     let (v, _) = report_json(&trace);
     check_frames(&v, &program);
@@ -150,7 +149,7 @@ fn under_an_interpreter_own_code_is_the_first_frame_outside_the_runtime() {
 
 #[test]
 fn a_build_id_mismatch_is_said_once_and_frames_fall_back_to_offsets() {
-    let Some(program) = build(false) else { return };
+    let program = build(false);
     let exe = program.exe.display().to_string();
     let trace = leaking_trace(&program, &exe, 0, vec![0xde, 0xad, 0xbe, 0xef]);
     let (v, stderr) = report_json(&trace);
@@ -163,7 +162,7 @@ fn a_build_id_mismatch_is_said_once_and_frames_fall_back_to_offsets() {
 
 #[test]
 fn a_missing_module_file_is_said_once() {
-    let Some(program) = build(false) else { return };
+    let program = build(false);
     let exe = program.exe.display().to_string();
     let trace = leaking_trace(&program, &exe, 0, program.build_id.clone());
     std::fs::remove_file(&program.exe).unwrap();
@@ -171,4 +170,92 @@ fn a_missing_module_file_is_said_once() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("cannot open"), "{stderr}");
     assert!(v["suspects"][0]["frames"][0]["function"].as_str().unwrap().starts_with("tiny+0x"));
+}
+
+/// Stands in for a Python interpreter: its eval loop and call plumbing.
+const FAKE_PYTHON: &str = r#"
+__attribute__((noinline)) int _PyEval_EvalFrameDefault(int n) { return n + 1; }
+__attribute__((noinline)) int PyObject_Vectorcall(int n) { return _PyEval_EvalFrameDefault(n) * 2; }
+__attribute__((noinline)) int Py_BytesMain(int n) { return PyObject_Vectorcall(n) - 3; }
+int main(int argc, char **argv) { (void)argv; return Py_BytesMain(argc); }
+"#;
+
+#[test]
+fn python_frames_replace_the_eval_loop_calls_that_ran_them() {
+    use trace_format::{Frame, PyCode, PyFrame};
+    let extension = build(false);
+    let python = build_from(FAKE_PYTHON, "python.c", "python3.11", true);
+    let bias = 0x5555_0000_0000u64;
+    let mut sim = Sim::new(&python.exe.display().to_string());
+    sim.process_mut().settings = vec![("python".into(), "3.11.7 frames".into())];
+    sim.module(Module {
+        path: extension.exe.display().to_string(),
+        load_bias: 0,
+        segments: vec![(0x1000.min(extension.addr("main")), 0x20_0000 + extension.addr("main"))],
+        build_id: extension.build_id.clone(),
+    });
+    sim.module(Module {
+        path: python.exe.display().to_string(),
+        load_bias: bias,
+        segments: vec![(bias, bias + 0x20_0000)],
+        build_id: python.build_id.clone(),
+    });
+    for (id, name, line) in [(1u64, "inner", 10u32), (2, "outer", 20), (3, "<module>", 30)] {
+        sim.py_code(PyCode {
+            id,
+            filename: "/job/app.py".into(),
+            qualname: name.into(),
+            first_line: line,
+            linetable: vec![0x80 | 7, 0x00],
+        });
+    }
+    let ext = |f: &str| Frame::Native(extension.addr(f) + 4);
+    let py = |f: &str| Frame::Native(bias + python.addr(f) + 4);
+    let code = |code: u64, entry: bool| Frame::Python(PyFrame { code, instruction: 0, entry });
+    // malloc <- __libc_fake_alloc <- make_node (the extension) <- inner <- outer
+    // (one eval-loop call) <- plumbing <- <module> (another) <- start-up.
+    let frames = vec![
+        ext("__libc_fake_alloc"),
+        ext("make_node"),
+        py("PyObject_Vectorcall"),
+        py("_PyEval_EvalFrameDefault"),
+        py("PyObject_Vectorcall"),
+        py("_PyEval_EvalFrameDefault"),
+        py("Py_BytesMain"),
+        py("main"),
+        code(1, false),
+        code(2, true),
+        code(3, true),
+    ];
+    sim.stack_frames(1, frames.clone());
+    // The same stack through an interpreter whose outer eval loop is missing.
+    let mut odd = frames;
+    odd.remove(5);
+    sim.stack_frames(2, odd);
+    for e in 0..8 {
+        sim.alloc_many(1, 100, 2048);
+        sim.alloc_many(2, 100, 1024);
+        sim.mark(&format!("{e}"));
+    }
+    sim.exit();
+    let trace = write_temp("trace.bin", &sim.bytes());
+    let (v, stderr) = report_json(&trace);
+    assert!(stderr.is_empty(), "{stderr}");
+    let names = |s: &serde_json::Value| -> Vec<String> {
+        s["frames"].as_array().unwrap().iter().map(|f| f["function"].as_str().unwrap().to_string()).collect()
+    };
+    let merged = &v["suspects"][0];
+    assert_eq!(merged["stack_id"], 1);
+    assert_eq!(names(merged), ["make_node", "inner", "outer", "<module>", "main"]);
+    let frames = merged["frames"].as_array().unwrap();
+    assert_eq!(frames[1]["python"], true);
+    assert_eq!(frames[1]["own_code"], true);
+    assert_eq!(frames[0]["own_code"], false, "a Python frame of the program comes first");
+    assert!(v["verdict"]["message"].as_str().unwrap().starts_with("inner keeps"), "{}", v["verdict"]);
+
+    let fallback = &v["suspects"][1];
+    assert_eq!(
+        names(fallback),
+        ["make_node", "PyObject_Vectorcall", "_PyEval_EvalFrameDefault", "PyObject_Vectorcall", "Py_BytesMain", "main", "inner", "outer", "<module>"]
+    );
 }

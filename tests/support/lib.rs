@@ -30,20 +30,31 @@ pub fn analyzer() -> PathBuf {
 
 /// Compiles `tests/programs/<name>` (C or C++) the way production code is
 /// built: optimized and without frame pointers, with debug info for names.
+/// Each program is built once per test process; the binary is written under a
+/// temporary name and renamed into place, so a test running the previous
+/// build never sees a half-written file.
 pub fn compile(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, binary)) = built.iter().find(|(n, _)| n == name) {
+        return binary.clone();
+    }
     let source = repo_root().join("tests/programs").join(name);
     let out_dir = repo_root().join("target/test-programs");
     std::fs::create_dir_all(&out_dir).unwrap();
     let binary = out_dir.join(Path::new(name).file_stem().unwrap());
+    let partial = out_dir.join(format!(".{}.{}", Path::new(name).file_stem().unwrap().to_string_lossy(), std::process::id()));
     let compiler = if name.ends_with(".cpp") { "c++" } else { "cc" };
     let status = Command::new(compiler)
         .args(["-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o"])
-        .arg(&binary)
+        .arg(&partial)
         .arg(&source)
         .arg("-ldl")
         .status()
         .unwrap_or_else(|err| panic!("cannot run {compiler}: {err}; install a C/C++ toolchain (scripts/test.sh does)"));
     assert!(status.success(), "compiling {} failed", source.display());
+    std::fs::rename(&partial, &binary).unwrap();
+    built.push((name.to_string(), binary.clone()));
     binary
 }
 
@@ -135,4 +146,54 @@ pub fn suspects(report: &serde_json::Value) -> Vec<Vec<String>> {
 
 pub fn mentions(functions: &[String], name: &str) -> bool {
     functions.iter().any(|f| f.contains(name))
+}
+
+/// A stack rebuilt from a trace's prefix tree: native return addresses and
+/// Python frames, each innermost first.
+#[derive(Debug, Clone, Default)]
+pub struct Stack {
+    pub native: Vec<u64>,
+    pub python: Vec<trace_format::PyFrame>,
+}
+
+/// The stack nodes of a trace, by id.
+#[derive(Default)]
+pub struct StackTree {
+    nodes: std::collections::HashMap<u32, trace_format::StackNode>,
+}
+
+impl StackTree {
+    /// Adds nodes, checking that each parent came first.
+    pub fn add(&mut self, nodes: &trace_format::StackNodes) {
+        for node in &nodes.nodes {
+            assert!(node.parent == 0 || self.nodes.contains_key(&node.parent), "node {} comes before its parent", node.id);
+            self.nodes.insert(node.id, *node);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn has_python_frames(&self) -> bool {
+        self.nodes.values().any(|node| matches!(node.frame, trace_format::Frame::Python(_)))
+    }
+
+    pub fn contains(&self, id: u32) -> bool {
+        self.nodes.contains_key(&id)
+    }
+
+    /// The stack whose innermost node is `id`.
+    pub fn stack(&self, mut id: u32) -> Stack {
+        let mut stack = Stack::default();
+        while id != 0 {
+            let node = self.nodes[&id];
+            match node.frame {
+                trace_format::Frame::Native(address) => stack.native.push(address),
+                trace_format::Frame::Python(frame) => stack.python.push(frame),
+            }
+            id = node.parent;
+        }
+        stack
+    }
 }

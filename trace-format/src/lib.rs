@@ -14,7 +14,8 @@
 //!
 //! The size of a trace grows with distinct stacks times epochs, not with the
 //! number of allocations: a [`Snapshot`] carries only the (stack, birth epoch)
-//! counters that changed since the previous snapshot of the same file.
+//! counters that changed since the previous snapshot of the same file, and
+//! stacks are written as the new nodes of a prefix tree ([`StackNodes`]).
 
 mod codec;
 mod reader;
@@ -27,7 +28,9 @@ pub use records::*;
 /// The first bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"LEAKTRC\0";
 /// The format version this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format version this crate reads.
+pub const OLDEST_READABLE_VERSION: u16 = 2;
 /// Length of the file header (magic, version, reserved).
 pub const FILE_HEADER_LEN: usize = 12;
 /// Largest payload a reader accepts; anything longer is damage, not data.

@@ -7,7 +7,7 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 use crate::records::{Record, RecordKind};
-use crate::{FILE_HEADER_LEN, FORMAT_VERSION, MAGIC, MAX_PAYLOAD_LEN};
+use crate::{FILE_HEADER_LEN, FORMAT_VERSION, MAGIC, MAX_PAYLOAD_LEN, OLDEST_READABLE_VERSION};
 
 /// A trace that cannot be read at all.
 #[derive(Debug)]
@@ -17,6 +17,8 @@ pub enum ReadError {
     NotATrace,
     /// Written by a newer tracer than this reader understands.
     NewerVersion { found: u16 },
+    /// Written by an older tracer, in a format this reader no longer reads.
+    OlderVersion { found: u16 },
     /// The file is shorter than the file header.
     TooShort,
 }
@@ -29,6 +31,10 @@ impl fmt::Display for ReadError {
             ReadError::NewerVersion { found } => write!(
                 f,
                 "it has trace format version {found}, newer than the {FORMAT_VERSION} this analyzer reads; use the analyzer built with that tracer"
+            ),
+            ReadError::OlderVersion { found } => write!(
+                f,
+                "it has trace format version {found}, older than the {OLDEST_READABLE_VERSION} this analyzer reads; trace the program again with this tracer"
             ),
             ReadError::TooShort => f.write_str("it is too short to be a trace (no complete file header)"),
         }
@@ -87,6 +93,9 @@ impl<R: Read> RecordReader<R> {
         }
         if version == 0 {
             return Err(ReadError::NotATrace);
+        }
+        if version < OLDEST_READABLE_VERSION {
+            return Err(ReadError::OlderVersion { found: version });
         }
         Ok(RecordReader { input, offset: FILE_HEADER_LEN as u64, end: TraceEnd::Open, payload: Vec::new() })
     }

@@ -8,7 +8,7 @@ use crate::codec::{DecodeError, Decoder, Encoder};
 pub enum RecordKind {
     Process = 1,
     Module = 2,
-    Stack = 3,
+    StackNodes = 3,
     PyCode = 4,
     Snapshot = 5,
     Notice = 6,
@@ -20,7 +20,7 @@ impl RecordKind {
         Some(match byte {
             1 => RecordKind::Process,
             2 => RecordKind::Module,
-            3 => RecordKind::Stack,
+            3 => RecordKind::StackNodes,
             4 => RecordKind::PyCode,
             5 => RecordKind::Snapshot,
             6 => RecordKind::Notice,
@@ -35,7 +35,7 @@ impl RecordKind {
 pub enum Record {
     Process(Process),
     Module(Module),
-    Stack(Stack),
+    StackNodes(StackNodes),
     PyCode(PyCode),
     Snapshot(Snapshot),
     Notice(Notice),
@@ -68,14 +68,33 @@ pub struct Module {
     pub build_id: Vec<u8>,
 }
 
-/// A distinct call stack, interned once per trace file and referred to by `id`.
+/// Nodes of the prefix tree that all stacks of a trace file form. A stack is
+/// named by the id of its innermost node: following `parent` links up to the
+/// root (parent 0) gives its frames from innermost to outermost, Python frames
+/// (outermost Python frame nearest the root) before native ones. Stacks share
+/// their common outer parts, so each new stack adds only the frames in which
+/// it differs from those already written. A node is written before any node
+/// or snapshot that refers to it.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Stack {
+pub struct StackNodes {
+    pub nodes: Vec<StackNode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StackNode {
+    /// Non-zero, unique within the file.
     pub id: u32,
-    /// Native return addresses, innermost first; the tracer's own frames are not included.
-    pub native: Vec<u64>,
-    /// Python frames being executed by the allocating thread, innermost first.
-    pub python: Vec<PyFrame>,
+    /// The node one frame further out, 0 for the outermost frame.
+    pub parent: u32,
+    pub frame: Frame,
+}
+
+/// One frame of a stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Frame {
+    /// A native return address (the tracer's own frames are never recorded).
+    Native(u64),
+    Python(PyFrame),
 }
 
 /// One Python frame: a code object and the instruction it was executing.
@@ -212,7 +231,7 @@ impl Record {
         match self {
             Record::Process(_) => RecordKind::Process,
             Record::Module(_) => RecordKind::Module,
-            Record::Stack(_) => RecordKind::Stack,
+            Record::StackNodes(_) => RecordKind::StackNodes,
             Record::PyCode(_) => RecordKind::PyCode,
             Record::Snapshot(_) => RecordKind::Snapshot,
             Record::Notice(_) => RecordKind::Notice,
@@ -245,15 +264,23 @@ impl Record {
                 }
                 e.bytes(&m.build_id);
             }
-            Record::Stack(s) => {
-                e.u32(s.id);
-                e.u64(s.native.len() as u64);
-                s.native.iter().for_each(|&ip| e.u64(ip));
-                e.u64(s.python.len() as u64);
-                for frame in &s.python {
-                    e.u64(frame.code);
-                    e.u32(frame.instruction);
-                    e.bool(frame.entry);
+            Record::StackNodes(nodes) => {
+                e.u64(nodes.nodes.len() as u64);
+                for node in &nodes.nodes {
+                    e.u32(node.id);
+                    e.u32(node.parent);
+                    match node.frame {
+                        Frame::Native(address) => {
+                            e.byte(0);
+                            e.u64(address);
+                        }
+                        Frame::Python(frame) => {
+                            e.byte(1);
+                            e.u64(frame.code);
+                            e.u32(frame.instruction);
+                            e.bool(frame.entry);
+                        }
+                    }
                 }
             }
             Record::PyCode(c) => {
@@ -321,13 +348,23 @@ impl Record {
                 let build_id = d.bytes()?.to_vec();
                 Record::Module(Module { path, load_bias, segments, build_id })
             }
-            RecordKind::Stack => {
-                let id = d.u32()?;
-                let native = (0..d.count(1)?).map(|_| d.u64()).collect::<Result<_, _>>()?;
-                let python = (0..d.count(3)?)
-                    .map(|_| Ok(PyFrame { code: d.u64()?, instruction: d.u32()?, entry: d.bool()? }))
+            RecordKind::StackNodes => {
+                let nodes = (0..d.count(4)?)
+                    .map(|_| {
+                        let id = d.u32()?;
+                        let parent = d.u32()?;
+                        let frame = match d.byte()? {
+                            0 => Frame::Native(d.u64()?),
+                            1 => Frame::Python(PyFrame { code: d.u64()?, instruction: d.u32()?, entry: d.bool()? }),
+                            _ => return Err(DecodeError::BadValue("frame kind")),
+                        };
+                        if id == 0 {
+                            return Err(DecodeError::BadValue("stack node id 0"));
+                        }
+                        Ok(StackNode { id, parent, frame })
+                    })
                     .collect::<Result<_, _>>()?;
-                Record::Stack(Stack { id, native, python })
+                Record::StackNodes(StackNodes { nodes })
             }
             RecordKind::PyCode => Record::PyCode(PyCode {
                 id: d.u64()?,

@@ -16,10 +16,12 @@ fn sample_records() -> Vec<Record> {
             segments: vec![(0x7f00_0000_1000, 0x7f00_0002_0000)],
             build_id: vec![1, 2, 3, 4],
         }),
-        Record::Stack(Stack {
-            id: 3,
-            native: vec![0x4011_23, u64::MAX, 0],
-            python: vec![PyFrame { code: 9, instruction: 17, entry: true }],
+        Record::StackNodes(StackNodes {
+            nodes: vec![
+                StackNode { id: 1, parent: 0, frame: Frame::Native(0x4011_23) },
+                StackNode { id: 2, parent: 1, frame: Frame::Native(u64::MAX) },
+                StackNode { id: 3, parent: 2, frame: Frame::Python(PyFrame { code: 9, instruction: 17, entry: true }) },
+            ],
         }),
         Record::PyCode(PyCode {
             id: 9,
@@ -117,6 +119,9 @@ fn header_errors() {
     let mut newer = file_header();
     newer[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     assert!(matches!(RecordReader::new(&newer[..]), Err(ReadError::NewerVersion { .. })));
+    let mut older = file_header();
+    older[8..10].copy_from_slice(&(OLDEST_READABLE_VERSION - 1).to_le_bytes());
+    assert!(matches!(RecordReader::new(&older[..]), Err(ReadError::OlderVersion { .. })));
 }
 
 #[test]

@@ -77,17 +77,18 @@ impl Recorder {
     }
 
     /// The counters that changed since the last call (all of them when
-    /// `everything`), with the heap totals. Pairs that can never change again
-    /// (nothing alive, born before `current_epoch`) are dropped after being
-    /// reported, so the table holds only what is alive or current.
-    pub fn collect(&self, current_epoch: u32, everything: bool) -> Collected {
+    /// `everything`) of pairs born in `first_birth_epoch` or later, with the
+    /// heap totals of all pairs. Pairs that can never change again (nothing
+    /// alive, born before `current_epoch`) are dropped after being reported,
+    /// so the table holds only what is alive or current.
+    pub fn collect(&self, current_epoch: u32, everything: bool, first_birth_epoch: u32) -> Collected {
         let mut collected = Collected { counters: Vec::new(), live_bytes: 0, live_count: 0 };
         self.sites.retain(|&key, site| {
             let stack = (key >> 32) as StackId;
             let birth_epoch = key as u32;
             collected.live_bytes += site.live_bytes;
             collected.live_count += site.live_count;
-            if site.dirty || everything {
+            if (site.dirty || everything) && birth_epoch >= first_birth_epoch {
                 collected.counters.push(SiteCounters {
                     stack,
                     birth_epoch,
@@ -115,13 +116,13 @@ mod tests {
         recorder.allocated(0x1000, 100, 7, 0);
         recorder.allocated(0x2000, 50, 7, 0);
         recorder.allocated(0x3000, 10, 8, 0);
-        let first = recorder.collect(1, false);
+        let first = recorder.collect(1, false, 0);
         assert_eq!(first.counters.len(), 2);
         assert_eq!((first.live_bytes, first.live_count), (160, 3));
 
         assert!(recorder.freed(0x3000));
         assert!(!recorder.freed(0x9999));
-        let second = recorder.collect(2, false);
+        let second = recorder.collect(2, false, 0);
         assert_eq!(second.counters.len(), 1);
         assert_eq!(second.counters[0].stack, 8);
         assert_eq!(second.counters[0].live_count, 0);
@@ -129,9 +130,20 @@ mod tests {
         assert_eq!((second.live_bytes, second.live_count), (150, 2));
 
         // Stack 8's pair is dead and gone; a full collection lists only stack 7.
-        let full = recorder.collect(2, true);
+        let full = recorder.collect(2, true, 0);
         assert_eq!(full.counters.len(), 1);
         assert_eq!(full.counters[0].live_bytes, 150);
+    }
+
+    #[test]
+    fn pairs_born_before_the_first_birth_epoch_count_in_totals_only() {
+        let recorder = Recorder::default();
+        recorder.allocated(0x1000, 100, 1, 0);
+        recorder.allocated(0x2000, 10, 2, 3);
+        let collected = recorder.collect(4, true, 3);
+        assert_eq!(collected.counters.len(), 1);
+        assert_eq!(collected.counters[0].stack, 2);
+        assert_eq!(collected.live_bytes, 110);
     }
 
     #[test]
@@ -139,7 +151,7 @@ mod tests {
         let recorder = Recorder::default();
         recorder.allocated(0x1000, 100, 1, 0);
         recorder.allocated(0x1000, 30, 2, 0);
-        let collected = recorder.collect(1, false);
+        let collected = recorder.collect(1, false, 0);
         assert_eq!((collected.live_bytes, collected.live_count), (30, 1));
     }
 }

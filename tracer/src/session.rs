@@ -5,13 +5,13 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use trace_format::{End, EndReason, EpochCause, Notice, Process, Record, Snapshot, Stack};
+use trace_format::{End, EndReason, EpochCause, Notice, Process, Record, Snapshot, StackNodes};
 
 use crate::config::{Config, INHERITED_OUTPUT_VAR};
 use crate::modules::{self, ModuleMap};
-use crate::python::{self, PyStack, Python};
+use crate::python::{PyStack, Python};
 use crate::recorder::Recorder;
-use crate::stacks::{self, StackTable};
+use crate::stacks::{StackTable, WrittenNodes};
 use crate::writer::TraceWriter;
 use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
 
@@ -52,6 +52,11 @@ struct Output {
     forked_from: Option<u32>,
     /// The next snapshot must list every counter (a new file starts from scratch).
     next_is_full: bool,
+    /// Stack nodes this file already holds.
+    written: WrittenNodes,
+    /// Allocations born before this epoch are not this file's to report: a
+    /// forked child reports what it allocated itself, not its parent's heap.
+    first_birth_epoch: u32,
 }
 
 fn active_session() -> Option<&'static Session> {
@@ -114,7 +119,14 @@ pub fn start() {
         started_ns: now,
         slice_deadline_ns: AtomicU64::new(slice_deadline_ns),
         pid: AtomicU32::new(sys::pid()),
-        output: Mutex::new(Output { writer: Some(writer), modules: ModuleMap::default(), forked_from: None, next_is_full: false }),
+        output: Mutex::new(Output {
+            writer: Some(writer),
+            modules: ModuleMap::default(),
+            forked_from: None,
+            next_is_full: false,
+            written: WrittenNodes::default(),
+            first_birth_epoch: 0,
+        }),
         stop_reported: AtomicBool::new(false),
     };
     if SESSION.set(session).is_err() {
@@ -138,7 +150,7 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
         let stack = unwind::capture(session.own_code);
         let mut python_frames = PyStack::new();
         session.python.capture(&mut python_frames);
-        let stack_id = session.stacks.intern(stack.frames(), python_frames.words());
+        let stack_id = session.stacks.intern(stack.frames(), python_frames.words(), session.python.eval_loop());
         let epoch = session.epoch.load(Ordering::Relaxed);
         session.recorder.allocated(address as usize, size, stack_id, epoch);
         if thread_state::count_allocation(CLOCK_CHECK_MASK) {
@@ -241,6 +253,9 @@ pub fn after_fork_in_child() {
     output.forked_from = Some(parent);
     output.next_is_full = true;
     output.modules.forget_written();
+    // The child's own allocations start a new epoch; what it inherited stays
+    // out of its trace (it is in the parent's).
+    output.first_birth_epoch = session.epoch.fetch_add(1, Ordering::Relaxed) + 1;
 }
 
 impl Session {
@@ -271,13 +286,18 @@ impl Session {
             return;
         }
         let closing = self.epoch.fetch_add(1, Ordering::Relaxed);
-        let collected = self.recorder.collect(closing + 1, output.next_is_full);
+        let collected = self.recorder.collect(closing + 1, output.next_is_full, output.first_birth_epoch);
         let mut records: Vec<Record> = output.modules.newly_loaded().into_iter().map(Record::Module).collect();
-        // Stacks are taken before code objects: a code object is queued
-        // before any stack naming it, so none is written ahead of its code.
-        let new_stacks = self.stacks.take_unwritten();
+        // Every code object a counted stack names was queued before the
+        // counters were collected, so codes go out ahead of their stacks.
         records.extend(self.python.take_unwritten_codes().into_iter().map(Record::PyCode));
-        records.extend(new_stacks.into_iter().map(|(id, frames)| stack_record(id, &frames)));
+        let mut nodes = Vec::new();
+        for counter in &collected.counters {
+            self.stacks.unwritten_path(counter.stack, &mut output.written, &mut nodes);
+        }
+        if !nodes.is_empty() {
+            records.push(Record::StackNodes(StackNodes { nodes }));
+        }
         records.push(Record::Snapshot(Snapshot {
             epoch: closing,
             cause,
@@ -294,13 +314,13 @@ impl Session {
         self.write(&mut output, &records);
     }
 
-    /// A forked child's own file: header, process, every module and stack.
+    /// A forked child's own file: header, process, every module and code object.
     fn open_child_file(&self, output: &mut Output) -> bool {
         let candidates = self.config.output_candidates(true, sys::pid());
         match TraceWriter::create(candidates, true) {
             Ok(writer) => {
                 output.writer = Some(writer);
-                self.stacks.take_unwritten();
+                output.written.clear();
                 self.write_preamble(output)
             }
             Err((path, err)) => {
@@ -338,9 +358,7 @@ impl Session {
         };
         let mut records = vec![Record::Process(process)];
         records.extend(output.modules.newly_loaded().into_iter().map(Record::Module));
-        let all_stacks = self.stacks.all();
         records.extend(self.python.all_codes().into_iter().map(Record::PyCode));
-        records.extend(all_stacks.into_iter().map(|(id, frames)| stack_record(id, &frames)));
         self.write(output, &records)
     }
 
@@ -366,9 +384,4 @@ impl Session {
             sys::print_stderr(&format!("tracer: {why}; recording stopped, the program continues\n"));
         }
     }
-}
-
-fn stack_record(id: u32, key: &[u64]) -> Record {
-    let (native, python) = stacks::split(key);
-    Record::Stack(Stack { id, native: native.to_vec(), python: python.iter().map(|&w| python::unpack(w)).collect() })
 }

@@ -1,71 +1,281 @@
-//! Interning of call stacks: each distinct stack is stored once and named by a
-//! small id that the live table and the trace refer to.
+//! Interning of call stacks as the nodes of a prefix tree.
+//!
+//! A process such as a CUDA build of PyTorch makes a million distinct stacks
+//! of sixty frames while it imports, and they share most of their outer
+//! frames. Each distinct (parent, frame) edge is stored and written once; a
+//! stack is named by its innermost node. The hot path looks a whole stack up
+//! by a 128-bit hash of its frames and touches the tree only for a stack it
+//! has never seen.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::RwLock;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
+use trace_format::{Frame, StackNode};
 
 use crate::fast_hash::BuildWordHasher;
-use crate::lock;
+use crate::python;
 
+/// The id of a stack's innermost node (never 0, the root).
 pub type StackId = u32;
-/// A stack's key: the number of native frames, the native return addresses,
-/// then the Python frames packed one per word (`python::unpack`), so a stack
-/// with Python frames never equals the native-only stack with the same natives.
-pub type Frames = Arc<[u64]>;
 
-/// The native and Python parts of a stack key.
-pub fn split(key: &[u64]) -> (&[u64], &[u64]) {
-    let natives = key.first().map_or(0, |&n| n as usize).min(key.len().saturating_sub(1));
-    key[1..].split_at(natives)
-}
+/// A frame as the tree stores it: a native return address, or a packed Python
+/// frame tagged with the top bit (user-space addresses never have it).
+type FrameWord = u64;
+const PYTHON_TAG: FrameWord = 1 << 63;
 
-const MAX_KEY: usize = 1 + crate::unwind::MAX_FRAMES + crate::python::MAX_PY_FRAMES;
+/// Stands in for the frames of a stack the unwinder could not capture at all.
+const NO_FRAMES: FrameWord = 0;
 
 #[derive(Default)]
 pub struct StackTable {
-    ids: DashMap<Frames, StackId, BuildWordHasher>,
-    next_id: AtomicU32,
-    /// Stacks interned since the trace last wrote them out.
-    unwritten: Mutex<Vec<(StackId, Frames)>>,
+    by_hash: DashMap<u128, StackId, BuildWordHasher>,
+    children: DashMap<(u32, FrameWord), u32, BuildWordHasher>,
+    /// (parent, frame) of node `id` at index `id - 1`.
+    nodes: RwLock<Vec<(u32, FrameWord)>>,
 }
 
 impl StackTable {
-    /// The id of `frames`, interning them on first sight. A new stack is queued
-    /// for writing before its id is returned, so any counter that refers to it
-    /// is written after the stack itself.
-    pub fn intern(&self, native: &[u64], python: &[u64]) -> StackId {
-        let native = &native[..native.len().min(crate::unwind::MAX_FRAMES)];
-        let python = &python[..python.len().min(crate::python::MAX_PY_FRAMES)];
-        let mut key = [0u64; MAX_KEY];
-        key[0] = native.len() as u64;
-        key[1..=native.len()].copy_from_slice(native);
-        key[1 + native.len()..][..python.len()].copy_from_slice(python);
-        let frames = &key[..1 + native.len() + python.len()];
-        if let Some(id) = self.ids.get(frames) {
+    /// The id of the stack with these native return addresses (innermost
+    /// first) and packed Python frames (innermost first). `eval_loop` is the
+    /// address range of the interpreter's eval loop, if known.
+    pub fn intern(&self, native: &[u64], python: &[u64], eval_loop: Option<(u64, u64)>) -> StackId {
+        let hash = stack_hash(native, python);
+        if let Some(id) = self.by_hash.get(&hash) {
             return *id;
         }
-        match self.ids.entry(Frames::from(frames)) {
+        let mut path = [0; MAX_PATH];
+        let path = tree_path(native, python, eval_loop, &mut path);
+        let mut node = 0;
+        for &word in path {
+            node = self.child(node, word);
+        }
+        if path.is_empty() {
+            node = self.child(node, NO_FRAMES);
+        }
+        *self.by_hash.entry(hash).or_insert(node)
+    }
+
+    fn child(&self, parent: u32, word: FrameWord) -> u32 {
+        if let Some(id) = self.children.get(&(parent, word)) {
+            return *id;
+        }
+        match self.children.entry((parent, word)) {
             Entry::Occupied(existing) => *existing.get(),
             Entry::Vacant(vacant) => {
-                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                lock(&self.unwritten).push((id, vacant.key().clone()));
+                let mut nodes = self.nodes.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+                nodes.push((parent, word));
+                let id = nodes.len() as u32;
                 vacant.insert(id);
                 id
             }
         }
     }
 
-    pub fn take_unwritten(&self) -> Vec<(StackId, Frames)> {
-        std::mem::take(&mut *lock(&self.unwritten))
+    /// Appends to `out` the nodes of `stack`'s path that `written` does not
+    /// hold yet, outermost first, and marks them written.
+    pub fn unwritten_path(&self, stack: StackId, written: &mut WrittenNodes, out: &mut Vec<StackNode>) {
+        let nodes = self.nodes.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let start = out.len();
+        let mut id = stack;
+        while id != 0 && !written.contains(id) {
+            let Some(&(parent, word)) = nodes.get(id as usize - 1) else { break };
+            written.insert(id);
+            out.push(StackNode { id, parent, frame: frame_of(word) });
+            id = parent;
+        }
+        out[start..].reverse();
+    }
+}
+
+const MAX_PATH: usize = crate::unwind::MAX_FRAMES + crate::python::MAX_PY_FRAMES;
+
+/// A stack's frames as a path from the root, outermost first. The reader
+/// separates native and Python frames again by kind, so any interleaving that
+/// keeps each kind's order is correct; the one chosen shares the most: each
+/// run of Python frames follows the eval-loop frame that runs it, as in the
+/// real stack, so the native frames outside Python are shared by all stacks.
+/// When the eval-loop frames and the runs do not pair up, the Python frames
+/// go first.
+fn tree_path<'a>(native: &[u64], python: &[u64], eval_loop: Option<(u64, u64)>, out: &'a mut [u64; MAX_PATH]) -> &'a [u64] {
+    let native = &native[..native.len().min(crate::unwind::MAX_FRAMES)];
+    let python = &python[..python.len().min(crate::python::MAX_PY_FRAMES)];
+    let is_entry = |word: u64| python::unpack(word).entry;
+    let in_eval_loop = |ip: &&u64| eval_loop.is_some_and(|(start, end)| start <= **ip && **ip < end);
+    // A run ends (outermost) at an entry frame, so the outermost frame must be one.
+    let runs = python.iter().filter(|&&w| is_entry(w)).count();
+    let pairs_up = !python.is_empty()
+        && python.last().is_some_and(|&w| is_entry(w))
+        && native.iter().filter(in_eval_loop).count() == runs;
+    let mut len = 0;
+    let mut push = |word: u64| {
+        out[len] = word;
+        len += 1;
+    };
+    if !pairs_up {
+        python.iter().rev().for_each(|&w| push(w | PYTHON_TAG));
+        native.iter().rev().for_each(|&ip| push(ip));
+        return &out[..len];
+    }
+    let mut outer_python = python.iter().rev().peekable();
+    for ip in native.iter().rev() {
+        push(*ip);
+        if in_eval_loop(&ip) {
+            if let Some(&entry) = outer_python.next() {
+                push(entry | PYTHON_TAG);
+            }
+            while let Some(&&word) = outer_python.peek() {
+                if is_entry(word) {
+                    break;
+                }
+                push(word | PYTHON_TAG);
+                outer_python.next();
+            }
+        }
+    }
+    &out[..len]
+}
+
+fn frame_of(word: FrameWord) -> Frame {
+    if word & PYTHON_TAG != 0 {
+        Frame::Python(python::unpack(word & !PYTHON_TAG))
+    } else {
+        Frame::Native(word)
+    }
+}
+
+/// Two independent 64-bit hashes of the whole stack: a collision (two stacks
+/// taken for one) is as likely as guessing a 128-bit key.
+fn stack_hash(native: &[u64], python: &[u64]) -> u128 {
+    const K1: u64 = 0x9e37_79b9_7f4a_7c15;
+    const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
+    let (mut a, mut b) = (native.len() as u64, python.len() as u64 ^ K2);
+    for &word in native.iter().chain(python) {
+        a = (a.rotate_left(23) ^ word).wrapping_mul(K1);
+        b = (b.rotate_left(31) ^ word).wrapping_mul(K2);
+    }
+    (u128::from(finish(a)) << 64) | u128::from(finish(b))
+}
+
+fn finish(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// Which nodes the current trace file already holds.
+#[derive(Default)]
+pub struct WrittenNodes {
+    bits: Vec<u64>,
+}
+
+impl WrittenNodes {
+    fn contains(&self, id: u32) -> bool {
+        self.bits.get(id as usize / 64).is_some_and(|word| word & (1 << (id % 64)) != 0)
     }
 
-    /// Every stack known, for a new trace file that starts from scratch.
-    pub fn all(&self) -> Vec<(StackId, Frames)> {
-        let mut all: Vec<_> = self.ids.iter().map(|entry| (*entry.value(), entry.key().clone())).collect();
-        all.sort_unstable_by_key(|(id, _)| *id);
-        all
+    fn insert(&mut self, id: u32) {
+        let index = id as usize / 64;
+        if index >= self.bits.len() {
+            self.bits.resize(index + 1, 0);
+        }
+        self.bits[index] |= 1 << (id % 64);
+    }
+
+    /// A new trace file holds nothing yet.
+    pub fn clear(&mut self) {
+        self.bits.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path_of(table: &StackTable, stack: StackId) -> Vec<StackNode> {
+        let mut out = Vec::new();
+        table.unwritten_path(stack, &mut WrittenNodes::default(), &mut out);
+        out
+    }
+
+    #[test]
+    fn stacks_share_their_outer_frames() {
+        let table = StackTable::default();
+        let a = table.intern(&[0x30, 0x20, 0x10], &[], None);
+        let b = table.intern(&[0x31, 0x20, 0x10], &[], None);
+        assert_ne!(a, b);
+        assert_eq!(table.intern(&[0x30, 0x20, 0x10], &[], None), a);
+        assert_eq!(table.nodes.read().unwrap().len(), 4, "0x10 and 0x20 are shared");
+
+        let frames: Vec<Frame> = path_of(&table, b).iter().map(|n| n.frame).collect();
+        assert_eq!(frames, [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x31)]);
+    }
+
+    #[test]
+    fn python_frames_sit_nearest_the_root_and_make_stacks_distinct() {
+        let table = StackTable::default();
+        let native_only = table.intern(&[0x20, 0x10], &[], None);
+        let packed = python::pack(7, 3, true);
+        let mixed = table.intern(&[0x20, 0x10], &[packed], None);
+        assert_ne!(native_only, mixed);
+        let path = path_of(&table, mixed);
+        assert_eq!(path[0].parent, 0);
+        assert_eq!(path[0].frame, Frame::Python(python::unpack(packed)));
+        assert_eq!(path.last().unwrap().frame, Frame::Native(0x20));
+    }
+
+    #[test]
+    fn python_runs_follow_the_eval_loop_frames_that_run_them() {
+        let eval = Some((0x500, 0x600));
+        // Innermost first: malloc caller, eval (inner), C call, eval (outer), main.
+        let native = [0x10, 0x510, 0x20, 0x520, 0x30];
+        // Innermost first: f (inner run, entry), g, h (outer run, entry).
+        let (f, g, h) = (python::pack(1, 0, true), python::pack(2, 0, false), python::pack(3, 0, true));
+        let table = StackTable::default();
+        let stack = table.intern(&native, &[f, g, h], eval);
+        let frames: Vec<Frame> = path_of(&table, stack).iter().map(|n| n.frame).collect();
+        let py = |w| Frame::Python(python::unpack(w));
+        assert_eq!(
+            frames,
+            [Frame::Native(0x30), Frame::Native(0x520), py(h), py(g), Frame::Native(0x20), Frame::Native(0x510), py(f), Frame::Native(0x10)]
+        );
+        // A second stack under the same outer Python frames shares that prefix.
+        let nodes_before = table.nodes.read().unwrap().len();
+        table.intern(&[0x11, 0x510, 0x20, 0x520, 0x30], &[f, g, h], eval);
+        assert_eq!(table.nodes.read().unwrap().len(), nodes_before + 1);
+        // Without a pairing (unknown eval loop) the Python frames go first.
+        let other_table = StackTable::default();
+        let apart = other_table.intern(&native, &[f, g, h], None);
+        assert_eq!(path_of(&other_table, apart)[0].frame, py(h));
+    }
+
+    #[test]
+    fn each_node_is_written_once_per_file_parents_first() {
+        let table = StackTable::default();
+        let a = table.intern(&[0x30, 0x20, 0x10], &[], None);
+        let b = table.intern(&[0x31, 0x20, 0x10], &[], None);
+        let mut written = WrittenNodes::default();
+        let mut out = Vec::new();
+        table.unwritten_path(a, &mut written, &mut out);
+        table.unwritten_path(b, &mut written, &mut out);
+        table.unwritten_path(a, &mut written, &mut out);
+        assert_eq!(out.len(), 4);
+        for (i, node) in out.iter().enumerate() {
+            assert!(node.parent == 0 || out[..i].iter().any(|n| n.id == node.parent), "parent after child");
+        }
+        written.clear();
+        let mut again = Vec::new();
+        table.unwritten_path(b, &mut written, &mut again);
+        assert_eq!(again.len(), 3, "a new file gets the whole path");
+    }
+
+    #[test]
+    fn an_empty_stack_still_has_a_node() {
+        let table = StackTable::default();
+        let empty = table.intern(&[], &[], None);
+        assert_ne!(empty, 0);
+        assert_eq!(path_of(&table, empty)[0].frame, Frame::Native(NO_FRAMES));
     }
 }

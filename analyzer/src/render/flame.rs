@@ -15,13 +15,14 @@ pub type Folded = (Vec<String>, u64);
 
 /// The folded-stack form of symbolized frames (given innermost first):
 /// root = outermost frame; `;` and line breaks cannot appear in a name.
+/// Python frames are labelled with their file and line.
 pub fn fold(frames: &[Frame]) -> Vec<String> {
     frames
         .iter()
         .rev()
         .map(|f| {
             let name: String =
-                f.function.chars().map(|c| if c == ';' || c.is_control() { ':' } else { c }).collect();
+                f.label().chars().map(|c| if c == ';' || c.is_control() { ':' } else { c }).collect();
             if name.trim().is_empty() {
                 "?".to_string()
             } else {

@@ -1,4 +1,4 @@
-//! The report as one JSON object (described in `analyzer/SCHEMA.md`).
+//! The report as one JSON object (its schema is in the README, "JSON").
 
 use serde::Serialize;
 
@@ -87,6 +87,7 @@ struct JsonFrame<'a> {
     address: String,
     inlined: bool,
     own_code: bool,
+    python: bool,
 }
 
 #[derive(Serialize)]
@@ -107,6 +108,7 @@ fn frame(f: &Frame) -> JsonFrame<'_> {
         address: format!("0x{:x}", f.address),
         inlined: f.inlined,
         own_code: f.own_code,
+        python: f.python,
     }
 }
 

@@ -51,15 +51,34 @@ pub struct Report<'t> {
 
 /// The frames of a stack id, or one placeholder frame when the trace lacks it.
 pub fn stack_frames(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) -> Vec<Frame> {
-    match trace.stacks.get(stack) {
-        Some(s) if !s.native.is_empty() => symbolizer.stack(&s),
-        Some(_) => vec![placeholder(format!("(empty stack {stack})"))],
-        None => vec![placeholder(format!("(unknown stack {stack})"))],
+    let Some(s) = trace.stacks.get(stack) else {
+        return vec![placeholder(format!("(unknown stack {stack})"))];
+    };
+    let mut frames = if s.native.is_empty() && s.python.is_empty() { Vec::new() } else { symbolizer.stack(&s) };
+    if let Some(node) = s.broken_at {
+        frames.push(placeholder(format!("(stack cut: node {node} is missing from the trace)")));
     }
+    if frames.is_empty() {
+        frames.push(placeholder(format!("(empty stack {stack})")));
+    }
+    frames
 }
 
 fn placeholder(function: String) -> Frame {
-    Frame { address: 0, function, file: None, line: None, module: None, inlined: false, own_code: false }
+    Frame { address: 0, function, file: None, line: None, module: None, inlined: false, own_code: false, python: false }
+}
+
+/// The note for a Python process whose small objects came from pymalloc.
+pub fn pymalloc_note(trace: &Trace) -> Option<&'static str> {
+    let allocator = trace.process.settings.iter().find(|(name, _)| name == "python_allocator")?;
+    allocator.1.starts_with("pymalloc").then_some(
+        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced individually (only the arenas that hold them); run with PYTHONMALLOC=malloc for exact attribution",
+    )
+}
+
+/// Warnings about the trace itself (beyond how it ended).
+pub fn trace_warnings(trace: &Trace) -> Vec<String> {
+    trace.stacks.conflict_warning().into_iter().collect()
 }
 
 impl<'t> Report<'t> {

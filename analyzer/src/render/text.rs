@@ -196,6 +196,9 @@ pub fn render(report: &Report<'_>) -> String {
     }
 
     let _ = writeln!(out, "\nVerdict ({}): {}", a.verdict.kind.name(), report.verdict_message);
+    if let Some(note) = super::pymalloc_note(trace) {
+        let _ = writeln!(out, "Note: {note}");
+    }
     if let Some(fg) = &report.flamegraph {
         if fg.drawn {
             let _ = writeln!(out, "Flamegraph of leaked bytes: {}", fg.path.display());

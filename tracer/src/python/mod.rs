@@ -67,9 +67,9 @@ impl PyStack {
     }
 }
 
-/// A frame as one word of a stack key: code id (31 bits), instruction
-/// offset (32 bits), entry flag (bit 0).
-fn pack(code: u64, instruction: u32, entry: bool) -> u64 {
+/// A frame as one word of a stack key: code id (30 bits; the top bit is the
+/// stack tree's Python tag), instruction offset (32 bits), entry flag (bit 0).
+pub fn pack(code: u64, instruction: u32, entry: bool) -> u64 {
     (code << 33) | (u64::from(instruction) << 1) | u64::from(entry)
 }
 
@@ -92,6 +92,27 @@ struct Walker {
 pub struct Python {
     walker: Option<Walker>,
     settings: Vec<(String, String)>,
+    /// Address range of the eval loop, `_PyEval_EvalFrameDefault`: each of its
+    /// native frames runs one segment of Python frames.
+    eval_loop: Option<(u64, u64)>,
+}
+
+/// glibc's dlinfo.h: ask dladdr1 for the ELF symbol.
+const RTLD_DL_SYMENT: libc::c_int = 1;
+
+/// The address range of the exported function at `address`, from its symbol's size.
+fn function_range(address: u64) -> Option<(u64, u64)> {
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    let mut symbol: *mut libc::c_void = std::ptr::null_mut();
+    // SAFETY: dladdr1 writes `info` and, with RTLD_DL_SYMENT, a pointer to the
+    // ELF symbol of the function containing `address` into `symbol`.
+    let found = unsafe { libc::dladdr1(address as *const libc::c_void, info.as_mut_ptr(), &mut symbol, RTLD_DL_SYMENT) };
+    if found == 0 || symbol.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null RTLD_DL_SYMENT result points at the symbol table entry.
+    let size = unsafe { (*symbol.cast::<libc::Elf64_Sym>()).st_size };
+    (size > 0).then_some((address, address + size))
 }
 
 fn symbol(name: &CStr) -> Option<u64> {
@@ -125,7 +146,7 @@ impl Python {
     /// when one is there whose frames cannot be read.
     pub fn detect() -> Python {
         let Some(get_version) = symbol(c"Py_GetVersion") else {
-            return Python { walker: None, settings: Vec::new() };
+            return Python { walker: None, settings: Vec::new(), eval_loop: None };
         };
         let version = match symbol(c"Py_Version") {
             Some(address) => memory::u32_at(address, 0).map(|v| u64::from(v)),
@@ -145,19 +166,24 @@ impl Python {
         let mut settings = vec![("python_allocator".to_string(), allocator_setting())];
         if std::env::var_os(DISABLE_VAR).is_some_and(|v| v == "0") {
             settings.insert(0, ("python".to_string(), format!("{text} frames off ({DISABLE_VAR}=0)")));
-            return Python { walker: None, settings };
+            return Python { walker: None, settings, eval_loop: None };
         }
         match Walker::new(version) {
             Ok(walker) => {
                 settings.insert(0, ("python".to_string(), format!("{text} frames")));
-                Python { walker: Some(walker), settings }
+                let eval_loop = symbol(c"_PyEval_EvalFrameDefault").and_then(function_range);
+                Python { walker: Some(walker), settings, eval_loop }
             }
             Err(why) => {
                 sys::print_stderr(&format!("tracer: Python {text} frames unavailable: {why}; stacks are native only\n"));
                 settings.insert(0, ("python".to_string(), format!("{text} unsupported: {why}")));
-                Python { walker: None, settings }
+                Python { walker: None, settings, eval_loop: None }
             }
         }
+    }
+
+    pub fn eval_loop(&self) -> Option<(u64, u64)> {
+        self.eval_loop
     }
 
     /// Settings for the Process record (empty when the process is not Python).

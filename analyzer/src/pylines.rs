@@ -1,5 +1,5 @@
-//! Line numbers from a CPython 3.11+ location table (`co_linetable`), the
-//! format described in CPython's `Objects/locations.md`.
+//! Line numbers of Python frames from a CPython 3.11+ location table
+//! (`co_linetable`), the format described in CPython's `Objects/locations.md`.
 //!
 //! The table is a sequence of entries, each covering 1–8 code units (2-byte
 //! instructions). An entry starts with a byte with bit 7 set: bits 3–6 are
@@ -117,11 +117,18 @@ pub fn line_of(linetable: &[u8], first_line: u32, instruction: u32) -> Option<i6
     ranges(linetable, first_line).into_iter().find(|r| r.start <= instruction && instruction < r.end).and_then(|r| r.line)
 }
 
+/// [`line_of`] as a line number to show: `None` also for lines below 1
+/// (a damaged table).
+pub fn shown_line(linetable: &[u8], first_line: u32, instruction: u32) -> Option<u32> {
+    line_of(linetable, first_line, instruction).and_then(|l| u32::try_from(l).ok()).filter(|&l| l > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::identity_op)]
     fn decodes_each_form() {
         // Short form (code 0, 2 units), one-line form +1 (code 11, 1 unit),
         // no-columns −1 (code 13, 3 units), long form +5 (code 14, 1 unit),
@@ -147,6 +154,32 @@ mod tests {
         assert_eq!(line_of(&table, 10, 4), Some(10));
         assert_eq!(line_of(&table, 10, 8), None);
         assert_eq!(line_of(&table, 10, 9), None);
+    }
+
+    #[test]
+    fn tables_cut_short_or_malformed_stop_at_the_last_whole_entry() {
+        // A one-line entry missing its end column, after a whole short entry.
+        let table = [0x80 | 1, 0x05, 0x80 | (11 << 3), 0x02];
+        assert_eq!(ranges(&table, 3), vec![LineRange { start: 0, end: 2, line: Some(3) }]);
+        // A byte without bit 7 where an entry should start.
+        let table = [0x80, 0x05, 0x12, 0x80];
+        assert_eq!(ranges(&table, 3).len(), 1);
+        assert_eq!(line_of(&[], 3, 0), None);
+        // A varint longer than 64 bits.
+        let mut table = vec![0x80 | (13 << 3)];
+        table.extend([0x7f; 12]);
+        assert_eq!(line_of(&table, 3, 0), None);
+    }
+
+    #[test]
+    fn shown_lines_are_positive() {
+        // −20 from line 10.
+        let table = [0x80 | (13 << 3), 0x29];
+        assert_eq!(line_of(&table, 10, 0), Some(-10));
+        assert_eq!(shown_line(&table, 10, 0), None);
+        let table = [0x80 | (12 << 3) | 3, 0x00, 0x04];
+        assert_eq!(shown_line(&table, 41, 3), Some(43));
+        assert_eq!(shown_line(&table, 41, 4), None);
     }
 
     #[test]

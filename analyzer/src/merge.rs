@@ -1,0 +1,403 @@
+//! One stack from a stack's native and Python frames, and its own-code frame.
+//!
+//! CPython runs Python code in its eval loop, `_PyEval_EvalFrameDefault`:
+//! each native call of it executes the Python frames from one entry frame
+//! (entered from C) inward to the next. The trace records both kinds of
+//! frames; [`merge`] puts each run of Python frames in the place of the
+//! eval-loop call that ran it, so a stack reads from the C++ allocation
+//! through the extension module that made it to the Python line that called
+//! it, and on out to the script's top level.
+//!
+//! [`mark_own_code`] then picks the frame the report points at: under an
+//! interpreter, the innermost Python frame outside the standard library and
+//! the installed packages.
+
+use crate::symbolize::Frame;
+
+/// The name of a symbol without the suffixes compilers add to its parts
+/// and clones (`.cold`, `.part.0`, `.isra.0`, `.constprop.0`, `.lto_priv.0`).
+fn base_name(function: &str) -> &str {
+    function.split('.').next().unwrap_or(function)
+}
+
+/// Whether `module` is the Python interpreter (libpython or a python executable).
+pub fn is_python_module(module: Option<&str>) -> bool {
+    let Some(path) = module else { return false };
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.starts_with("libpython") || name.starts_with("python")
+}
+
+/// Whether a native frame is a call of the interpreter's eval loop.
+pub fn is_eval_loop(frame: &Frame) -> bool {
+    !frame.python && base_name(&frame.function) == "_PyEval_EvalFrameDefault" && is_python_module(frame.module.as_deref())
+}
+
+/// The interpreter's call machinery and start-up: frames that only pass a
+/// call from Python to C, from C back to Python, or from `main` to the
+/// script, and say nothing about where memory went.
+fn is_interpreter_plumbing(frame: &Frame) -> bool {
+    if frame.python || !is_python_module(frame.module.as_deref()) {
+        return false;
+    }
+    let name = base_name(&frame.function);
+    const NAMES: &[&str] = &[
+        "_PyEval_Vector",
+        "_PyEval_EvalFrame",
+        "PyEval_EvalCode",
+        "PyEval_EvalCodeEx",
+        "PyObject_Vectorcall",
+        "PyObject_VectorcallDict",
+        "PyObject_VectorcallMethod",
+        "PyVectorcall_Call",
+        "_PyVectorcall_Call",
+        "_PyObject_Vectorcall",
+        "_PyObject_VectorcallTstate",
+        "_PyObject_MakeTpCall",
+        "_PyObject_Call",
+        "_PyObject_Call_Prepend",
+        "_PyObject_FastCallDictTstate",
+        "PyObject_Call",
+        "PyObject_CallObject",
+        "PyObject_CallOneArg",
+        "PyObject_CallNoArgs",
+        "_PyFunction_Vectorcall",
+        "_PyCFunction_Call",
+        "method_vectorcall",
+        "cfunction_call",
+        "slot_tp_call",
+        "slot_tp_init",
+        "vectorcall_method",
+        "vectorcall_unbound",
+        "object_vacall",
+        "Py_RunMain",
+        "Py_BytesMain",
+        "Py_Main",
+        "run_mod",
+        "run_eval_code_obj",
+        "builtin_exec",
+        "builtin_exec_impl",
+    ];
+    const PREFIXES: &[&str] =
+        &["pymain_", "_PyRun_", "PyRun_", "method_vectorcall_", "cfunction_vectorcall_"];
+    NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Python frames (innermost first) cut into the runs one eval-loop call
+/// executes: each run ends at, and includes, an entry frame. Frames outside
+/// the last entry frame (a chain that did not end with one) form a run too.
+fn segments(python: &[(Frame, bool)]) -> Vec<Vec<Frame>> {
+    let mut out = Vec::new();
+    let mut current = Vec::new();
+    for (frame, entry) in python {
+        current.push(frame.clone());
+        if *entry {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// One stack from `native` — the symbolized frames of each return address,
+/// innermost address first — and `python`, the Python frames with their
+/// entry flags, innermost first.
+///
+/// When the stack holds as many eval-loop calls as runs of Python frames,
+/// each eval-loop call is replaced by its run (innermost call by innermost
+/// run), and the interpreter's call plumbing is dropped; extension modules'
+/// frames stay where they are. Otherwise (an interpreter without symbols, a
+/// PEP 523 frame evaluator) the native frames are kept as they are and the
+/// Python frames go outermost of them.
+pub fn merge(native: Vec<Vec<Frame>>, python: &[(Frame, bool)]) -> Vec<Frame> {
+    if python.is_empty() {
+        return native.concat();
+    }
+    let runs = segments(python);
+    let is_eval = |group: &[Frame]| group.iter().any(is_eval_loop);
+    let evals = native.iter().filter(|g| is_eval(g)).count();
+    if evals != runs.len() {
+        let mut out = native.concat();
+        out.extend(python.iter().map(|(f, _)| f.clone()));
+        return out;
+    }
+    let mut runs = runs.into_iter();
+    let mut out = Vec::with_capacity(native.iter().map(Vec::len).sum::<usize>() + python.len());
+    for group in native {
+        if is_eval(&group) {
+            out.extend(runs.next().unwrap_or_default());
+        } else if group.last().is_some_and(is_interpreter_plumbing) {
+            // Inlined frames are listed first; the group is the call of its last frame.
+        } else {
+            out.extend(group);
+        }
+    }
+    out
+}
+
+/// How a Python source file counts for the own-code frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PythonFile {
+    /// The standard library, installed packages, frozen modules.
+    Library,
+    /// Code without a file (`<string>`, `<stdin>`): own code when nothing better.
+    NoFile,
+    /// A script or module of the program.
+    Own,
+}
+
+pub fn python_file_kind(file: &str) -> PythonFile {
+    if file.starts_with("<frozen") {
+        return PythonFile::Library;
+    }
+    if file.starts_with('<') || file.is_empty() {
+        return PythonFile::NoFile;
+    }
+    let library = ["/site-packages/", "/dist-packages/", "/lib/python3.", "/lib64/python3.", "/lib/python2.", "/lib/pypy"]
+        .iter()
+        .any(|p| file.contains(p));
+    if library {
+        PythonFile::Library
+    } else {
+        PythonFile::Own
+    }
+}
+
+/// Chooses the own-code frames of a merged stack (innermost first). With
+/// Python frames, the first own-code frame is the innermost Python frame of
+/// the program's own files (else of `<string>`-like code); native frames are
+/// then not marked. Without such a frame the native frames keep the marks
+/// the symbolizer gave them (see [`crate::symbolize::OwnCode`]).
+pub fn mark_own_code(frames: &mut [Frame]) {
+    let kind = |f: &Frame| f.file.as_deref().map_or(PythonFile::NoFile, python_file_kind);
+    let best = frames.iter().filter(|f| f.python).map(kind).filter(|k| *k != PythonFile::Library).max();
+    let Some(best) = best else {
+        frames.iter_mut().filter(|f| f.python).for_each(|f| f.own_code = false);
+        return;
+    };
+    for f in frames.iter_mut() {
+        f.own_code = f.python && kind(f) == best;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIBPYTHON: &str = "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0";
+    const TORCH: &str = "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so";
+
+    fn native(function: &str, module: &str) -> Frame {
+        Frame {
+            address: 0x1000,
+            function: function.into(),
+            file: None,
+            line: None,
+            module: Some(module.into()),
+            inlined: false,
+            own_code: false,
+            python: false,
+        }
+    }
+
+    fn py(function: &str, file: &str, line: u32) -> Frame {
+        Frame {
+            address: 0,
+            function: function.into(),
+            file: Some(file.into()),
+            line: Some(line),
+            module: None,
+            inlined: false,
+            own_code: false,
+            python: true,
+        }
+    }
+
+    fn names(frames: &[Frame]) -> Vec<&str> {
+        frames.iter().map(|f| f.function.as_str()).collect()
+    }
+
+    /// at::empty called from Python (train_step), which was called back from
+    /// C++ (a hook run by libtorch) called from Python (main, the module).
+    fn torch_stack() -> (Vec<Vec<Frame>>, Vec<(Frame, bool)>) {
+        let native = vec![
+            vec![native("c10::alloc_cpu", TORCH)],
+            vec![native("at::empty", TORCH)],
+            vec![native("THPVariable_empty", "/venv/lib/python3.11/site-packages/torch/lib/libtorch_python.so")],
+            vec![native("cfunction_call", LIBPYTHON)],
+            vec![native("_PyObject_MakeTpCall", LIBPYTHON)],
+            vec![native("_Py_EnterRecursiveCall", LIBPYTHON), native("_PyEval_EvalFrameDefault", LIBPYTHON)],
+            vec![native("_PyFunction_Vectorcall", LIBPYTHON)],
+            vec![native("PyObject_Call", LIBPYTHON)],
+            vec![native("torch::autograd::run_hook", TORCH)],
+            vec![native("_PyEval_EvalFrameDefault.cold", LIBPYTHON)],
+            vec![native("PyEval_EvalCode", LIBPYTHON)],
+            vec![native("run_eval_code_obj", LIBPYTHON)],
+            vec![native("run_mod", LIBPYTHON)],
+            vec![native("_PyRun_SimpleFileObject", LIBPYTHON)],
+            vec![native("pymain_run_python.constprop.0", LIBPYTHON)],
+            vec![native("Py_BytesMain", LIBPYTHON)],
+            vec![native("main", "/usr/bin/python3.11")],
+            vec![native("__libc_start_main", "/usr/lib/x86_64-linux-gnu/libc.so.6")],
+        ];
+        let python = vec![
+            (py("Tensor.new_empty", "/venv/lib/python3.11/site-packages/torch/_tensor.py", 90), false),
+            (py("train_step", "/job/train.py", 42), false),
+            (py("hook", "/job/train.py", 12), true),
+            (py("main", "/job/train.py", 60), false),
+            (py("<module>", "/job/train.py", 70), true),
+        ];
+        (native, python)
+    }
+
+    #[test]
+    fn each_eval_loop_call_becomes_its_python_frames() {
+        let (groups, python) = torch_stack();
+        let merged = merge(groups, &python);
+        assert_eq!(
+            names(&merged),
+            [
+                "c10::alloc_cpu",
+                "at::empty",
+                "THPVariable_empty",
+                "Tensor.new_empty",
+                "train_step",
+                "hook",
+                "torch::autograd::run_hook",
+                "main",
+                "<module>",
+                "main",
+                "__libc_start_main",
+            ]
+        );
+        assert!(merged[3..6].iter().all(|f| f.python) && !merged[6].python && merged[7].python);
+    }
+
+    #[test]
+    fn mismatched_counts_keep_the_native_frames_and_put_python_outermost() {
+        let (mut groups, python) = torch_stack();
+        // A frame evaluator replaced the outer eval loop: one call, two runs.
+        groups[9] = vec![native_frame_evaluator()];
+        let count = groups.len();
+        let merged = merge(groups, &python);
+        assert_eq!(merged.len(), count + 1 + python.len(), "every native frame kept");
+        assert_eq!(merged[5].function, "_Py_EnterRecursiveCall");
+        assert_eq!(merged[3].function, "cfunction_call");
+        assert_eq!(names(&merged[count + 1..]), ["Tensor.new_empty", "train_step", "hook", "main", "<module>"]);
+
+        // A stripped interpreter: no eval loop found at all.
+        let stripped = vec![vec![native("libpython3.11.so.1.0+0x1234", LIBPYTHON)], vec![native("main", "/usr/bin/python3")]];
+        let merged = merge(stripped, &python[3..]);
+        assert_eq!(names(&merged), ["libpython3.11.so.1.0+0x1234", "main", "main", "<module>"]);
+    }
+
+    fn native_frame_evaluator() -> Frame {
+        native("custom_eval_frame", "/venv/lib/python3.11/site-packages/jit/_eval.so")
+    }
+
+    #[test]
+    fn the_eval_loop_outside_the_interpreter_does_not_count() {
+        let python = vec![(py("f", "/job/a.py", 3), true)];
+        let groups = vec![vec![native("_PyEval_EvalFrameDefault", "/opt/other/libfake.so")]];
+        let merged = merge(groups, &python);
+        assert_eq!(names(&merged), ["_PyEval_EvalFrameDefault", "f"]);
+    }
+
+    #[test]
+    fn no_python_frames_leave_the_native_stack_alone() {
+        let (groups, _) = torch_stack();
+        let count: usize = groups.iter().map(Vec::len).sum();
+        let merged = merge(groups, &[]);
+        assert_eq!(merged.len(), count);
+        assert_eq!(merged[3].function, "cfunction_call");
+        assert!(merged.iter().all(|f| !f.python));
+    }
+
+    #[test]
+    fn python_without_native_frames() {
+        let python = vec![(py("f", "/job/a.py", 3), false), (py("<module>", "/job/a.py", 9), true)];
+        assert_eq!(names(&merge(Vec::new(), &python)), ["f", "<module>"]);
+    }
+
+    #[test]
+    fn a_chain_without_its_outer_entry_is_a_run_of_its_own() {
+        let python = vec![(py("f", "/job/a.py", 3), true), (py("<module>", "/job/a.py", 9), false)];
+        let groups = vec![
+            vec![native("_PyEval_EvalFrameDefault", LIBPYTHON)],
+            vec![native("_PyEval_EvalFrameDefault", LIBPYTHON)],
+        ];
+        assert_eq!(names(&merge(groups, &python)), ["f", "<module>"]);
+    }
+
+    fn own(frames: &[Frame]) -> Option<&str> {
+        frames.iter().find(|f| f.own_code).map(|f| f.function.as_str())
+    }
+
+    #[test]
+    fn own_code_is_the_innermost_python_frame_of_the_program() {
+        let (groups, python) = torch_stack();
+        let mut merged = merge(groups, &python);
+        // The symbolizer's native rule may have marked an extension module.
+        merged[2].own_code = true;
+        mark_own_code(&mut merged);
+        assert_eq!(own(&merged), Some("train_step"));
+        assert!(merged.iter().filter(|f| !f.python).all(|f| !f.own_code));
+    }
+
+    #[test]
+    fn own_code_skips_the_standard_library_and_packages() {
+        for file in [
+            "/usr/lib/python3.11/json/decoder.py",
+            "/root/.pyenv/versions/3.12.1/lib/python3.12/threading.py",
+            "/venv/lib/python3.11/site-packages/numpy/core/numeric.py",
+            "/usr/lib/python3/dist-packages/yaml/loader.py",
+            "<frozen importlib._bootstrap>",
+        ] {
+            assert_eq!(python_file_kind(file), PythonFile::Library, "{file}");
+        }
+        assert_eq!(python_file_kind("/home/me/job/train.py"), PythonFile::Own);
+        assert_eq!(python_file_kind("train.py"), PythonFile::Own);
+        assert_eq!(python_file_kind("<string>"), PythonFile::NoFile);
+
+        let mut frames = vec![
+            native("PyList_New", LIBPYTHON),
+            py("JSONDecoder.decode", "/usr/lib/python3.11/json/decoder.py", 337),
+            py("<module>", "<string>", 1),
+            py("load", "/home/me/job/data.py", 8),
+            py("<module>", "/home/me/job/train.py", 3),
+        ];
+        frames[0].own_code = true;
+        mark_own_code(&mut frames);
+        assert_eq!(own(&frames), Some("load"));
+        assert!(frames[4].own_code && !frames[2].own_code && !frames[0].own_code);
+    }
+
+    #[test]
+    fn string_code_counts_only_when_nothing_better() {
+        let mut frames = vec![
+            native("PyList_New", LIBPYTHON),
+            py("decode", "/usr/lib/python3.11/json/decoder.py", 337),
+            py("<module>", "<string>", 1),
+        ];
+        mark_own_code(&mut frames);
+        assert_eq!(own(&frames), Some("<module>"));
+    }
+
+    #[test]
+    fn without_own_python_frames_the_native_rule_stands() {
+        let mut frames = vec![
+            native("make_buffer", "/opt/ext/libmine.so"),
+            native("PyList_New", LIBPYTHON),
+            py("decode", "/usr/lib/python3.11/json/decoder.py", 337),
+            py("<module>", "<frozen runpy>", 1),
+        ];
+        frames[0].own_code = true;
+        mark_own_code(&mut frames);
+        assert_eq!(own(&frames), Some("make_buffer"));
+        let mut native_only = vec![native("make_buffer", "/opt/ext/libmine.so")];
+        native_only[0].own_code = true;
+        mark_own_code(&mut native_only);
+        assert_eq!(own(&native_only), Some("make_buffer"));
+    }
+}
