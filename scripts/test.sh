@@ -9,4 +9,9 @@ cd "$root"
 scripts/install-build-deps.sh
 scripts/setup-demo.sh
 cargo build --release --workspace
-cargo test --release --workspace
+cargo test --release --workspace --no-fail-fast
+# demo-trainer is outside the workspace (it links libtorch): its own tests.
+(
+    cd demo-trainer
+    LIBTORCH_USE_PYTORCH=1 VIRTUAL_ENV="$root/.venv" PATH="$root/.venv/bin:$PATH" cargo test --release
+)
