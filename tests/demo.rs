@@ -211,7 +211,10 @@ fn python_job(leak: &str) -> (Value, String, tempfile::TempDir) {
     traced_report(&python, &args)
 }
 
-fn python_leak_grows(leak: &str) {
+/// The planted leak is the top suspect, and its merged stack names the
+/// planted function's line in train.py as a Python frame.
+fn python_leak_is_found(leak: &str) {
+    let function = LEAKS.iter().find(|(mode, _)| *mode == leak).expect("a planted leak").1;
     let (report, stdout, _dir) = python_job(leak);
     assert!(stdout.contains("tracer loaded"), "{stdout}");
     assert_marked_epochs(&report, EPOCHS);
@@ -223,22 +226,26 @@ fn python_leak_grows(leak: &str) {
         "the top suspect for train.py --leak {leak} does not grow:\n{}",
         summary(&report)
     );
-    assert!(!function_names(top).is_empty(), "the top suspect has no frames: {top:#}");
+    let planted = top["frames"].as_array().expect("frames").iter().find(|frame| frame["function"] == function);
+    let planted = planted.unwrap_or_else(|| panic!("the top suspect for train.py --leak {leak} misses {function}:\n{}", summary(&report)));
+    assert_eq!(planted["python"], true, "{planted}");
+    assert!(planted["file"].as_str().unwrap_or_default().ends_with("scripts/train.py"), "{planted}");
+    assert!(planted["line"].as_u64().unwrap_or(0) > 0, "{planted}");
 }
 
 #[test]
-fn python_trainer_loss_history_leak_grows() {
-    python_leak_grows(LEAKS[0].0);
+fn python_trainer_loss_history_leak_is_found_at_its_line() {
+    python_leak_is_found(LEAKS[0].0);
 }
 
 #[test]
-fn python_trainer_batch_cache_leak_grows() {
-    python_leak_grows(LEAKS[1].0);
+fn python_trainer_batch_cache_leak_is_found_at_its_line() {
+    python_leak_is_found(LEAKS[1].0);
 }
 
 #[test]
-fn python_trainer_grad_snapshots_leak_grows() {
-    python_leak_grows(LEAKS[2].0);
+fn python_trainer_grad_snapshots_leak_is_found_at_its_line() {
+    python_leak_is_found(LEAKS[2].0);
 }
 
 #[test]
