@@ -193,6 +193,14 @@ impl OwnCode {
     }
 }
 
+/// Source files of libraries compiled into the program: Rust's standard
+/// library, crates from the registry, C/C++ headers of installed packages.
+fn is_dependency_source(file: &str) -> bool {
+    ["/rustc/", "/.cargo/registry/", "/.cargo/git/", "/site-packages/", "/dist-packages/", "/usr/include/"]
+        .iter()
+        .any(|marker| file.contains(marker))
+}
+
 /// Whether a frame belongs to the allocator or the tracer (trimmed from the
 /// innermost end of each stack).
 pub fn is_allocator_frame(frame: &Frame) -> bool {
@@ -392,6 +400,9 @@ impl<'t> Symbolizer<'t> {
                         None => (None, None),
                     };
                     let mut f = base(function.unwrap_or_default());
+                    // Code inlined from a dependency's headers or crates is
+                    // not the program's own, even inside its executable.
+                    f.own_code = own && !file.as_deref().is_some_and(is_dependency_source);
                     f.file = file;
                     f.line = line;
                     f.inlined = true;
@@ -472,6 +483,19 @@ impl<'t> Symbolizer<'t> {
 fn offset_name(path: &str, offset: u64) -> String {
     let name = path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("?");
     format!("{name}+0x{offset:x}")
+}
+
+#[cfg(test)]
+mod dependency_source_tests {
+    use super::is_dependency_source;
+
+    #[test]
+    fn headers_and_crates_are_not_own_code() {
+        assert!(is_dependency_source("/venv/lib/python3.11/site-packages/torch/include/ATen/ops/relu.h"));
+        assert!(is_dependency_source("/root/.cargo/registry/src/index.crates.io-1/tch-0.26.0/src/nn/sequential.rs"));
+        assert!(is_dependency_source("/rustc/59807616e/library/core/src/iter/mod.rs"));
+        assert!(!is_dependency_source("/work/app/src/main.rs"));
+    }
 }
 
 #[cfg(test)]
