@@ -655,3 +655,37 @@ mod tests {
         assert_eq!(stacks.get(1000).unwrap().native.len(), 1000);
     }
 }
+
+/// The trace of a process that descends from the traced one (a forked
+/// worker, an exec'd program), found beside the trace as `<trace>.<pid>…`.
+#[derive(Debug, Clone)]
+pub struct Descendant {
+    pub path: PathBuf,
+    pub pid: u32,
+    pub forked_from: Option<u32>,
+    pub cmdline: Vec<String>,
+}
+
+/// The descendants' traces beside `path`, by file name; unreadable ones are left out.
+pub fn descendant_traces(path: &Path) -> Vec<Descendant> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Vec::new();
+    };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let prefix = format!("{name}.");
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<Descendant> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|candidate| {
+            candidate.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix(&prefix)).is_some_and(|suffix| {
+                suffix.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+            })
+        })
+        .filter_map(|candidate| {
+            let Some(Record::Process(process)) = RecordReader::open(&candidate).ok()?.next() else { return None };
+            Some(Descendant { path: candidate, pid: process.pid, forked_from: process.forked_from, cmdline: process.cmdline })
+        })
+        .collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}

@@ -155,6 +155,24 @@ fn a_damaged_checksum_mid_file_is_reported_up_to_the_damage() {
 }
 
 #[test]
+fn descendants_traces_beside_the_trace_are_listed() {
+    let path = write_temp("trace.bin", &all_behaviours(8, true).bytes());
+    let mut child = Sim::new("/opt/app/worker");
+    child.process_mut().pid = 4243;
+    child.process_mut().forked_from = Some(4242);
+    child.mark("epoch 0");
+    std::fs::write(path.with_file_name("trace.bin.4243"), child.bytes()).unwrap();
+    std::fs::write(path.with_file_name("trace.bin.notes"), b"not a descendant").unwrap();
+    let out = report(&path, &["--json"]);
+    let listed = json(&out)["descendant_traces"].as_array().unwrap().clone();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["pid"], 4243);
+    assert_eq!(listed[0]["forked_from"], 4242);
+    let text = stdout(&report(&path, &[]));
+    assert!(text.contains("children") && text.contains("trace.bin.4243 (pid 4243, forked"), "{text}");
+}
+
+#[test]
 fn a_trace_without_its_end_record_is_reported_unfinished() {
     let sim = all_behaviours(8, false);
     // The last record is the End record: cut the file exactly before it.

@@ -22,6 +22,15 @@ struct JsonReport<'a> {
     suspects: Vec<JsonSuspect<'a>>,
     verdict: JsonVerdict<'a>,
     flamegraph: Option<String>,
+    descendant_traces: Vec<JsonDescendant<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonDescendant<'a> {
+    path: String,
+    pid: u32,
+    forked_from: Option<u32>,
+    cmdline: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -197,6 +206,11 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             epochs: a.verdict.epochs,
         },
         flamegraph: report.flamegraph.as_ref().map(|f| f.path.display().to_string()),
+        descendant_traces: report
+            .descendants
+            .iter()
+            .map(|d| JsonDescendant { path: d.path.display().to_string(), pid: d.pid, forked_from: d.forked_from, cmdline: &d.cmdline })
+            .collect(),
     };
     serde_json::to_value(json).unwrap_or(serde_json::Value::Null)
 }

@@ -47,6 +47,8 @@ pub struct Report<'t> {
     pub flamegraph: Option<FlamegraphInfo>,
     /// Problems met along the way (one line each).
     pub warnings: Vec<String>,
+    /// Traces of the process's descendants found beside its trace.
+    pub descendants: Vec<crate::trace::Descendant>,
 }
 
 /// The frames of a stack id, or one placeholder frame when the trace lacks it.
@@ -96,7 +98,8 @@ impl<'t> Report<'t> {
             frame.map(|f| f.function.clone()).unwrap_or_else(|| format!("stack {}", s.suspect.stack))
         });
         let verdict_message = analysis.verdict_message(top_function.as_deref());
-        Report { trace, analysis, shown, verdict_message, flamegraph: None, warnings: Vec::new() }
+        let descendants = crate::trace::descendant_traces(&trace.path);
+        Report { trace, analysis, shown, verdict_message, flamegraph: None, warnings: Vec::new(), descendants }
     }
 }
 

@@ -61,6 +61,26 @@ fn run_section(out: &mut String, trace: &Trace) {
     }
 }
 
+/// Descendants' traces shown before the rest are summarized.
+const DESCENDANTS_SHOWN: usize = 6;
+
+fn descendants_section(out: &mut String, descendants: &[crate::trace::Descendant]) {
+    for (i, d) in descendants.iter().take(DESCENDANTS_SHOWN).enumerate() {
+        let how = if d.forked_from.is_some() { "forked" } else { "exec'd" };
+        let _ = writeln!(
+            out,
+            "  {:<10} {} (pid {}, {how}: {})",
+            if i == 0 { "children" } else { "" },
+            d.path.display(),
+            d.pid,
+            d.cmdline.join(" ")
+        );
+    }
+    if descendants.len() > DESCENDANTS_SHOWN {
+        let _ = writeln!(out, "  {:<10} ... and {} more traces of descendants", "", descendants.len() - DESCENDANTS_SHOWN);
+    }
+}
+
 fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>) {
     let _ = writeln!(out, "\nEpochs");
     let label_width = trace.snapshots.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(5, 32);
@@ -162,6 +182,7 @@ pub fn render(report: &Report<'_>) -> String {
     let a = report.analysis;
     let mut out = String::new();
     run_section(&mut out, trace);
+    descendants_section(&mut out, &report.descendants);
     for w in &report.warnings {
         let _ = writeln!(out, "  warning    {w}");
     }
@@ -196,6 +217,15 @@ pub fn render(report: &Report<'_>) -> String {
     }
 
     let _ = writeln!(out, "\nVerdict ({}): {}", a.verdict.kind.name(), report.verdict_message);
+    if let Some(first) = report.descendants.first() {
+        if a.verdict.kind == VerdictKind::TooFewEpochs {
+            let _ = writeln!(
+                out,
+                "Note: if the program ran under a wrapper (a shell script, timeout, env), its trace is a descendant's: analyzer report {}",
+                first.path.display()
+            );
+        }
+    }
     if let Some(note) = super::pymalloc_note(trace) {
         let _ = writeln!(out, "Note: {note}");
     }
