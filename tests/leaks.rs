@@ -85,3 +85,28 @@ fn rss_growth_outside_the_heap_is_said_plainly() {
     assert!(suspects(&report).is_empty(), "a heap site was blamed: {report:#}");
     assert_eq!(report["verdict"]["kind"], "growth_outside_heap", "{report:#}");
 }
+
+/// One sample per 16 KiB allocated on average: the leak (about 215 KiB per
+/// epoch) is sampled many times an epoch, the decoys' bytes are estimated.
+const SAMPLING: (&str, &str) = ("TRACER_SAMPLE_BYTES", "16k");
+
+#[test]
+fn sampling_still_names_the_planted_leak_first_and_no_decoy() {
+    let program = compile("leaky.c");
+    let run = run_traced_with(&program, &["8"], &[SAMPLING]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let report = report_json(&run.trace);
+    assert!(report["process"]["settings"]["sampling"].as_str().unwrap().starts_with("Poisson by bytes"), "{report:#}");
+    assert_only_suspect_is(&report, "leak_per_epoch", &DECOYS);
+    // The estimate is unbiased; with ~13 samples an epoch it lands near the truth.
+    let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_f64().unwrap();
+    assert!((100e3..=400e3).contains(&growth), "estimated growth {growth} for about 220 KB");
+}
+
+#[test]
+fn sampling_threads_still_names_the_leaking_site() {
+    let program = compile("threads.c");
+    let run = run_traced_with(&program, &[], &[SAMPLING]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    assert_only_suspect_is(&report_json(&run.trace), "thread_leak", &["churn"]);
+}

@@ -100,8 +100,13 @@ pub fn traced_command(program: &Path) -> (Command, tempfile::TempDir) {
 }
 
 pub fn run_traced(program: &Path, args: &[&str]) -> TracedRun {
+    run_traced_with(program, args, &[])
+}
+
+/// [`run_traced`] with extra environment variables (tracer settings).
+pub fn run_traced_with(program: &Path, args: &[&str], env: &[(&str, &str)]) -> TracedRun {
     let (mut command, dir) = traced_command(program);
-    let output = command.args(args).output().unwrap();
+    let output = command.args(args).envs(env.iter().copied()).output().unwrap();
     let trace = dir.path().join("trace.bin");
     TracedRun { dir, trace, output }
 }

@@ -21,6 +21,8 @@ pub struct Config {
     /// Time slices were asked for explicitly, so they go on after the
     /// program's first `tracer_mark` (by default marks replace them).
     pub epoch_seconds_explicit: bool,
+    /// Mean bytes between samples (`TRACER_SAMPLE_BYTES`); `None` records every allocation.
+    pub sample_bytes: Option<u64>,
     /// Problems with the settings, to be reported once.
     pub warnings: Vec<String>,
 }
@@ -47,7 +49,20 @@ impl Config {
                 }
             },
         };
-        Config { base_output, is_descendant, epoch_seconds, epoch_seconds_explicit, warnings }
+        let sample_bytes = match env::var("TRACER_SAMPLE_BYTES") {
+            Err(_) => None,
+            Ok(text) => match parse_bytes(&text) {
+                Some(0) => None,
+                Some(bytes) => Some(bytes),
+                None => {
+                    warnings.push(format!(
+                        "TRACER_SAMPLE_BYTES={text:?} is not a number of bytes (use e.g. 524288 or 512k, or 0 to record every allocation); recording every allocation"
+                    ));
+                    None
+                }
+            },
+        };
+        Config { base_output, is_descendant, epoch_seconds, epoch_seconds_explicit, sample_bytes, warnings }
     }
 
     /// The candidate paths for this process's trace, in order of preference:
@@ -68,6 +83,19 @@ impl Config {
     }
 }
 
+/// "524288", "512k", "2m" (binary units).
+fn parse_bytes(text: &str) -> Option<u64> {
+    let text = text.trim().to_ascii_lowercase();
+    let (digits, unit) = match text.strip_suffix('k') {
+        Some(d) => (d, 1 << 10),
+        None => match text.strip_suffix('m') {
+            Some(d) => (d, 1 << 20),
+            None => (text.as_str(), 1),
+        },
+    };
+    digits.parse::<u64>().ok()?.checked_mul(unit)
+}
+
 fn absolute(path: &Path) -> PathBuf {
     if path.is_absolute() {
         return path.to_path_buf();
@@ -85,8 +113,17 @@ mod tests {
             is_descendant: false,
             epoch_seconds: None,
             epoch_seconds_explicit: false,
+            sample_bytes: None,
             warnings: vec![],
         }
+    }
+
+    #[test]
+    fn sample_sizes_take_binary_units() {
+        assert_eq!(parse_bytes("524288"), Some(524288));
+        assert_eq!(parse_bytes("512k"), Some(512 << 10));
+        assert_eq!(parse_bytes(" 2M "), Some(2 << 20));
+        assert_eq!(parse_bytes("lots"), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod modules;
 mod python;
 mod real_alloc;
 mod recorder;
+mod sampling;
 mod session;
 mod stacks;
 mod sys;

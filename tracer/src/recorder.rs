@@ -5,6 +5,7 @@ use dashmap::DashMap;
 use trace_format::SiteCounters;
 
 use crate::fast_hash::BuildWordHasher;
+use crate::sampling::Sampling;
 use crate::stacks::StackId;
 
 #[derive(Clone, Copy)]
@@ -39,9 +40,23 @@ pub struct Collected {
 pub struct Recorder {
     live: DashMap<usize, LiveAllocation, BuildWordHasher>,
     sites: DashMap<u64, SiteState, BuildWordHasher>,
+    /// When set, each recorded allocation stands for the many it was sampled from.
+    sampling: Option<Sampling>,
 }
 
 impl Recorder {
+    pub fn new(sampling: Option<Sampling>) -> Recorder {
+        Recorder { sampling, ..Recorder::default() }
+    }
+
+    /// The (allocations, bytes) a recorded allocation of `size` bytes counts for.
+    fn weight(&self, size: u64) -> (u64, u64) {
+        match &self.sampling {
+            Some(sampling) => sampling.weight(size),
+            None => (1, size),
+        }
+    }
+
     pub fn allocated(&self, address: usize, size: usize, stack: StackId, birth_epoch: u32) {
         let allocation = LiveAllocation { size: size as u64, stack, birth_epoch };
         // An address that is still in the table was freed by a path the hooks
@@ -49,11 +64,12 @@ impl Recorder {
         if let Some(stale) = self.live.insert(address, allocation) {
             self.forget(stale);
         }
+        let (count, bytes) = self.weight(allocation.size);
         let mut site = self.sites.entry(site_key(stack, birth_epoch)).or_default();
-        site.live_count += 1;
-        site.live_bytes += allocation.size;
-        site.allocated_count += 1;
-        site.allocated_bytes += allocation.size;
+        site.live_count += count;
+        site.live_bytes += bytes;
+        site.allocated_count += count;
+        site.allocated_bytes += bytes;
         site.dirty = true;
     }
 
@@ -69,9 +85,10 @@ impl Recorder {
     }
 
     fn forget(&self, allocation: LiveAllocation) {
+        let (count, bytes) = self.weight(allocation.size);
         if let Some(mut site) = self.sites.get_mut(&site_key(allocation.stack, allocation.birth_epoch)) {
-            site.live_count = site.live_count.saturating_sub(1);
-            site.live_bytes = site.live_bytes.saturating_sub(allocation.size);
+            site.live_count = site.live_count.saturating_sub(count);
+            site.live_bytes = site.live_bytes.saturating_sub(bytes);
             site.dirty = true;
         }
     }

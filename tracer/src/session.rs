@@ -11,6 +11,7 @@ use crate::config::{Config, INHERITED_OUTPUT_VAR};
 use crate::modules::{self, ModuleMap};
 use crate::python::{PyStack, Python};
 use crate::recorder::Recorder;
+use crate::sampling::Sampling;
 use crate::stacks::{StackTable, WrittenNodes};
 use crate::writer::TraceWriter;
 use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
@@ -28,6 +29,8 @@ const CLOCK_CHECK_MASK: u32 = 255;
 struct Session {
     config: Config,
     recorder: Recorder,
+    /// Record only sampled allocations (TRACER_SAMPLE_BYTES).
+    sampling: Option<Sampling>,
     stacks: StackTable,
     /// The Python interpreter of the process, if any, whose frames join the stacks.
     python: Python,
@@ -106,12 +109,14 @@ pub fn start() {
         // Descendants must not write this process's file; they add their pid.
         std::env::set_var(INHERITED_OUTPUT_VAR, &config.base_output);
     }
+    let sampling = config.sample_bytes.map(Sampling::new);
     let own_code = modules::module_range_containing(start as fn() as usize as u64).unwrap_or((0, 0));
     let now = sys::monotonic_ns();
     let slice_deadline_ns = config.epoch_seconds.map_or(0, |s| now + (s * 1e9) as u64);
     let session = Session {
         config,
-        recorder: Recorder::default(),
+        recorder: Recorder::new(sampling),
+        sampling,
         stacks: StackTable::default(),
         python: Python::detect(),
         own_code,
@@ -145,6 +150,11 @@ pub fn start() {
 pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
     if address.is_null() {
         return;
+    }
+    if let Some(sampling) = active_session().and_then(|session| session.sampling.as_ref()) {
+        if !sampling.take(size) {
+            return;
+        }
     }
     record(|session| {
         let stack = unwind::capture(session.own_code);
@@ -343,6 +353,16 @@ impl Session {
                 },
             ),
             ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
+            (
+                "sampling".to_string(),
+                match &self.sampling {
+                    None => "every allocation recorded".to_string(),
+                    Some(s) => format!(
+                        "Poisson by bytes, one sample per {} bytes on average (TRACER_SAMPLE_BYTES); counts and bytes are estimates",
+                        s.mean_bytes()
+                    ),
+                },
+            ),
         ];
         settings.extend(self.python.settings().iter().cloned());
         settings.extend(self.config.warnings.iter().map(|w| ("warning".to_string(), w.clone())));

@@ -14,11 +14,21 @@ struct ThreadFlags {
     forking: Cell<bool>,
     /// Allocations recorded on this thread, to pace the epoch clock checks.
     allocations: Cell<u32>,
+    /// Bytes to allocate before the next sampled one (sampling mode); 0 until drawn.
+    bytes_until_sample: Cell<u64>,
+    /// xorshift64* state for the sampling gaps; 0 until seeded.
+    random: Cell<u64>,
 }
 
 thread_local! {
     static FLAGS: ThreadFlags = const {
-        ThreadFlags { inside_tracer: Cell::new(false), forking: Cell::new(false), allocations: Cell::new(0) }
+        ThreadFlags {
+            inside_tracer: Cell::new(false),
+            forking: Cell::new(false),
+            allocations: Cell::new(0),
+            bytes_until_sample: Cell::new(0),
+            random: Cell::new(0),
+        }
     };
 }
 
@@ -60,4 +70,44 @@ pub fn count_allocation(period_mask: u32) -> bool {
             n & period_mask == 0
         })
         .unwrap_or(false)
+}
+
+/// Subtracts `size` from this thread's bytes to the next sample; true when the
+/// allocation holds a sampled byte, and a new gap is drawn with `next_gap`.
+#[inline]
+pub fn count_down_sample(size: u64, next_gap: impl Fn() -> u64) -> bool {
+    FLAGS
+        .try_with(|flags| {
+            let mut left = flags.bytes_until_sample.get();
+            if left == 0 {
+                left = next_gap();
+            }
+            if size < left {
+                flags.bytes_until_sample.set(left - size);
+                false
+            } else {
+                flags.bytes_until_sample.set(next_gap());
+                true
+            }
+        })
+        .unwrap_or(false)
+}
+
+/// A uniform number in (0, 1] from this thread's generator.
+pub fn next_random_unit() -> f64 {
+    FLAGS
+        .try_with(|flags| {
+            let mut x = flags.random.get();
+            if x == 0 {
+                // Seeded per thread from where its flags live and the clock.
+                x = (flags as *const ThreadFlags as u64) ^ crate::sys::monotonic_ns() ^ 0x9e37_79b9_7f4a_7c15;
+                x |= 1;
+            }
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            flags.random.set(x);
+            ((x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+        })
+        .unwrap_or(1.0)
 }

@@ -1,0 +1,67 @@
+//! Poisson sampling by bytes (`TRACER_SAMPLE_BYTES=N`), as in tcmalloc and Go:
+//! each byte allocated is sampled with probability 1/N, so an allocation of
+//! `s` bytes is recorded with probability 1 - exp(-s/N) and then stands for
+//! s / (1 - exp(-s/N)) bytes. The gaps between sampled bytes are drawn from
+//! an exponential distribution per thread, which makes the decision one
+//! subtraction for most allocations.
+
+use crate::thread_state;
+
+#[derive(Clone, Copy)]
+pub struct Sampling {
+    mean_bytes: f64,
+}
+
+impl Sampling {
+    pub fn new(mean_bytes: u64) -> Sampling {
+        Sampling { mean_bytes: mean_bytes.max(1) as f64 }
+    }
+
+    pub fn mean_bytes(&self) -> u64 {
+        self.mean_bytes as u64
+    }
+
+    /// Whether this thread's allocation of `size` bytes is one to record.
+    #[inline]
+    pub fn take(&self, size: usize) -> bool {
+        thread_state::count_down_sample(size as u64, || self.next_gap())
+    }
+
+    /// Bytes to the next sampled byte: exponential with the mean.
+    fn next_gap(&self) -> u64 {
+        let uniform = thread_state::next_random_unit();
+        (-uniform.ln() * self.mean_bytes).min(u64::MAX as f64 / 2.0) as u64 + 1
+    }
+
+    /// The (allocations, bytes) a sampled allocation of `size` bytes stands for:
+    /// unbiased, since it was recorded with probability 1 - exp(-size/mean).
+    pub fn weight(&self, size: u64) -> (u64, u64) {
+        let s = size.max(1) as f64;
+        let probability = -(-s / self.mean_bytes).exp_m1();
+        let bytes = s / probability;
+        ((bytes / s).round().max(1.0) as u64, bytes.round() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_allocations_stand_for_themselves_small_ones_for_many() {
+        let sampling = Sampling::new(512 * 1024);
+        assert_eq!(sampling.weight(64 << 20), (1, 64 << 20));
+        let (count, bytes) = sampling.weight(64);
+        assert!((8000..8300).contains(&count), "{count}");
+        assert!((512 * 1024..512 * 1024 + 100).contains(&bytes), "{bytes}");
+    }
+
+    #[test]
+    fn estimates_are_unbiased() {
+        let sampling = Sampling::new(4096);
+        let (size, n) = (100u64, 200_000u64);
+        let estimated: u64 = (0..n).filter(|_| sampling.take(size as usize)).map(|_| sampling.weight(size).1).sum();
+        let truth = (size * n) as f64;
+        assert!((estimated as f64 - truth).abs() / truth < 0.05, "estimated {estimated} for {truth}");
+    }
+}
