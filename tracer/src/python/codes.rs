@@ -22,6 +22,9 @@ use super::memory;
 use crate::fast_hash::BuildWordHasher;
 use crate::lock;
 
+/// Code ids are packed into 30 bits of a stack-tree frame (`python::pack`).
+const MAX_CODE_IDS: u64 = 1 << 30;
+
 /// Longest file or function name copied (longer ones are cut).
 const MAX_NAME_CHARS: u64 = 4096;
 /// Largest location table copied; a larger one is left empty (lines unknown).
@@ -128,12 +131,12 @@ impl CodeTable {
                 if existing.get().identity == identity {
                     return Some(existing.get().id);
                 }
-                let id = self.queue(record);
+                let id = self.queue(record)?;
                 existing.insert(Cached { id, identity });
                 Some(id)
             }
             Entry::Vacant(vacant) => {
-                let id = self.queue(record);
+                let id = self.queue(record)?;
                 vacant.insert(Cached { id, identity });
                 Some(id)
             }
@@ -143,10 +146,14 @@ impl CodeTable {
     /// Assigns the next id and queues the record; called with the map entry
     /// held, before the id is published, so a stack naming the id is always
     /// written after the code record.
-    fn queue(&self, record: PyCode) -> u64 {
+    /// `None` once the ids that fit a packed frame (30 bits) are used up.
+    fn queue(&self, record: PyCode) -> Option<u64> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if id >= MAX_CODE_IDS {
+            return None;
+        }
         lock(&self.records).records.push(PyCode { id, ..record });
-        id
+        Some(id)
     }
 
     /// Code records not yet in the current trace file.
