@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn own_code_lies_in_a_listed_module() {
-        let here = the_test_binary_and_libc_are_listed_with_segments as usize as u64;
+        let here = the_test_binary_and_libc_are_listed_with_segments as fn() as usize as u64;
         let (start, end) = module_range_containing(here).unwrap();
         assert!(start <= here && here < end);
     }
