@@ -71,7 +71,7 @@ pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, count: usize, size: usiz
 
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int {
-    if !alignment.is_power_of_two() || alignment % std::mem::size_of::<*mut c_void>() != 0 {
+    if !alignment.is_power_of_two() || !alignment.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
     // SAFETY: the alignment was checked as posix_memalign requires.

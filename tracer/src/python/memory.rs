@@ -15,7 +15,7 @@ const HIGHEST: u64 = 0x0000_7fff_ffff_f000;
 /// Whether `address` may be read as a `size`-byte value aligned to `align`.
 #[inline]
 pub fn plausible(address: u64, size: u64, align: u64) -> bool {
-    address >= LOWEST && address % align == 0 && address.checked_add(size).is_some_and(|end| end <= HIGHEST)
+    address >= LOWEST && address.is_multiple_of(align) && address.checked_add(size).is_some_and(|end| end <= HIGHEST)
 }
 
 /// Reads a pointer-sized word at `base + offset`, `None` when the address is implausible.
@@ -84,7 +84,7 @@ impl Block {
     /// The aligned word at `offset`; 0 for an offset outside the block.
     #[inline]
     pub fn word(&self, offset: u64) -> u64 {
-        if offset % 8 != 0 || offset + 8 > self.len {
+        if !offset.is_multiple_of(8) || offset + 8 > self.len {
             return 0;
         }
         // SAFETY: inside the block, which was checked to be aligned and plausible.
@@ -93,7 +93,7 @@ impl Block {
 
     #[inline]
     pub fn u32(&self, offset: u64) -> u32 {
-        if offset % 4 != 0 || offset + 4 > self.len {
+        if !offset.is_multiple_of(4) || offset + 4 > self.len {
             return 0;
         }
         // SAFETY: as in `word`.

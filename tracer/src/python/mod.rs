@@ -149,7 +149,7 @@ impl Python {
             return Python { walker: None, settings: Vec::new(), eval_loop: None };
         };
         let version = match symbol(c"Py_Version") {
-            Some(address) => memory::u32_at(address, 0).map(|v| u64::from(v)),
+            Some(address) => memory::u32_at(address, 0).map(u64::from),
             None => None,
         };
         let text = match version {

@@ -293,7 +293,7 @@ fn grace_period(blocking: bool) -> bool {
     let busy = || SHARED_READERS.0[old].load(SeqCst) != 0 || POOL.iter().any(|slot| slot.readers.0[old].load(SeqCst) != 0);
     while busy() {
         spins = spins.wrapping_add(1);
-        if spins % 64 == 0 {
+        if spins.is_multiple_of(64) {
             std::thread::yield_now();
             if sys::monotonic_ns().saturating_sub(started) > GRACE_TIMEOUT_NS {
                 // A capture that never finishes: its set must stay.
