@@ -151,19 +151,23 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
     if address.is_null() {
         return;
     }
-    if let Some(sampling) = active_session().and_then(|session| session.sampling.as_ref()) {
-        if !sampling.take(size) {
-            return;
-        }
+    let Some(session) = active_session() else { return };
+    let sampled = session.sampling.as_ref().is_none_or(|sampling| sampling.take(size));
+    // Every allocation paces the time slices, sampled or not.
+    let clock_due = thread_state::count_allocation(CLOCK_CHECK_MASK);
+    if !sampled && !clock_due {
+        return;
     }
     record(|session| {
-        let stack = unwind::capture(session.own_code);
-        let mut python_frames = PyStack::new();
-        session.python.capture(&mut python_frames);
-        let stack_id = session.stacks.intern(stack.frames(), python_frames.words(), session.python.eval_loop());
-        let epoch = session.epoch.load(Ordering::Relaxed);
-        session.recorder.allocated(address as usize, size, stack_id, epoch);
-        if thread_state::count_allocation(CLOCK_CHECK_MASK) {
+        if sampled {
+            let stack = unwind::capture(session.own_code);
+            let mut python_frames = PyStack::new();
+            session.python.capture(&mut python_frames);
+            let stack_id = session.stacks.intern(stack.frames(), python_frames.words(), session.python.eval_loop());
+            let epoch = session.epoch.load(Ordering::Relaxed);
+            session.recorder.allocated(address as usize, size, stack_id, epoch);
+        }
+        if clock_due {
             session.close_slice_if_due();
         }
     });

@@ -12,7 +12,7 @@ struct ThreadFlags {
     inside_tracer: Cell<bool>,
     /// This thread is running `fork` (between the prepare and parent handlers).
     forking: Cell<bool>,
-    /// Allocations recorded on this thread, to pace the epoch clock checks.
+    /// Allocations made on this thread, to pace the epoch clock checks.
     allocations: Cell<u32>,
     /// Bytes to allocate before the next sampled one (sampling mode); 0 until drawn.
     bytes_until_sample: Cell<u64>,
