@@ -88,3 +88,18 @@ fn torn_trace_tail_is_detected_not_misread() {
     assert_eq!(report["trace_end"], "truncated");
     assert!(mentions(&suspects(&report)[0], "leak_per_epoch"));
 }
+
+#[test]
+fn time_slices_cut_epochs_in_a_program_that_never_marks_even_when_sampling() {
+    let program = compile("unmarked.c");
+    for sampling in ["0", "64m"] {
+        let run = run_traced_with(&program, &[], &[("TRACER_EPOCH_SECONDS", "0.1"), ("TRACER_SAMPLE_BYTES", sampling)]);
+        assert!(run.output.status.success(), "{}", run.stderr());
+        let (records, _) = read_trace(&run.trace);
+        let slices = records
+            .iter()
+            .filter(|r| matches!(r, Record::Snapshot(s) if s.cause == trace_format::EpochCause::Timer))
+            .count();
+        assert!(slices >= 3, "{slices} time slices in 0.6 s of 0.1 s slices (TRACER_SAMPLE_BYTES={sampling})");
+    }
+}
