@@ -5,12 +5,14 @@
 //! frames. Each distinct (parent, frame) edge is stored and written once; a
 //! stack is named by its innermost node. The hot path looks a whole stack up
 //! by a 128-bit hash of its frames and touches the tree only for a stack it
-//! has never seen.
+//! has never seen. A node's (parent, frame) is stored once, in two arrays
+//! indexed by id; the index that finds a child by (parent, frame) holds only
+//! ids (12 + ~5 bytes a node: tens of millions of nodes stay affordable).
 
 use std::sync::RwLock;
 
-use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
+use hashbrown::HashTable;
 use trace_format::{Frame, StackNode};
 
 use crate::fast_hash::BuildWordHasher;
@@ -30,9 +32,48 @@ const NO_FRAMES: FrameWord = 0;
 #[derive(Default)]
 pub struct StackTable {
     by_hash: DashMap<u128, StackId, BuildWordHasher>,
-    children: DashMap<(u32, FrameWord), u32, BuildWordHasher>,
-    /// (parent, frame) of node `id` at index `id - 1`.
-    nodes: RwLock<Vec<(u32, FrameWord)>>,
+    tree: RwLock<Tree>,
+}
+
+/// The prefix tree: node `id` is at index `id - 1` of both arrays.
+#[derive(Default)]
+struct Tree {
+    parents: Vec<u32>,
+    frames: Vec<FrameWord>,
+    /// Node ids, found by the hash of their (parent, frame).
+    children: HashTable<u32>,
+}
+
+impl Tree {
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.parents.len()
+    }
+
+    fn node(&self, id: u32) -> Option<(u32, FrameWord)> {
+        let index = (id as usize).checked_sub(1)?;
+        Some((*self.parents.get(index)?, self.frames[index]))
+    }
+
+    fn child(&self, parent: u32, word: FrameWord) -> Option<u32> {
+        self.children.find(edge_hash(parent, word), |&id| self.node(id) == Some((parent, word))).copied()
+    }
+
+    fn add_child(&mut self, parent: u32, word: FrameWord) -> u32 {
+        self.parents.push(parent);
+        self.frames.push(word);
+        let id = self.parents.len() as u32;
+        let (parents, frames) = (&self.parents, &self.frames);
+        self.children.insert_unique(edge_hash(parent, word), id, |&id| {
+            let index = id as usize - 1;
+            edge_hash(parents[index], frames[index])
+        });
+        id
+    }
+}
+
+fn edge_hash(parent: u32, word: FrameWord) -> u64 {
+    finish((u64::from(parent).rotate_left(32) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
 impl StackTable {
@@ -45,41 +86,45 @@ impl StackTable {
             return *id;
         }
         let mut path = [0; MAX_PATH];
-        let path = tree_path(native, python, eval_loop, &mut path);
-        let mut node = 0;
-        for &word in path {
-            node = self.child(node, word);
-        }
+        let mut path = tree_path(native, python, eval_loop, &mut path);
         if path.is_empty() {
-            node = self.child(node, NO_FRAMES);
+            path = &[NO_FRAMES];
         }
+        let node = self.path_node(path);
         *self.by_hash.entry(hash).or_insert(node)
     }
 
-    fn child(&self, parent: u32, word: FrameWord) -> u32 {
-        if let Some(id) = self.children.get(&(parent, word)) {
-            return *id;
-        }
-        match self.children.entry((parent, word)) {
-            Entry::Occupied(existing) => *existing.get(),
-            Entry::Vacant(vacant) => {
-                let mut nodes = self.nodes.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-                nodes.push((parent, word));
-                let id = nodes.len() as u32;
-                vacant.insert(id);
-                id
+    /// The node at the end of `path`, adding the nodes it lacks: a shared
+    /// look along the part that exists, the write lock only for the rest.
+    fn path_node(&self, path: &[FrameWord]) -> u32 {
+        let (mut node, mut known) = (0, 0);
+        {
+            let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            while let Some(child) = path.get(known).and_then(|&word| tree.child(node, word)) {
+                node = child;
+                known += 1;
             }
         }
+        if known < path.len() {
+            let mut tree = self.tree.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            for &word in &path[known..] {
+                node = match tree.child(node, word) {
+                    Some(child) => child,
+                    None => tree.add_child(node, word),
+                };
+            }
+        }
+        node
     }
 
     /// Appends to `out` the nodes of `stack`'s path that `written` does not
     /// hold yet, outermost first, and marks them written.
     pub fn unwritten_path(&self, stack: StackId, written: &mut WrittenNodes, out: &mut Vec<StackNode>) {
-        let nodes = self.nodes.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let start = out.len();
         let mut id = stack;
         while id != 0 && !written.contains(id) {
-            let Some(&(parent, word)) = nodes.get(id as usize - 1) else { break };
+            let Some((parent, word)) = tree.node(id) else { break };
             written.insert(id);
             out.push(StackNode { id, parent, frame: frame_of(word) });
             id = parent;
@@ -207,7 +252,7 @@ mod tests {
         let b = table.intern(&[0x31, 0x20, 0x10], &[], None);
         assert_ne!(a, b);
         assert_eq!(table.intern(&[0x30, 0x20, 0x10], &[], None), a);
-        assert_eq!(table.nodes.read().unwrap().len(), 4, "0x10 and 0x20 are shared");
+        assert_eq!(table.tree.read().unwrap().len(), 4, "0x10 and 0x20 are shared");
 
         let frames: Vec<Frame> = path_of(&table, b).iter().map(|n| n.frame).collect();
         assert_eq!(frames, [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x31)]);
@@ -242,9 +287,9 @@ mod tests {
             [Frame::Native(0x30), Frame::Native(0x520), py(h), py(g), Frame::Native(0x20), Frame::Native(0x510), py(f), Frame::Native(0x10)]
         );
         // A second stack under the same outer Python frames shares that prefix.
-        let nodes_before = table.nodes.read().unwrap().len();
+        let nodes_before = table.tree.read().unwrap().len();
         table.intern(&[0x11, 0x510, 0x20, 0x520, 0x30], &[f, g, h], eval);
-        assert_eq!(table.nodes.read().unwrap().len(), nodes_before + 1);
+        assert_eq!(table.tree.read().unwrap().len(), nodes_before + 1);
         // Without a pairing (unknown eval loop) the Python frames go first.
         let other_table = StackTable::default();
         let apart = other_table.intern(&native, &[f, g, h], None);
