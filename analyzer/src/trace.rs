@@ -15,7 +15,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 
 use trace_format::{
-    EpochCause, Frame, Module, Notice, Process, PyCode, PyFrame, ReadError, Record, RecordReader, SiteCounters,
+    EpochCause, Frame, Module, Notice, Process, PyCode, PyFrame, ReadError, Record, RecordReader, SiteCounters, Snapshot,
     StackNode, TraceEnd,
 };
 
@@ -100,18 +100,9 @@ impl State {
     }
 }
 
-/// A snapshot without its counters.
-#[derive(Debug, Clone)]
-pub struct SnapshotHeader {
-    pub epoch: u32,
-    pub cause: EpochCause,
-    pub label: String,
-    pub elapsed_ns: u64,
-    pub rss_bytes: u64,
-    pub heap_live_bytes: u64,
-    pub heap_live_count: u64,
-    pub tracer_bytes: u64,
-}
+/// A snapshot whose counters were folded into the counter state as it was
+/// read (its `counters` are left empty).
+pub type SnapshotHeader = Snapshot;
 
 /// How the trace file ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -468,16 +459,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
                         .filter(|c| c.live_count == 0 && c.birth_epoch >= snap.epoch)
                         .map(|c| (c.stack, c.birth_epoch)),
                 );
-                snapshots.push(SnapshotHeader {
-                    epoch: snap.epoch,
-                    cause: snap.cause,
-                    label: snap.label,
-                    elapsed_ns: snap.elapsed_ns,
-                    rss_bytes: snap.rss_bytes,
-                    heap_live_bytes: snap.heap_live_bytes,
-                    heap_live_count: snap.heap_live_count,
-                    tracer_bytes: snap.tracer_bytes,
-                });
+                snapshots.push(Snapshot { counters: Vec::new(), ..snap });
                 let after_first_mark = index >= 2
                     && is_first_mark(snapshots[..index - 1].iter().map(|s| s.cause), snapshots[index - 1].cause);
                 if index == 1 || after_first_mark || options.capture.contains(&index) {
