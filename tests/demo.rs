@@ -96,8 +96,8 @@ fn traced_report(program: &Path, args: &[&str]) -> (Value, String, tempfile::Tem
         .output()
         .expect("start the analyzer");
     let json = check(&output, &format!("analyzer report {} --json", trace.display()));
-    let report: Value = serde_json::from_str(&json)
-        .unwrap_or_else(|e| panic!("analyzer --json printed no JSON object ({e}):\n{json}"));
+    let report: Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("analyzer --json printed no JSON object ({e}):\n{json}"));
     (report, stdout, dir)
 }
 
@@ -218,16 +218,16 @@ fn python_leak_is_found(leak: &str) {
     let (report, stdout, _dir) = python_job(leak);
     assert!(stdout.contains("tracer loaded"), "{stdout}");
     assert_marked_epochs(&report, EPOCHS);
-    let top = suspects(&report)
-        .first()
-        .unwrap_or_else(|| panic!("no suspects for train.py --leak {leak}:\n{stdout}"));
+    let top = suspects(&report).first().unwrap_or_else(|| panic!("no suspects for train.py --leak {leak}:\n{stdout}"));
     assert!(
         top["growth_bytes_per_epoch"].as_f64().unwrap_or(0.0) > 0.0,
         "the top suspect for train.py --leak {leak} does not grow:\n{}",
         summary(&report)
     );
     let planted = top["frames"].as_array().expect("frames").iter().find(|frame| frame["function"] == function);
-    let planted = planted.unwrap_or_else(|| panic!("the top suspect for train.py --leak {leak} misses {function}:\n{}", summary(&report)));
+    let planted = planted.unwrap_or_else(|| {
+        panic!("the top suspect for train.py --leak {leak} misses {function}:\n{}", summary(&report))
+    });
     assert_eq!(planted["python"], true, "{planted}");
     assert!(planted["file"].as_str().unwrap_or_default().ends_with("scripts/train.py"), "{planted}");
     assert!(planted["line"].as_u64().unwrap_or(0) > 0, "{planted}");

@@ -29,7 +29,8 @@ fn planted_leak_is_the_top_suspect_and_no_decoy_is_listed() {
     // 200 blocks of 1000..1199 bytes per epoch.
     let growth = top["growth_bytes_per_epoch"].as_f64().unwrap();
     assert!((200.0 * 1000.0..=200.0 * 1200.0).contains(&growth), "growth {growth}");
-    let own = top["frames"].as_array().unwrap().iter().find(|f| f["own_code"] == true).expect("an own-code frame is marked");
+    let own =
+        top["frames"].as_array().unwrap().iter().find(|f| f["own_code"] == true).expect("an own-code frame is marked");
     assert_eq!(own["function"], "leak_per_epoch");
     assert!(own["file"].as_str().unwrap_or_default().ends_with("leaky.c"), "{own}");
     assert_eq!(report["verdict"]["kind"], "heap_leak");
@@ -40,7 +41,8 @@ fn text_report_names_the_leak_and_the_flamegraph_shows_only_it() {
     let program = compile("leaky.c");
     let run = run_traced(&program, &["8"]);
     let svg = run.dir.path().join("leaks.svg");
-    let output = std::process::Command::new(analyzer()).arg("report").arg(&run.trace).arg("-o").arg(&svg).output().unwrap();
+    let output =
+        std::process::Command::new(analyzer()).arg("report").arg(&run.trace).arg("-o").arg(&svg).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("leak_per_epoch"), "{text}");

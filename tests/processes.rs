@@ -20,7 +20,9 @@ fn forking_multithreaded_program_finishes_and_every_process_leaves_a_readable_tr
     for file in &files {
         let (records, end) = read_trace(file);
         assert_eq!(end, TraceEnd::EndOfFile, "{} ends badly", file.display());
-        let Some(Record::Process(process)) = records.first() else { panic!("{} has no process record", file.display()) };
+        let Some(Record::Process(process)) = records.first() else {
+            panic!("{} has no process record", file.display())
+        };
         if file != &run.trace {
             assert!(file.to_string_lossy().contains(&format!("trace.bin.{}", process.pid)), "{}", file.display());
         }

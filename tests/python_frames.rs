@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use integration_tests::*;
 use trace_format::{Frame as TreeFrame, PyCode, Record, SiteCounters, TraceEnd};
 
-
 fn interpreter(version: &str) -> PathBuf {
     let var = format!("TRACER_TEST_PYTHON{}", version.replace('.', "_"));
     if let Some(path) = std::env::var_os(&var) {
@@ -28,7 +27,8 @@ fn interpreter(version: &str) -> PathBuf {
         .flatten()
         .filter(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
-            name.strip_prefix(version).is_some_and(|rest| rest.starts_with('.') && rest[1..].chars().all(|c| c.is_ascii_digit()))
+            name.strip_prefix(version)
+                .is_some_and(|rest| rest.starts_with('.') && rest[1..].chars().all(|c| c.is_ascii_digit()))
         })
         .map(|entry| entry.path().join("bin/python3"))
         .filter(|path| path.exists())
@@ -91,7 +91,13 @@ struct Trace {
 fn load(path: &Path) -> Trace {
     let (records, end) = read_trace(path);
     assert_eq!(end, TraceEnd::EndOfFile, "{} did not end cleanly", path.display());
-    let mut trace = Trace { settings: HashMap::new(), codes: HashMap::new(), stacks: StackTree::default(), live: HashMap::new(), complete: false };
+    let mut trace = Trace {
+        settings: HashMap::new(),
+        codes: HashMap::new(),
+        stacks: StackTree::default(),
+        live: HashMap::new(),
+        complete: false,
+    };
     assert!(matches!(records.first(), Some(Record::Process(_))), "{} does not start with its process", path.display());
     for record in records {
         match record {
@@ -102,7 +108,12 @@ fn load(path: &Path) -> Trace {
             Record::StackNodes(nodes) => {
                 for node in &nodes.nodes {
                     if let TreeFrame::Python(frame) = node.frame {
-                        assert!(trace.codes.contains_key(&frame.code), "stack node {} names code {} before its record", node.id, frame.code);
+                        assert!(
+                            trace.codes.contains_key(&frame.code),
+                            "stack node {} names code {} before its record",
+                            node.id,
+                            frame.code
+                        );
                     }
                 }
                 trace.stacks.add(&nodes);
@@ -112,7 +123,11 @@ fn load(path: &Path) -> Trace {
                     trace.live.clear();
                 }
                 for counters in snapshot.counters {
-                    assert!(trace.stacks.contains(counters.stack), "a snapshot counts stack {} before its record", counters.stack);
+                    assert!(
+                        trace.stacks.contains(counters.stack),
+                        "a snapshot counts stack {} before its record",
+                        counters.stack
+                    );
                     trace.live.insert((counters.stack, counters.birth_epoch), counters);
                 }
             }
@@ -189,7 +204,10 @@ fn check_frames(version: &str) {
                 // exec() enters the interpreter from C again for the exec'd module.
                 let exec_module = got.iter().position(|f| f.0 == "<exec-source>" && f.1 == "<module>").unwrap();
                 assert!(stack.python[exec_module].entry, "{version}: the exec'd module frame is an entry frame");
-                assert!(stack.python[..exec_module].iter().all(|f| !f.entry), "{version}: no entry below the exec'd module");
+                assert!(
+                    stack.python[..exec_module].iter().all(|f| !f.entry),
+                    "{version}: no entry below the exec'd module"
+                );
             }
         }
     }
@@ -270,7 +288,11 @@ fn unsupported_python_runs_with_native_stacks_and_says_so_once() {
         lines[0]
     );
     let trace = load(&dir.path().join("trace.bin"));
-    assert!(trace.settings["python"].starts_with("3.10.") && trace.settings["python"].contains("unsupported"), "{:?}", trace.settings);
+    assert!(
+        trace.settings["python"].starts_with("3.10.") && trace.settings["python"].contains("unsupported"),
+        "{:?}",
+        trace.settings
+    );
     assert!(!trace.stacks.is_empty());
     assert!(!trace.stacks.has_python_frames(), "no Python frames on an unsupported version");
     assert!(trace.codes.is_empty());

@@ -279,7 +279,10 @@ pub fn analyze(trace: &Trace) -> Analysis {
         })
         .collect();
     suspects.sort_by(|a, b| {
-        b.growth_bytes_per_epoch.cmp(&a.growth_bytes_per_epoch).then(b.live_bytes.cmp(&a.live_bytes)).then(a.stack.cmp(&b.stack))
+        b.growth_bytes_per_epoch
+            .cmp(&a.growth_bytes_per_epoch)
+            .then(b.live_bytes.cmp(&a.live_bytes))
+            .then(a.stack.cmp(&b.stack))
     });
     let rank: IntMap<u32, usize> = suspects.iter().enumerate().map(|(i, s)| (s.stack, i)).collect();
     for (&(stack, birth), c) in &state.pairs {

@@ -196,11 +196,7 @@ fn check_epoch(trace: &Trace, epoch: usize, what: &str) -> Result<(), Failure> {
     }
 }
 
-fn weigh_stacks(
-    trace: &Trace,
-    symbolizer: &mut Symbolizer<'_>,
-    weights: IntMap<u32, u64>,
-) -> Vec<flame::Folded> {
+fn weigh_stacks(trace: &Trace, symbolizer: &mut Symbolizer<'_>, weights: IntMap<u32, u64>) -> Vec<flame::Folded> {
     let mut ids: Vec<(u32, u64)> = weights.into_iter().filter(|(_, w)| *w > 0).collect();
     ids.sort_unstable();
     ids.into_iter().map(|(id, w)| (flame::fold(&render::stack_frames(trace, symbolizer, id)), w)).collect()

@@ -29,7 +29,9 @@ pub fn is_python_module(module: Option<&str>) -> bool {
 
 /// Whether a native frame is a call of the interpreter's eval loop.
 pub fn is_eval_loop(frame: &Frame) -> bool {
-    !frame.python && base_name(&frame.function) == "_PyEval_EvalFrameDefault" && is_python_module(frame.module.as_deref())
+    !frame.python
+        && base_name(&frame.function) == "_PyEval_EvalFrameDefault"
+        && is_python_module(frame.module.as_deref())
 }
 
 /// The interpreter's call machinery and start-up: frames that only pass a
@@ -77,8 +79,7 @@ fn is_interpreter_plumbing(frame: &Frame) -> bool {
         "builtin_exec",
         "builtin_exec_impl",
     ];
-    const PREFIXES: &[&str] =
-        &["pymain_", "_PyRun_", "PyRun_", "method_vectorcall_", "cfunction_vectorcall_"];
+    const PREFIXES: &[&str] = &["pymain_", "_PyRun_", "PyRun_", "method_vectorcall_", "cfunction_vectorcall_"];
     NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
@@ -154,9 +155,10 @@ pub fn python_file_kind(file: &str) -> PythonFile {
     if file.starts_with('<') || file.is_empty() {
         return PythonFile::NoFile;
     }
-    let library = ["/site-packages/", "/dist-packages/", "/lib/python3.", "/lib64/python3.", "/lib/python2.", "/lib/pypy"]
-        .iter()
-        .any(|p| file.contains(p));
+    let library =
+        ["/site-packages/", "/dist-packages/", "/lib/python3.", "/lib64/python3.", "/lib/python2.", "/lib/pypy"]
+            .iter()
+            .any(|p| file.contains(p));
     if library {
         PythonFile::Library
     } else {
@@ -287,7 +289,8 @@ mod tests {
         assert_eq!(names(&merged[count + 1..]), ["Tensor.new_empty", "train_step", "hook", "main", "<module>"]);
 
         // A stripped interpreter: no eval loop found at all.
-        let stripped = vec![vec![native("libpython3.11.so.1.0+0x1234", LIBPYTHON)], vec![native("main", "/usr/bin/python3")]];
+        let stripped =
+            vec![vec![native("libpython3.11.so.1.0+0x1234", LIBPYTHON)], vec![native("main", "/usr/bin/python3")]];
         let merged = merge(stripped, &python[3..]);
         assert_eq!(names(&merged), ["libpython3.11.so.1.0+0x1234", "main", "main", "<module>"]);
     }

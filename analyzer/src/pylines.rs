@@ -114,7 +114,10 @@ pub fn ranges(linetable: &[u8], first_line: u32) -> Vec<LineRange> {
 /// `PyCode_Addr2Line` gives it; `None` when the instruction has no location
 /// or lies past the table.
 pub fn line_of(linetable: &[u8], first_line: u32, instruction: u32) -> Option<i64> {
-    ranges(linetable, first_line).into_iter().find(|r| r.start <= instruction && instruction < r.end).and_then(|r| r.line)
+    ranges(linetable, first_line)
+        .into_iter()
+        .find(|r| r.start <= instruction && instruction < r.end)
+        .and_then(|r| r.line)
 }
 
 /// [`line_of`] as a line number to show: `None` also for lines below 1
@@ -134,10 +137,18 @@ mod tests {
         // no-columns −1 (code 13, 3 units), long form +5 (code 14, 1 unit),
         // no location (code 15, 2 units).
         let table = [
-            0x80 | (0 << 3) | 1, 0x05,
-            0x80 | (11 << 3), 0x02, 0x06,
-            0x80 | (13 << 3) | 2, 0x03,
-            0x80 | (14 << 3), 0x0a, 0x00, 0x01, 0x05,
+            0x80 | (0 << 3) | 1,
+            0x05,
+            0x80 | (11 << 3),
+            0x02,
+            0x06,
+            0x80 | (13 << 3) | 2,
+            0x03,
+            0x80 | (14 << 3),
+            0x0a,
+            0x00,
+            0x01,
+            0x05,
             0x80 | (15 << 3) | 1,
         ];
         let got = ranges(&table, 10);

@@ -139,13 +139,49 @@ pub enum OwnCode {
 pub fn is_runtime_module(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     const PREFIXES: &[&str] = &[
-        "libc.so", "libc-", "libm.so", "libm-", "libpthread", "libdl.so", "libdl-", "librt.so", "librt-",
-        "libstdc++", "libc++", "libc++abi", "ld-linux", "ld64.so", "ld-", "libgcc_s", "libpython", "python",
-        "pypy", "libtracer",
+        "libc.so",
+        "libc-",
+        "libm.so",
+        "libm-",
+        "libpthread",
+        "libdl.so",
+        "libdl-",
+        "librt.so",
+        "librt-",
+        "libstdc++",
+        "libc++",
+        "libc++abi",
+        "ld-linux",
+        "ld64.so",
+        "ld-",
+        "libgcc_s",
+        "libpython",
+        "python",
+        "pypy",
+        "libtracer",
         // PyTorch and the runtimes it brings.
-        "libtorch", "libc10", "libshm", "libcaffe2", "libnvfuser", "libgomp", "libiomp", "libomp",
-        "libcudart", "libcuda.so", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusparse",
-        "libcusolver", "libnccl", "libnvrtc", "libnvToolsExt", "libnvJitLink", "libcupti", "libnvidia-",
+        "libtorch",
+        "libc10",
+        "libshm",
+        "libcaffe2",
+        "libnvfuser",
+        "libgomp",
+        "libiomp",
+        "libomp",
+        "libcudart",
+        "libcuda.so",
+        "libcublas",
+        "libcudnn",
+        "libcufft",
+        "libcurand",
+        "libcusparse",
+        "libcusolver",
+        "libnccl",
+        "libnvrtc",
+        "libnvToolsExt",
+        "libnvJitLink",
+        "libcupti",
+        "libnvidia-",
     ];
     const DIRECTORIES: &[&str] = &["/torch/lib/", "/torch/_C.", "/torch/_C/", "/nvidia/"];
     PREFIXES.iter().any(|p| name.starts_with(p)) || DIRECTORIES.iter().any(|d| path.contains(d))
@@ -171,9 +207,7 @@ impl OwnCode {
             .enumerate()
             .filter(|(_, m)| {
                 m.path == process.exe
-                    || (!m.path.is_empty()
-                        && exe_canon.is_some()
-                        && std::fs::canonicalize(&m.path).ok() == exe_canon)
+                    || (!m.path.is_empty() && exe_canon.is_some() && std::fs::canonicalize(&m.path).ok() == exe_canon)
             })
             .map(|(i, _)| i)
             .collect();
@@ -213,8 +247,20 @@ pub fn is_allocator_frame(frame: &Frame) -> bool {
     let f = frame.function.as_str();
     let base = f.split('(').next().unwrap_or(f).trim();
     const NAMES: &[&str] = &[
-        "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "memalign", "aligned_alloc",
-        "valloc", "pvalloc", "operator new", "operator new[]", "__rust_alloc", "__rust_alloc_zeroed",
+        "malloc",
+        "calloc",
+        "realloc",
+        "reallocarray",
+        "free",
+        "posix_memalign",
+        "memalign",
+        "aligned_alloc",
+        "valloc",
+        "pvalloc",
+        "operator new",
+        "operator new[]",
+        "__rust_alloc",
+        "__rust_alloc_zeroed",
         "__rust_realloc",
     ];
     const PREFIXES: &[&str] = &["__libc_", "_Znw", "_Zna", "__rdl_", "__rg_", "tracer_"];
@@ -390,11 +436,7 @@ impl<'t> Symbolizer<'t> {
         if let Some(dwarf) = &loaded.dwarf {
             if let Ok(mut iter) = dwarf.find_frames(probe) {
                 while let Ok(Some(frame)) = iter.next() {
-                    let function = frame
-                        .function
-                        .as_ref()
-                        .and_then(|f| f.raw_name().ok())
-                        .map(|name| demangle(&name));
+                    let function = frame.function.as_ref().and_then(|f| f.raw_name().ok()).map(|name| demangle(&name));
                     let (file, line) = match &frame.location {
                         Some(loc) => (loc.file.map(str::to_string), loc.line),
                         None => (None, None),
@@ -416,8 +458,8 @@ impl<'t> Symbolizer<'t> {
         let n = out.len();
         for (i, f) in out.iter_mut().enumerate() {
             if f.function.is_empty() {
-                f.function = if i + 1 == n { symbol.clone() } else { None }
-                    .unwrap_or_else(|| offset_name(&module_path, probe));
+                f.function =
+                    if i + 1 == n { symbol.clone() } else { None }.unwrap_or_else(|| offset_name(&module_path, probe));
             }
         }
         if out.is_empty() {
@@ -590,7 +632,8 @@ mod tests {
             own_code: false,
             python: false,
         };
-        for name in ["malloc", "operator new(unsigned long)", "operator new[](unsigned long)", "_Znwm", "__libc_malloc"] {
+        for name in ["malloc", "operator new(unsigned long)", "operator new[](unsigned long)", "_Znwm", "__libc_malloc"]
+        {
             assert!(is_allocator_frame(&f(name)), "{name}");
         }
         for name in ["main", "make_buffer", "std::vector<int>::push_back"] {

@@ -15,8 +15,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 
 use trace_format::{
-    EpochCause, Frame, Module, Notice, Process, PyCode, PyFrame, ReadError, Record, RecordReader, SiteCounters, Snapshot,
-    StackNode, TraceEnd,
+    EpochCause, Frame, Module, Notice, Process, PyCode, PyFrame, ReadError, Record, RecordReader, SiteCounters,
+    Snapshot, StackNode, TraceEnd,
 };
 
 use crate::error::Failure;
@@ -490,7 +490,9 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
     if snapshots.is_empty() {
         let why = match &end {
             EndKind::Complete => "the process ended before the first epoch closed".to_string(),
-            EndKind::Truncated { offset } => format!("the trace was cut at byte {offset} before the first epoch closed"),
+            EndKind::Truncated { offset } => {
+                format!("the trace was cut at byte {offset} before the first epoch closed")
+            }
             EndKind::Damaged { offset, .. } => {
                 format!("the trace is damaged at byte {offset}, before the first epoch closed")
             }
@@ -665,7 +667,12 @@ pub fn descendant_traces(path: &Path) -> Vec<Descendant> {
         })
         .filter_map(|candidate| {
             let Some(Record::Process(process)) = RecordReader::open(&candidate).ok()?.next() else { return None };
-            Some(Descendant { path: candidate, pid: process.pid, forked_from: process.forked_from, cmdline: process.cmdline })
+            Some(Descendant {
+                path: candidate,
+                pid: process.pid,
+                forked_from: process.forked_from,
+                cmdline: process.cmdline,
+            })
         })
         .collect();
     found.sort_by(|a, b| a.path.cmp(&b.path));

@@ -442,7 +442,12 @@ fn python_frames_have_file_line_and_own_code_in_json() {
     let step = &frames[3];
     assert_eq!(
         (&step["python"], &step["file"], &step["line"], &step["own_code"]),
-        (&serde_json::json!(true), &serde_json::json!("/job/train.py"), &serde_json::json!(42), &serde_json::json!(true)),
+        (
+            &serde_json::json!(true),
+            &serde_json::json!("/job/train.py"),
+            &serde_json::json!(42),
+            &serde_json::json!(true)
+        ),
         "{step}"
     );
     assert!(step.get("module").is_none(), "{step}");

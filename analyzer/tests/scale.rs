@@ -7,7 +7,8 @@ use std::io::Write;
 use std::time::Instant;
 
 use trace_format::{
-    file_header, frame_record, EpochCause, Frame, Module, Process, Record, SiteCounters, Snapshot, StackNode, StackNodes,
+    file_header, frame_record, EpochCause, Frame, Module, Process, Record, SiteCounters, Snapshot, StackNode,
+    StackNodes,
 };
 
 fn site(stack: u32, birth: u32, live: u64, alloc: u64, size: u64) -> SiteCounters {
@@ -37,12 +38,22 @@ fn thousands_of_epochs_and_100k_stacks() {
         }
     };
     emit(
-        Record::Process(Process { pid: 1, exe: "/opt/app/big".into(), cmdline: vec!["big".into()], ..Default::default() }),
+        Record::Process(Process {
+            pid: 1,
+            exe: "/opt/app/big".into(),
+            cmdline: vec!["big".into()],
+            ..Default::default()
+        }),
         &mut buf,
         &mut file,
     );
     emit(
-        Record::Module(Module { path: "/nonexistent/big".into(), load_bias: 0, segments: vec![(0x40_0000, 0x4000_0000)], build_id: vec![] }),
+        Record::Module(Module {
+            path: "/nonexistent/big".into(),
+            load_bias: 0,
+            segments: vec![(0x40_0000, 0x4000_0000)],
+            build_id: vec![],
+        }),
         &mut buf,
         &mut file,
     );
@@ -59,7 +70,8 @@ fn thousands_of_epochs_and_100k_stacks() {
     let mut next_node = STACKS + 1;
     let mut nodes = 0u64;
     for id in 1..=STACKS {
-        let native: Vec<u64> = (0..20).map(|d| 0x40_0000 + u64::from(id % 5000) * 0x100 + d * 0x10_0000 + (next() % 64)).collect();
+        let native: Vec<u64> =
+            (0..20).map(|d| 0x40_0000 + u64::from(id % 5000) * 0x100 + d * 0x10_0000 + (next() % 64)).collect();
         let mut record = Vec::with_capacity(native.len());
         let mut parent = 0;
         for &ip in native[1..].iter().rev() {

@@ -39,7 +39,15 @@ fn build_from(source: &str, source_name: &str, name: &str, pie: bool) -> Program
     let src = write_temp(source_name, source.as_bytes());
     let exe = src.with_file_name(name);
     let mut cc = Command::new("cc");
-    cc.args([if name.starts_with("python") { "-O0" } else { "-O2" }, "-g", "-fomit-frame-pointer", "-Wl,--build-id", "-o"]).arg(&exe).arg(&src);
+    cc.args([
+        if name.starts_with("python") { "-O0" } else { "-O2" },
+        "-g",
+        "-fomit-frame-pointer",
+        "-Wl,--build-id",
+        "-o",
+    ])
+    .arg(&exe)
+    .arg(&src);
     cc.arg(if pie { "-pie" } else { "-no-pie" });
     if pie {
         cc.arg("-fPIE");
@@ -256,6 +264,16 @@ fn python_frames_replace_the_eval_loop_calls_that_ran_them() {
     let fallback = &v["suspects"][1];
     assert_eq!(
         names(fallback),
-        ["make_node", "PyObject_Vectorcall", "_PyEval_EvalFrameDefault", "PyObject_Vectorcall", "Py_BytesMain", "main", "inner", "outer", "<module>"]
+        [
+            "make_node",
+            "PyObject_Vectorcall",
+            "_PyEval_EvalFrameDefault",
+            "PyObject_Vectorcall",
+            "Py_BytesMain",
+            "main",
+            "inner",
+            "outer",
+            "<module>"
+        ]
     );
 }

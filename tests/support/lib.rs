@@ -16,7 +16,11 @@ pub fn repo_root() -> PathBuf {
 
 fn release_artifact(name: &str) -> PathBuf {
     let path = repo_root().join("target/release").join(name);
-    assert!(path.exists(), "{} is missing: run `cargo build --release` (scripts/test.sh does) before the tests", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --release` (scripts/test.sh does) before the tests",
+        path.display()
+    );
     path
 }
 
@@ -43,7 +47,8 @@ pub fn compile(name: &str) -> PathBuf {
     let out_dir = repo_root().join("target/test-programs");
     std::fs::create_dir_all(&out_dir).unwrap();
     let binary = out_dir.join(Path::new(name).file_stem().unwrap());
-    let partial = out_dir.join(format!(".{}.{}", Path::new(name).file_stem().unwrap().to_string_lossy(), std::process::id()));
+    let partial =
+        out_dir.join(format!(".{}.{}", Path::new(name).file_stem().unwrap().to_string_lossy(), std::process::id()));
     let compiler = if name.ends_with(".cpp") { "c++" } else { "cc" };
     let status = Command::new(compiler)
         .args(["-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o"])
@@ -171,7 +176,11 @@ impl StackTree {
     /// Adds nodes, checking that each parent came first.
     pub fn add(&mut self, nodes: &trace_format::StackNodes) {
         for node in &nodes.nodes {
-            assert!(node.parent == 0 || self.nodes.contains_key(&node.parent), "node {} comes before its parent", node.id);
+            assert!(
+                node.parent == 0 || self.nodes.contains_key(&node.parent),
+                "node {} comes before its parent",
+                node.id
+            );
             self.nodes.insert(node.id, *node);
         }
     }

@@ -16,9 +16,13 @@ pub enum ReadError {
     /// The file does not start with the trace magic.
     NotATrace,
     /// Written by a newer tracer than this reader understands.
-    NewerVersion { found: u16 },
+    NewerVersion {
+        found: u16,
+    },
     /// Written by an older tracer, in a format this reader no longer reads.
-    OlderVersion { found: u16 },
+    OlderVersion {
+        found: u16,
+    },
     /// The file is shorter than the file header.
     TooShort,
 }
@@ -135,10 +139,8 @@ impl<R: Read> RecordReader<R> {
         if hasher.finalize() != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) {
             return Err(TraceEnd::Damaged { offset: start, reason: "checksum mismatch".into() });
         }
-        let kind = RecordKind::from_byte(head[4]).ok_or_else(|| TraceEnd::Damaged {
-            offset: start,
-            reason: format!("unknown record kind {}", head[4]),
-        })?;
+        let kind = RecordKind::from_byte(head[4])
+            .ok_or_else(|| TraceEnd::Damaged { offset: start, reason: format!("unknown record kind {}", head[4]) })?;
         let record = Record::decode_payload(kind, payload)
             .map_err(|err| TraceEnd::Damaged { offset: start, reason: err.to_string() })?;
         self.offset += 5 + u64::from(len) + 4;

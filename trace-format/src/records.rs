@@ -334,17 +334,13 @@ impl Record {
                 let start_unix_ns = d.u64()?;
                 let exe = d.string()?;
                 let cmdline = (0..d.count(1)?).map(|_| d.string()).collect::<Result<_, _>>()?;
-                let settings = (0..d.count(2)?)
-                    .map(|_| Ok((d.string()?, d.string()?)))
-                    .collect::<Result<_, _>>()?;
+                let settings = (0..d.count(2)?).map(|_| Ok((d.string()?, d.string()?))).collect::<Result<_, _>>()?;
                 Record::Process(Process { pid, forked_from, start_unix_ns, exe, cmdline, settings })
             }
             RecordKind::Module => {
                 let path = d.string()?;
                 let load_bias = d.u64()?;
-                let segments = (0..d.count(2)?)
-                    .map(|_| Ok((d.u64()?, d.u64()?)))
-                    .collect::<Result<_, _>>()?;
+                let segments = (0..d.count(2)?).map(|_| Ok((d.u64()?, d.u64()?))).collect::<Result<_, _>>()?;
                 let build_id = d.bytes()?.to_vec();
                 Record::Module(Module { path, load_bias, segments, build_id })
             }

@@ -34,7 +34,9 @@ impl Config {
         let is_descendant = inherited.is_some();
         let base_output = match inherited {
             Some(path) => PathBuf::from(path),
-            None => absolute(Path::new(&env::var_os("TRACER_OUTPUT").filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_OUTPUT.into()))),
+            None => absolute(Path::new(
+                &env::var_os("TRACER_OUTPUT").filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_OUTPUT.into()),
+            )),
         };
         let (epoch_seconds, epoch_seconds_explicit) = match env::var("TRACER_EPOCH_SECONDS") {
             Err(_) => (Some(DEFAULT_EPOCH_SECONDS), false),

@@ -92,9 +92,8 @@ unsafe extern "C" fn collect_module(info: *mut libc::dl_phdr_info, _size: usize,
 /// Finds NT_GNU_BUILD_ID in a note segment.
 fn gnu_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
     const NT_GNU_BUILD_ID: u32 = 3;
-    let word = |bytes: &[u8], at: usize| -> Option<u32> {
-        Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-    };
+    let word =
+        |bytes: &[u8], at: usize| -> Option<u32> { Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?)) };
     let align4 = |n: usize| (n + 3) & !3;
     while notes.len() >= 12 {
         let name_size = word(notes, 0)? as usize;

@@ -338,7 +338,11 @@ impl Session {
                 self.write_preamble(output)
             }
             Err((path, err)) => {
-                self.stop(&format!("cannot create the trace file {} for forked process {}: {err}", path.display(), sys::pid()));
+                self.stop(&format!(
+                    "cannot create the trace file {} for forked process {}: {err}",
+                    path.display(),
+                    sys::pid()
+                ));
                 false
             }
         }
@@ -376,7 +380,12 @@ impl Session {
             start_unix_ns: sys::unix_ns().saturating_sub(self.elapsed_ns()),
             exe: std::fs::read_link("/proc/self/exe").map(|p| p.display().to_string()).unwrap_or_default(),
             cmdline: std::fs::read("/proc/self/cmdline")
-                .map(|raw| raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect())
+                .map(|raw| {
+                    raw.split(|&b| b == 0)
+                        .filter(|a| !a.is_empty())
+                        .map(|a| String::from_utf8_lossy(a).into_owned())
+                        .collect()
+                })
                 .unwrap_or_default(),
             settings,
         };

@@ -142,7 +142,12 @@ const MAX_PATH: usize = crate::unwind::MAX_FRAMES + crate::python::MAX_PY_FRAMES
 /// real stack, so the native frames outside Python are shared by all stacks.
 /// When the eval-loop frames and the runs do not pair up, the Python frames
 /// go first.
-fn tree_path<'a>(native: &[u64], python: &[u64], eval_loop: Option<(u64, u64)>, out: &'a mut [u64; MAX_PATH]) -> &'a [u64] {
+fn tree_path<'a>(
+    native: &[u64],
+    python: &[u64],
+    eval_loop: Option<(u64, u64)>,
+    out: &'a mut [u64; MAX_PATH],
+) -> &'a [u64] {
     let native = &native[..native.len().min(crate::unwind::MAX_FRAMES)];
     let python = &python[..python.len().min(crate::python::MAX_PY_FRAMES)];
     let is_entry = |word: u64| python::unpack(word).entry;
@@ -284,7 +289,16 @@ mod tests {
         let py = |w| Frame::Python(python::unpack(w));
         assert_eq!(
             frames,
-            [Frame::Native(0x30), Frame::Native(0x520), py(h), py(g), Frame::Native(0x20), Frame::Native(0x510), py(f), Frame::Native(0x10)]
+            [
+                Frame::Native(0x30),
+                Frame::Native(0x520),
+                py(h),
+                py(g),
+                Frame::Native(0x20),
+                Frame::Native(0x510),
+                py(f),
+                Frame::Native(0x10)
+            ]
         );
         // A second stack under the same outer Python frames shares that prefix.
         let nodes_before = table.tree.read().unwrap().len();

@@ -132,7 +132,8 @@ pub fn mapping_containing(address: u64) -> Option<(u64, u64)> {
         let at_end = n <= 0;
         filled += n.max(0) as usize;
         // Complete lines only; a partial last line waits for the next read.
-        let complete = if at_end { filled } else { buf[..filled].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
+        let complete =
+            if at_end { filled } else { buf[..filled].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
         for line in buf[..complete].split(|&b| b == b'\n') {
             if let Some((start, end)) = parse_range(line) {
                 if start <= address && address < end {

@@ -15,7 +15,10 @@ pub struct TraceWriter {
 
 impl TraceWriter {
     /// Opens the first usable candidate path and writes the file header.
-    pub fn create(candidates: impl Iterator<Item = PathBuf>, exclusive: bool) -> Result<TraceWriter, (PathBuf, io::Error)> {
+    pub fn create(
+        candidates: impl Iterator<Item = PathBuf>,
+        exclusive: bool,
+    ) -> Result<TraceWriter, (PathBuf, io::Error)> {
         let mut last_error = None;
         for path in candidates {
             match sys::create_file(&path, exclusive) {

@@ -21,8 +21,7 @@ pub fn fold(frames: &[Frame]) -> Vec<String> {
         .iter()
         .rev()
         .map(|f| {
-            let name: String =
-                f.label().chars().map(|c| if c == ';' || c.is_control() { ':' } else { c }).collect();
+            let name: String = f.label().chars().map(|c| if c == ';' || c.is_control() { ':' } else { c }).collect();
             if name.trim().is_empty() {
                 "?".to_string()
             } else {
@@ -60,16 +59,22 @@ fn draw(path: &Path, mut opt: Options<'_>, lines: &[String], empty_label: &str) 
     let placeholder = [format!("{} 1", empty_label.replace(';', ":"))];
     let lines: &[String] = if lines.is_empty() { &placeholder } else { lines };
     let mut out = create(path)?;
-    flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut out)
-        .and_then(|()| out.flush())
-        .map_err(|err| {
+    flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut out).and_then(|()| out.flush()).map_err(
+        |err| {
             Failure::new(format!("cannot draw the flamegraph {}: {err}", path.display()), "choose another path with -o")
-        })
+        },
+    )
 }
 
 /// Writes a flamegraph of `stacks`; with no weight at all it draws a single
 /// frame named `empty_label`. Returns whether anything real was drawn.
-pub fn write(path: &Path, title: &str, subtitle: Option<String>, stacks: &[Folded], empty_label: &str) -> Result<bool, Failure> {
+pub fn write(
+    path: &Path,
+    title: &str,
+    subtitle: Option<String>,
+    stacks: &[Folded],
+    empty_label: &str,
+) -> Result<bool, Failure> {
     let lines = folded_lines(stacks);
     draw(path, options(title, subtitle), &lines, empty_label)?;
     Ok(!lines.is_empty())

@@ -209,7 +209,12 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
         descendant_traces: report
             .descendants
             .iter()
-            .map(|d| JsonDescendant { path: d.path.display().to_string(), pid: d.pid, forked_from: d.forked_from, cmdline: &d.cmdline })
+            .map(|d| JsonDescendant {
+                path: d.path.display().to_string(),
+                pid: d.pid,
+                forked_from: d.forked_from,
+                cmdline: &d.cmdline,
+            })
             .collect(),
     };
     serde_json::to_value(json).unwrap_or(serde_json::Value::Null)

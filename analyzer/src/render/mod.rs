@@ -91,7 +91,11 @@ impl<'t> Report<'t> {
             .iter()
             .take(top)
             .enumerate()
-            .map(|(i, s)| ShownSuspect { rank: i + 1, suspect: s.clone(), frames: stack_frames(trace, symbolizer, s.stack) })
+            .map(|(i, s)| ShownSuspect {
+                rank: i + 1,
+                suspect: s.clone(),
+                frames: stack_frames(trace, symbolizer, s.stack),
+            })
             .collect();
         let top_function = shown.first().map(|s| {
             let frame = s.own_frame().or(s.frames.first());
@@ -116,8 +120,8 @@ pub fn end_warning(trace: &Trace) -> Option<String> {
         EndKind::Truncated { offset } => Some(format!(
             "the trace was cut at byte {offset} (the process was probably killed); reporting the complete {epochs}"
         )),
-        EndKind::Damaged { offset, reason } => Some(format!(
-            "the trace is damaged at byte {offset} ({reason}); reporting the complete {epochs} before it"
-        )),
+        EndKind::Damaged { offset, reason } => {
+            Some(format!("the trace is damaged at byte {offset} ({reason}); reporting the complete {epochs} before it"))
+        }
     }
 }

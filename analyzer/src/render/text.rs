@@ -77,7 +77,8 @@ fn descendants_section(out: &mut String, descendants: &[crate::trace::Descendant
         );
     }
     if descendants.len() > DESCENDANTS_SHOWN {
-        let _ = writeln!(out, "  {:<10} ... and {} more traces of descendants", "", descendants.len() - DESCENDANTS_SHOWN);
+        let _ =
+            writeln!(out, "  {:<10} ... and {} more traces of descendants", "", descendants.len() - DESCENDANTS_SHOWN);
     }
 }
 
@@ -126,12 +127,7 @@ fn survivors_line(survivors: &[Survivor]) -> String {
     } else {
         let head: Vec<String> = survivors[..SURVIVOR_ITEMS / 2].iter().map(item).collect();
         let tail: Vec<String> = survivors[survivors.len() - SURVIVOR_ITEMS / 2..].iter().map(item).collect();
-        format!(
-            "{}, ... {} more epochs ..., {}",
-            head.join(", "),
-            survivors.len() - SURVIVOR_ITEMS,
-            tail.join(", ")
-        )
+        format!("{}, ... {} more epochs ..., {}", head.join(", "), survivors.len() - SURVIVOR_ITEMS, tail.join(", "))
     }
 }
 

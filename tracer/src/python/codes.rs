@@ -184,7 +184,15 @@ struct Recent {
 
 const EMPTY: Recent = Recent {
     code: 0,
-    identity: Identity { filename: 0, qualname: 0, linetable: 0, first_line: 0, code_units: 0, linetable_len: 0, linetable_head: 0 },
+    identity: Identity {
+        filename: 0,
+        qualname: 0,
+        linetable: 0,
+        first_line: 0,
+        code_units: 0,
+        linetable_len: 0,
+        linetable_head: 0,
+    },
     id: 0,
 };
 

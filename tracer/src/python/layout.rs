@@ -166,7 +166,10 @@ pub fn check_types(layout: &Layout, code_type: u64, unicode_type: u64, bytes_typ
     // The code object ends with its bytecode: basicsize = sizeof(PyCodeObject) - 2.
     let code_size = basic(code_type)?;
     if !(layout.code_adaptive..layout.code_adaptive + 8).contains(&code_size) {
-        return Err(format!("code objects are {code_size} bytes, the layout expects bytecode at {}", layout.code_adaptive));
+        return Err(format!(
+            "code objects are {code_size} bytes, the layout expects bytecode at {}",
+            layout.code_adaptive
+        ));
     }
     // PyUnicodeObject = PyCompactUnicodeObject + one data pointer.
     let unicode_size = basic(unicode_type)?;

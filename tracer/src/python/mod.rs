@@ -106,7 +106,8 @@ fn function_range(address: u64) -> Option<(u64, u64)> {
     let mut symbol: *mut libc::c_void = std::ptr::null_mut();
     // SAFETY: dladdr1 writes `info` and, with RTLD_DL_SYMENT, a pointer to the
     // ELF symbol of the function containing `address` into `symbol`.
-    let found = unsafe { libc::dladdr1(address as *const libc::c_void, info.as_mut_ptr(), &mut symbol, RTLD_DL_SYMENT) };
+    let found =
+        unsafe { libc::dladdr1(address as *const libc::c_void, info.as_mut_ptr(), &mut symbol, RTLD_DL_SYMENT) };
     if found == 0 || symbol.is_null() {
         return None;
     }
@@ -137,7 +138,8 @@ fn version_text(hex: u64) -> String {
 fn allocator_setting() -> String {
     match std::env::var("PYTHONMALLOC").as_deref() {
         Ok("malloc") | Ok("malloc_debug") => "malloc (every Python object reaches malloc: exact attribution)".into(),
-        _ => "pymalloc (objects ≤512 B not traced individually; run with PYTHONMALLOC=malloc for exact attribution)".into(),
+        _ => "pymalloc (objects ≤512 B not traced individually; run with PYTHONMALLOC=malloc for exact attribution)"
+            .into(),
     }
 }
 
@@ -175,7 +177,9 @@ impl Python {
                 Python { walker: Some(walker), settings, eval_loop }
             }
             Err(why) => {
-                sys::print_stderr(&format!("tracer: Python {text} frames unavailable: {why}; stacks are native only\n"));
+                sys::print_stderr(&format!(
+                    "tracer: Python {text} frames unavailable: {why}; stacks are native only\n"
+                ));
                 settings.insert(0, ("python".to_string(), format!("{text} unsupported: {why}")));
                 Python { walker: None, settings, eval_loop: None }
             }
@@ -228,7 +232,8 @@ impl Walker {
         }
         let missing = |name: &str| format!("the interpreter does not export {name}");
         let runtime = symbol(c"_PyRuntime").ok_or_else(|| missing("_PyRuntime"))?;
-        let thread_state = symbol(c"PyGILState_GetThisThreadState").ok_or_else(|| missing("PyGILState_GetThisThreadState"))?;
+        let thread_state =
+            symbol(c"PyGILState_GetThisThreadState").ok_or_else(|| missing("PyGILState_GetThisThreadState"))?;
         let is_finalizing = symbol(c"Py_IsFinalizing")
             .or_else(|| symbol(c"_Py_IsFinalizing"))
             .ok_or_else(|| missing("Py_IsFinalizing"))?;

@@ -290,7 +290,8 @@ fn grace_period(blocking: bool) -> bool {
     let old = GENERATION.fetch_add(1, SeqCst) & 1;
     let started = sys::monotonic_ns();
     let mut spins = 0u32;
-    let busy = || SHARED_READERS.0[old].load(SeqCst) != 0 || POOL.iter().any(|slot| slot.readers.0[old].load(SeqCst) != 0);
+    let busy =
+        || SHARED_READERS.0[old].load(SeqCst) != 0 || POOL.iter().any(|slot| slot.readers.0[old].load(SeqCst) != 0);
     while busy() {
         spins = spins.wrapping_add(1);
         if spins.is_multiple_of(64) {
@@ -313,7 +314,12 @@ fn grace_period(blocking: bool) -> bool {
 }
 
 fn collect(events: u64) -> ModuleSet {
-    let mut set = ModuleSet { events, unwinder: UnwinderX86_64::new(), objects: Vec::with_capacity(64), noted_unlisted: AtomicBool::new(false) };
+    let mut set = ModuleSet {
+        events,
+        unwinder: UnwinderX86_64::new(),
+        objects: Vec::with_capacity(64),
+        noted_unlisted: AtomicBool::new(false),
+    };
     // SAFETY: the callback only reads the program headers and mapped segments
     // of the objects glibc passes it, and `data` is `set`.
     unsafe { libc::dl_iterate_phdr(Some(add_object), (&mut set as *mut ModuleSet).cast()) };
@@ -419,7 +425,11 @@ pub struct Slot {
 unsafe impl Sync for Slot {}
 
 static POOL: [Slot; SLOTS] = [const {
-    Slot { busy: AtomicBool::new(false), readers: Readers([AtomicUsize::new(0), AtomicUsize::new(0)]), cache: UnsafeCell::new(None) }
+    Slot {
+        busy: AtomicBool::new(false),
+        readers: Readers([AtomicUsize::new(0), AtomicUsize::new(0)]),
+        cache: UnsafeCell::new(None),
+    }
 }; SLOTS];
 
 thread_local! {
@@ -437,7 +447,8 @@ impl CacheClaim {
     pub fn claim() -> CacheClaim {
         let preferred = LAST_SLOT.try_with(Cell::get).unwrap_or(usize::MAX);
         // SAFETY: pthread_self has no preconditions.
-        let start = if preferred < SLOTS { preferred } else { (unsafe { libc::pthread_self() } as usize >> 12) % SLOTS };
+        let start =
+            if preferred < SLOTS { preferred } else { (unsafe { libc::pthread_self() } as usize >> 12) % SLOTS };
         for i in 0..SLOTS {
             let index = (start + i) % SLOTS;
             let slot = &POOL[index];
