@@ -8,8 +8,9 @@ use integration_tests::{compile, traced_command};
 
 const PYTHON: &str = "/root/.pyenv/versions/3.11.7/bin/python3";
 
-/// (compared, differed) from the tracer's check summary on stderr.
-fn check_summary(stderr: &str) -> (u64, u64) {
+/// (compared, differed, captured by libgcc alone) from the tracer's check
+/// summary on stderr.
+fn check_summary(stderr: &str) -> (u64, u64, u64) {
     let line = stderr
         .lines()
         .find(|line| line.starts_with("tracer: unwind check:") && line.contains("compared"))
@@ -19,7 +20,7 @@ fn check_summary(stderr: &str) -> (u64, u64) {
         let at = words.iter().position(|w| w.trim_end_matches(',') == word).unwrap();
         words[at - 1].parse().unwrap()
     };
-    (number_before("stacks"), number_before("differed"))
+    (number_before("stacks"), number_before("differed"), number_before("captured"))
 }
 
 fn run_checked(mut command: Command) -> String {
@@ -35,8 +36,12 @@ fn fast_stacks_match_libgcc_on_c_without_frame_pointers() {
     let program = compile("unwind_mix.c");
     let (command, _dir) = traced_command(&program);
     let stderr = run_checked(command);
-    let (compared, differed) = check_summary(&stderr);
-    assert!(compared > 5000, "too few stacks compared: {compared}\n{stderr}");
+    let (compared, differed, libgcc_alone) = check_summary(&stderr);
+    // While a dlclose is in progress captures take libgcc's path alone (how
+    // many depends on the threads' timing); most must take the fast path.
+    let captured = compared + libgcc_alone;
+    assert!(captured > 5000, "too few stacks captured: {captured}\n{stderr}");
+    assert!(compared * 2 > captured, "the fast path took only {compared} of {captured} captures\n{stderr}");
     assert_eq!(differed, 0, "{stderr}");
 }
 
@@ -54,7 +59,7 @@ fn fast_stacks_match_libgcc_in_python() {
          print(len(zlib.compress(b'x' * 100000)), decimal.Decimal(1) / 7)\n",
     ]);
     let stderr = run_checked(command);
-    let (compared, differed) = check_summary(&stderr);
+    let (compared, differed, _) = check_summary(&stderr);
     assert!(compared > 1000, "too few stacks compared: {compared}\n{stderr}");
     assert_eq!(differed, 0, "{stderr}");
 }
