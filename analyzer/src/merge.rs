@@ -191,29 +191,11 @@ mod tests {
     const TORCH: &str = "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so";
 
     fn native(function: &str, module: &str) -> Frame {
-        Frame {
-            address: 0x1000,
-            function: function.into(),
-            file: None,
-            line: None,
-            module: Some(module.into()),
-            inlined: false,
-            own_code: false,
-            python: false,
-        }
+        Frame { module: Some(module.into()), ..Frame::named(0x1000, function.into()) }
     }
 
     fn py(function: &str, file: &str, line: u32) -> Frame {
-        Frame {
-            address: 0,
-            function: function.into(),
-            file: Some(file.into()),
-            line: Some(line),
-            module: None,
-            inlined: false,
-            own_code: false,
-            python: true,
-        }
+        Frame { file: Some(file.into()), line: Some(line), python: true, ..Frame::named(0, function.into()) }
     }
 
     fn names(frames: &[Frame]) -> Vec<&str> {

@@ -35,6 +35,21 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// A native frame known only by its address and name, with nothing else
+    /// resolved; callers fill in what they know.
+    pub fn named(address: u64, function: String) -> Frame {
+        Frame {
+            address,
+            function,
+            file: None,
+            line: None,
+            module: None,
+            inlined: false,
+            own_code: false,
+            python: false,
+        }
+    }
+
     /// The frame's name in a flamegraph: Python frames add their source
     /// file's name and line, `train_step (train.py:42)`.
     pub fn label(&self) -> String {
@@ -404,30 +419,13 @@ impl<'t> Symbolizer<'t> {
 
     fn resolve(&mut self, ip: u64) -> Vec<Frame> {
         let Some((index, probe)) = self.map.locate(self.modules, ip) else {
-            return vec![Frame {
-                address: ip,
-                function: format!("0x{ip:x}"),
-                file: None,
-                line: None,
-                module: None,
-                inlined: false,
-                own_code: false,
-                python: false,
-            }];
+            return vec![Frame::named(ip, format!("0x{ip:x}"))];
         };
         let modules = self.modules;
         let own = self.own.is_own(Some(index), modules);
         let module_path = modules[index].path.clone();
-        let base = |function: String| Frame {
-            address: ip,
-            function,
-            file: None,
-            line: None,
-            module: Some(module_path.clone()),
-            inlined: false,
-            own_code: own,
-            python: false,
-        };
+        let base =
+            |function: String| Frame { module: Some(module_path.clone()), own_code: own, ..Frame::named(ip, function) };
         let mut out = Vec::new();
         let Some(loaded) = self.module(index) else {
             return vec![base(offset_name(&module_path, probe))];
@@ -470,16 +468,7 @@ impl<'t> Symbolizer<'t> {
 
     /// One Python frame: the code's qualified name, file and line.
     pub fn python_frame(&mut self, frame: &PyFrame) -> Frame {
-        let mut out = Frame {
-            address: frame.code,
-            function: String::new(),
-            file: None,
-            line: None,
-            module: None,
-            inlined: false,
-            own_code: false,
-            python: true,
-        };
+        let mut out = Frame { python: true, ..Frame::named(frame.code, String::new()) };
         let Some(code) = self.pycode.get(&frame.code) else {
             out.function = format!("(unknown Python code 0x{:x})", frame.code);
             return out;
@@ -597,14 +586,11 @@ mod tests {
     #[test]
     fn python_frame_labels() {
         let mut f = Frame {
-            address: 7,
-            function: "train_step".into(),
             file: Some("/job/train.py".into()),
             line: Some(42),
-            module: None,
-            inlined: false,
             own_code: true,
             python: true,
+            ..Frame::named(7, "train_step".into())
         };
         assert_eq!(f.label(), "train_step (train.py:42)");
         f.line = None;
@@ -622,16 +608,7 @@ mod tests {
 
     #[test]
     fn allocator_frames() {
-        let f = |name: &str| Frame {
-            address: 0,
-            function: name.into(),
-            file: None,
-            line: None,
-            module: None,
-            inlined: false,
-            own_code: false,
-            python: false,
-        };
+        let f = |name: &str| Frame::named(0, name.into());
         for name in ["malloc", "operator new(unsigned long)", "operator new[](unsigned long)", "_Znwm", "__libc_malloc"]
         {
             assert!(is_allocator_frame(&f(name)), "{name}");

@@ -67,7 +67,7 @@ pub fn stack_frames(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) 
 }
 
 fn placeholder(function: String) -> Frame {
-    Frame { address: 0, function, file: None, line: None, module: None, inlined: false, own_code: false, python: false }
+    Frame::named(0, function)
 }
 
 /// The note for a Python process whose small objects came from pymalloc.
