@@ -9,6 +9,12 @@
 //! pointers, the first line, the bytecode length, the line table's length
 //! and a hash of its first 32 bytes) and compares it on every hit; a mismatch
 //! means a new object, which gets a new id.
+//!
+//! The copy is also when `DataLoader.__iter__` is recognised, by its file and
+//! qualified name: the walk then knows it from the cache without reading
+//! names. Its address is also found as soon as the module that defines it
+//! runs (its code object holds the class's, which holds the method's), so
+//! that a walk reading nothing but code pointers can look for it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -17,6 +23,7 @@ use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use trace_format::PyCode;
 
+use super::data_loader::{is_data_loader_iter, is_data_loader_module, DATA_LOADER_CLASS, DATA_LOADER_ITER};
 use super::layout::Layout;
 use super::memory;
 use crate::fast_hash::BuildWordHasher;
@@ -29,6 +36,8 @@ const MAX_CODE_IDS: u64 = 1 << 30;
 const MAX_NAME_CHARS: u64 = 4096;
 /// Largest location table copied; a larger one is left empty (lines unknown).
 const MAX_LINETABLE_BYTES: u64 = 1 << 20;
+/// Constants looked through for a nested code object; a module has hundreds at most.
+const MAX_CONSTS: u64 = 1 << 16;
 
 #[derive(Clone, Copy, PartialEq, Eq, Default)]
 struct Identity {
@@ -41,9 +50,17 @@ struct Identity {
     linetable_head: u64,
 }
 
+/// A code object as the walk knows it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Code {
+    pub id: u64,
+    /// It is `torch.utils.data.DataLoader.__iter__`.
+    pub data_loader_iter: bool,
+}
+
 #[derive(Clone, Copy)]
 struct Cached {
-    id: u64,
+    code: Code,
     identity: Identity,
 }
 
@@ -53,6 +70,7 @@ pub struct Types {
     pub code: u64,
     pub unicode: u64,
     pub bytes: u64,
+    pub tuple: u64,
 }
 
 #[derive(Default)]
@@ -67,12 +85,14 @@ pub struct CodeTable {
     ids: DashMap<u64, Cached, BuildWordHasher>,
     next_id: AtomicU64,
     records: Mutex<Written>,
+    /// Address of the `DataLoader.__iter__` code object; 0 until it is known.
+    data_loader_iter: AtomicU64,
 }
 
 impl CodeTable {
-    /// The id of the code object at `code` (whose type was checked), copying
-    /// it on first sight; `None` when its fields do not look like a code object's.
-    pub fn id_of(&self, code: u64, layout: &Layout, types: &Types) -> Option<u64> {
+    /// The code object at `code` (whose type was checked), copied on first
+    /// sight; `None` when its fields do not look like a code object's.
+    pub fn code_at(&self, code: u64, layout: &Layout, types: &Types) -> Option<Code> {
         // The fields read lie before the bytecode. Of the line table only the
         // header and the words holding its first min(len, 32) bytes are read,
         // all inside its allocation; the block is just their upper bound.
@@ -99,23 +119,23 @@ impl CodeTable {
         let recent = RECENT.try_with(|recent| {
             // SAFETY: only this thread touches its cache, and never re-entrantly.
             let entry = unsafe { (*recent.get())[slot] };
-            (entry.code == code && entry.identity == identity).then_some(entry.id)
+            (entry.address == code && entry.identity == identity).then_some(entry.code)
         });
-        if let Ok(Some(id)) = recent {
-            return Some(id);
+        if let Ok(Some(known)) = recent {
+            return Some(known);
         }
-        let id = self.shared_id_of(code, identity, layout, types)?;
+        let known = self.shared_code_at(code, identity, layout, types)?;
         let _ = RECENT.try_with(|recent| {
             // SAFETY: as above.
-            unsafe { (*recent.get())[slot] = Recent { code, identity, id } };
+            unsafe { (*recent.get())[slot] = Recent { address: code, identity, code: known } };
         });
-        Some(id)
+        Some(known)
     }
 
-    fn shared_id_of(&self, code: u64, identity: Identity, layout: &Layout, types: &Types) -> Option<u64> {
+    fn shared_code_at(&self, code: u64, identity: Identity, layout: &Layout, types: &Types) -> Option<Code> {
         if let Some(cached) = self.ids.get(&code) {
             if cached.identity == identity {
-                return Some(cached.id);
+                return Some(cached.code);
             }
         }
         // New, or another object at a reused address: copy it outside any lock.
@@ -126,19 +146,29 @@ impl CodeTable {
             first_line: identity.first_line,
             linetable: read_bytes(identity.linetable, layout, types)?,
         };
+        let data_loader_iter = is_data_loader_iter(&record.filename, &record.qualname);
+        if data_loader_iter {
+            self.data_loader_iter.store(code, Ordering::Relaxed);
+        } else if is_data_loader_module(&record.filename, &record.qualname) {
+            let method = nested_code(code, DATA_LOADER_CLASS, layout, types)
+                .and_then(|class| nested_code(class, DATA_LOADER_ITER, layout, types));
+            if let Some(method) = method {
+                self.data_loader_iter.store(method, Ordering::Relaxed);
+            }
+        }
         match self.ids.entry(code) {
             Entry::Occupied(mut existing) => {
                 if existing.get().identity == identity {
-                    return Some(existing.get().id);
+                    return Some(existing.get().code);
                 }
-                let id = self.queue(record)?;
-                existing.insert(Cached { id, identity });
-                Some(id)
+                let code = Code { id: self.queue(record)?, data_loader_iter };
+                existing.insert(Cached { code, identity });
+                Some(code)
             }
             Entry::Vacant(vacant) => {
-                let id = self.queue(record)?;
-                vacant.insert(Cached { id, identity });
-                Some(id)
+                let code = Code { id: self.queue(record)?, data_loader_iter };
+                vacant.insert(Cached { code, identity });
+                Some(code)
             }
         }
     }
@@ -154,6 +184,11 @@ impl CodeTable {
         }
         lock(&self.records).records.push(PyCode { id, ..record });
         Some(id)
+    }
+
+    /// The address of `DataLoader.__iter__`'s code object, 0 while unknown.
+    pub fn data_loader_iter(&self) -> u64 {
+        self.data_loader_iter.load(Ordering::Relaxed)
     }
 
     /// Code records not yet in the current trace file.
@@ -177,13 +212,13 @@ const RECENT_SLOTS: usize = 64;
 
 #[derive(Clone, Copy)]
 struct Recent {
-    code: u64,
+    address: u64,
     identity: Identity,
-    id: u64,
+    code: Code,
 }
 
 const EMPTY: Recent = Recent {
-    code: 0,
+    address: 0,
     identity: Identity {
         filename: 0,
         qualname: 0,
@@ -193,7 +228,7 @@ const EMPTY: Recent = Recent {
         linetable_len: 0,
         linetable_head: 0,
     },
-    id: 0,
+    code: Code { id: 0, data_loader_iter: false },
 };
 
 thread_local! {
@@ -261,6 +296,23 @@ fn read_str(object: u64, layout: &Layout, types: &Types) -> Option<String> {
         }
     };
     Some(text)
+}
+
+/// The code object among the constants of the code object at `code` whose
+/// qualified name is `qualname`. `code` is alive (a frame runs it), and so
+/// are its constants, which it owns.
+fn nested_code(code: u64, qualname: &str, layout: &Layout, types: &Types) -> Option<u64> {
+    let consts = memory::object_pointer(code, layout.code_consts)?;
+    if memory::word(consts, layout.ob_type)? != types.tuple {
+        return None;
+    }
+    let len = memory::word(consts, layout.var_size)?.min(MAX_CONSTS);
+    (0..len).filter_map(|i| memory::object_pointer(consts, layout.tuple_items + i * 8)).find(|&item| {
+        memory::word(item, layout.ob_type) == Some(types.code)
+            && memory::object_pointer(item, layout.code_qualname)
+                .and_then(|name| read_str(name, layout, types))
+                .is_some_and(|name| name == qualname)
+    })
 }
 
 /// The contents of a `bytes` object.

@@ -8,6 +8,7 @@
 //! at the start of `_PyRuntime`; the walk uses those and refuses to run when
 //! they disagree with the table.
 
+use super::codes::Types;
 use super::memory;
 
 /// Frame owners (`enum _frameowner`).
@@ -32,10 +33,17 @@ pub struct Layout {
     pub code_filename: u64,
     pub code_qualname: u64,
     pub code_linetable: u64,
+    /// `co_consts`, the tuple that holds the code objects of nested functions
+    /// and classes. It follows the object header in 3.11 to 3.13 alike
+    /// (`_PyCode_DEF`); 3.13's debug offsets do not list it.
+    pub code_consts: u64,
     pub code_firsttraceable: u64,
     pub code_adaptive: u64,
-    /// `PyVarObject.ob_size`: code units of a code object, bytes of a bytes object.
+    /// `PyVarObject.ob_size`: code units of a code object, bytes of a bytes
+    /// object, items of a tuple.
     pub var_size: u64,
+    /// `PyTupleObject.ob_item`.
+    pub tuple_items: u64,
     pub ob_type: u64,
     pub unicode_length: u64,
     pub unicode_state: u64,
@@ -60,9 +68,11 @@ const fn common(minor: u32) -> Layout {
         code_filename: 112,
         code_qualname: 128,
         code_linetable: 136,
+        code_consts: 24,
         code_firsttraceable: 0,
         code_adaptive: 0,
         var_size: 16,
+        tuple_items: 24,
         ob_type: 8,
         unicode_length: 16,
         unicode_state: 32,
@@ -130,6 +140,7 @@ pub fn from_debug_offsets(runtime: u64, py_version: u64, table: Layout) -> Resul
         code_firstlineno: at(39)?,
         code_adaptive: at(43)?,
         ob_type: at(45)?,
+        tuple_items: at(51)?,
         unicode_state: at(68)?,
         unicode_length: at(69)?,
         ascii_data: at(70)?,
@@ -137,15 +148,17 @@ pub fn from_debug_offsets(runtime: u64, py_version: u64, table: Layout) -> Resul
         bytes_data: at(66)?,
         ..table
     };
-    if layout != table {
+    // A tuple's length is its `ob_size`, like a bytes object's.
+    if layout != table || at(52)? != table.var_size {
         return Err(format!("_Py_DebugOffsets disagrees with the known layout ({layout:?})"));
     }
     Ok(layout)
 }
 
 /// Checks the layout against what the interpreter's own type objects say:
-/// the instance sizes of `code`, `str` and `bytes` and the names of the types.
-pub fn check_types(layout: &Layout, code_type: u64, unicode_type: u64, bytes_type: u64) -> Result<(), String> {
+/// the instance sizes of `code`, `str`, `bytes` and `tuple` and the names of the types.
+pub fn check_types(layout: &Layout, types: &Types) -> Result<(), String> {
+    let Types { code: code_type, unicode: unicode_type, bytes: bytes_type, tuple: tuple_type } = *types;
     // PyTypeObject: tp_name at 24, tp_basicsize at 32, tp_itemsize at 40.
     let basic = |ty: u64| memory::word(ty, 32).ok_or_else(|| "a type object is unreadable".to_string());
     let name = |ty: u64| -> Result<Vec<u8>, String> {
@@ -160,8 +173,12 @@ pub fn check_types(layout: &Layout, code_type: u64, unicode_type: u64, bytes_typ
         }
         Ok(out)
     };
-    if name(code_type)? != b"code" || name(unicode_type)? != b"str" || name(bytes_type)? != b"bytes" {
-        return Err("PyCode_Type, PyUnicode_Type or PyBytes_Type is not the type expected".into());
+    if name(code_type)? != b"code"
+        || name(unicode_type)? != b"str"
+        || name(bytes_type)? != b"bytes"
+        || name(tuple_type)? != b"tuple"
+    {
+        return Err("PyCode_Type, PyUnicode_Type, PyBytes_Type or PyTuple_Type is not the type expected".into());
     }
     // The code object ends with its bytecode: basicsize = sizeof(PyCodeObject) - 2.
     let code_size = basic(code_type)?;
@@ -180,6 +197,11 @@ pub fn check_types(layout: &Layout, code_type: u64, unicode_type: u64, bytes_typ
     let bytes_size = basic(bytes_type)?;
     if bytes_size != layout.bytes_data + 1 {
         return Err(format!("bytes objects are {bytes_size} bytes, the layout expects {}", layout.bytes_data + 1));
+    }
+    // The items follow the header: tp_basicsize = sizeof(PyTupleObject) - one item.
+    let tuple_size = basic(tuple_type)?;
+    if tuple_size != layout.tuple_items {
+        return Err(format!("tuples are {tuple_size} bytes, the layout expects items at {}", layout.tuple_items));
     }
     Ok(())
 }

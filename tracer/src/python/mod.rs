@@ -19,6 +19,7 @@
 //! GIL. Anything else gets native-only stacks and one line on stderr.
 
 mod codes;
+mod data_loader;
 mod layout;
 mod memory;
 
@@ -27,6 +28,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use trace_format::{PyCode, PyFrame};
 
 use self::codes::{CodeTable, Types};
+pub use self::data_loader::{Glance, LoaderFrames};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
 use crate::sys;
 
@@ -43,15 +45,34 @@ const MAX_WALK_STEPS: usize = 1024;
 pub struct PyStack {
     words: [u64; MAX_PY_FRAMES],
     len: usize,
+    /// The walk reached the outermost frame.
+    complete: bool,
+    /// Index of the outermost `DataLoader.__iter__` frame.
+    outermost_loader: Option<usize>,
 }
 
 impl PyStack {
     pub const fn new() -> Self {
-        PyStack { words: [0; MAX_PY_FRAMES], len: 0 }
+        PyStack { words: [0; MAX_PY_FRAMES], len: 0, complete: false, outermost_loader: None }
     }
 
     pub fn words(&self) -> &[u64] {
         &self.words[..self.len]
+    }
+
+    /// Whether, and from where, this stack is starting a pass over a DataLoader.
+    pub fn loader_frames(&self) -> LoaderFrames {
+        match (self.complete, self.outermost_loader) {
+            (false, _) => LoaderFrames::Unknown,
+            (true, None) => LoaderFrames::Absent,
+            (true, Some(at)) => LoaderFrames::Present(data_loader::pass_key(&self.words[at + 1..self.len])),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.complete = false;
+        self.outermost_loader = None;
     }
 
     fn push(&mut self, word: u64) -> bool {
@@ -195,16 +216,33 @@ impl Python {
         &self.settings
     }
 
+    /// Whether Python frames are read (and DataLoader passes can be seen).
+    pub fn walks_frames(&self) -> bool {
+        self.walker.is_some()
+    }
+
     /// The calling thread's Python frames, innermost first; empty when Python
     /// frames are unavailable, the thread runs no Python, or its frame chain
     /// does not look right.
     #[inline]
     pub fn capture(&self, stack: &mut PyStack) {
-        stack.len = 0;
+        stack.clear();
         if let Some(walker) = &self.walker {
-            if walker.walk(stack).is_none() {
-                stack.len = 0;
+            match walker.walk(stack) {
+                Some(Walked::Complete) => stack.complete = true,
+                Some(Walked::Cut) => {}
+                None => stack.clear(),
             }
+        }
+    }
+
+    /// Whether a `DataLoader.__iter__` frame is on the calling thread's stack,
+    /// from its frames' code pointers alone: a fraction of a full walk.
+    #[inline]
+    pub fn glance_for_data_loader(&self) -> Glance {
+        match &self.walker {
+            Some(walker) => walker.glance_for_data_loader(),
+            None => Glance::Unknown,
         }
     }
 
@@ -241,10 +279,11 @@ impl Walker {
             code: symbol(c"PyCode_Type").ok_or_else(|| missing("PyCode_Type"))?,
             unicode: symbol(c"PyUnicode_Type").ok_or_else(|| missing("PyUnicode_Type"))?,
             bytes: symbol(c"PyBytes_Type").ok_or_else(|| missing("PyBytes_Type"))?,
+            tuple: symbol(c"PyTuple_Type").ok_or_else(|| missing("PyTuple_Type"))?,
         };
         let table = layout::table(minor).ok_or("no layout known")?;
         let layout = if minor >= 13 { layout::from_debug_offsets(runtime, hex, table)? } else { table };
-        layout::check_types(&layout, types.code, types.unicode, types.bytes)?;
+        layout::check_types(&layout, &types)?;
         // SAFETY: both are plain C functions of these signatures in 3.11–3.13.
         let (thread_state, is_finalizing) = unsafe {
             (
@@ -255,17 +294,18 @@ impl Walker {
         Ok(Walker { layout, types, thread_state, is_finalizing, codes: CodeTable::default() })
     }
 
-    /// Fills `stack`; `None` when something read does not look right.
-    fn walk(&self, stack: &mut PyStack) -> Option<()> {
+    /// The calling thread's innermost frame; `None` when something read does
+    /// not look right.
+    fn innermost_frame(&self) -> Option<Innermost> {
         let l = &self.layout;
         // SAFETY: a TSS lookup that neither allocates nor needs the GIL.
         let tstate = unsafe { (self.thread_state)() } as u64;
         if tstate == 0 {
-            return Some(());
+            return Some(Innermost::NoPython);
         }
         // SAFETY: reads one word of `_PyRuntime`; no lock, no allocation.
         if unsafe { (self.is_finalizing)() } != 0 && !is_main_thread() {
-            return Some(());
+            return Some(Innermost::Finalizing);
         }
         if !memory::plausible(tstate, 8, 8) {
             return None;
@@ -275,12 +315,55 @@ impl Walker {
             None => tstate,
         };
         if holder == 0 {
-            return Some(());
+            return Some(Innermost::NoPython);
         }
-        let mut frame = memory::word(holder, l.current_frame)?;
+        Some(Innermost::Frame(memory::word(holder, l.current_frame)?))
+    }
+
+    /// Follows the frame chain reading only each frame's code pointer.
+    fn glance_for_data_loader(&self) -> Glance {
+        let wanted = self.codes.data_loader_iter();
+        if wanted == 0 {
+            return Glance::Unlearned;
+        }
+        let l = &self.layout;
+        let mut frame = match self.innermost_frame() {
+            Some(Innermost::Frame(frame)) => frame,
+            Some(Innermost::NoPython) => return Glance::Absent,
+            Some(Innermost::Finalizing) | None => return Glance::Unknown,
+        };
         for _ in 0..MAX_WALK_STEPS {
             if frame == 0 {
-                return Some(());
+                return Glance::Absent;
+            }
+            // The same checks as a full walk's before it follows a frame.
+            if !memory::plausible(frame, 80, 8)
+                || memory::u8_at(frame, l.frame_owner).is_none_or(|o| o > OWNED_BY_CSTACK)
+            {
+                return Glance::Unknown;
+            }
+            if memory::word(frame, l.frame_code) == Some(wanted) {
+                return Glance::Present;
+            }
+            frame = match memory::word(frame, l.frame_previous) {
+                Some(previous) => previous,
+                None => return Glance::Unknown,
+            };
+        }
+        Glance::Unknown
+    }
+
+    /// Fills `stack`; `None` when something read does not look right.
+    fn walk(&self, stack: &mut PyStack) -> Option<Walked> {
+        let l = &self.layout;
+        let mut frame = match self.innermost_frame()? {
+            Innermost::Frame(frame) => frame,
+            Innermost::NoPython => return Some(Walked::Complete),
+            Innermost::Finalizing => return Some(Walked::Cut),
+        };
+        for _ in 0..MAX_WALK_STEPS {
+            if frame == 0 {
+                return Some(Walked::Complete);
             }
             if !memory::plausible(frame, 80, 8) {
                 return None;
@@ -319,15 +402,36 @@ impl Walker {
                     Some(at) => memory::u8_at(frame, at)? != 0,
                     None => false,
                 };
-                let id = self.codes.id_of(code, l, &self.types)?;
-                if !stack.push(pack(id, offset as u32, entry)) {
-                    return Some(());
+                let code = self.codes.code_at(code, l, &self.types)?;
+                if code.data_loader_iter {
+                    stack.outermost_loader = Some(stack.len);
+                }
+                if !stack.push(pack(code.id, offset as u32, entry)) {
+                    return Some(Walked::Cut);
                 }
             }
             frame = previous;
         }
         None
     }
+}
+
+enum Innermost {
+    Frame(u64),
+    /// The thread runs no Python now.
+    NoPython,
+    /// The interpreter is finalizing and this is not the main thread, whose
+    /// frames may be freed under it.
+    Finalizing,
+}
+
+/// How far a walk that found nothing wrong went.
+enum Walked {
+    /// To the thread's outermost frame (or the thread runs no Python).
+    Complete,
+    /// Not to the end: the stack is deeper than [`MAX_PY_FRAMES`], or the
+    /// interpreter is finalizing.
+    Cut,
 }
 
 fn is_main_thread() -> bool {
