@@ -10,6 +10,8 @@ pub const DEFAULT_EPOCH_SECONDS: f64 = 10.0;
 /// Set by the first traced process for its descendants (forked or exec'd):
 /// the absolute path of its trace, which they suffix with their pid.
 pub const INHERITED_OUTPUT_VAR: &str = "TRACER_INHERITED_OUTPUT";
+/// `0` keeps passes over a PyTorch DataLoader from closing epochs.
+pub const AUTO_EPOCHS_VAR: &str = "TRACER_AUTO_EPOCHS";
 
 pub struct Config {
     /// The path named by the user (absolute), which descendants suffix.
@@ -23,6 +25,8 @@ pub struct Config {
     pub epoch_seconds_explicit: bool,
     /// Mean bytes between samples (`TRACER_SAMPLE_BYTES`); `None` records every allocation.
     pub sample_bytes: Option<u64>,
+    /// Passes over a PyTorch DataLoader close epochs (`TRACER_AUTO_EPOCHS`, on unless `0`).
+    pub auto_epochs: bool,
     /// Problems with the settings, to be reported once.
     pub warnings: Vec<String>,
 }
@@ -64,7 +68,28 @@ impl Config {
                 }
             },
         };
-        Config { base_output, is_descendant, epoch_seconds, epoch_seconds_explicit, sample_bytes, warnings }
+        let auto_epochs = match env::var(AUTO_EPOCHS_VAR) {
+            Err(_) => true,
+            Ok(text) => match text.trim() {
+                "0" => false,
+                "1" => true,
+                _ => {
+                    warnings.push(format!(
+                        "{AUTO_EPOCHS_VAR}={text:?} is neither 0 nor 1 (0 turns DataLoader epochs off); leaving them on"
+                    ));
+                    true
+                }
+            },
+        };
+        Config {
+            base_output,
+            is_descendant,
+            epoch_seconds,
+            epoch_seconds_explicit,
+            sample_bytes,
+            auto_epochs,
+            warnings,
+        }
     }
 
     /// The candidate paths for this process's trace, in order of preference:
@@ -116,6 +141,7 @@ mod tests {
             epoch_seconds: None,
             epoch_seconds_explicit: false,
             sample_bytes: None,
+            auto_epochs: true,
             warnings: vec![],
         }
     }

@@ -4,7 +4,8 @@
 //!
 //! Data flows one way: the hooks (`hooks`) forward each call to glibc and hand
 //! the result to the session (`session`), which captures the stack (`unwind`),
-//! adds the Python frames of a CPython process (`python`),
+//! adds the Python frames of a CPython process (`python`), which also show
+//! when a PyTorch DataLoader pass starts an epoch (`auto_epochs`),
 //! interns it (`stacks`) and updates the live table (`recorder`); at the end of
 //! each epoch the session writes a snapshot (`writer`, in the `trace-format`).
 
@@ -15,6 +16,7 @@
 #[cfg(not(test))]
 mod hooks;
 
+mod auto_epochs;
 mod config;
 mod fast_hash;
 mod gate;

@@ -7,9 +7,10 @@ use std::sync::{Mutex, OnceLock};
 
 use trace_format::{End, EndReason, EpochCause, Notice, Process, Record, Snapshot, StackNodes};
 
-use crate::config::{Config, INHERITED_OUTPUT_VAR};
+use crate::auto_epochs::{self, AutoEpochs};
+use crate::config::{Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR};
 use crate::modules::{self, ModuleMap};
-use crate::python::{PyStack, Python};
+use crate::python::{Glance, LoaderFrames, PyStack, Python};
 use crate::recorder::Recorder;
 use crate::sampling::Sampling;
 use crate::stacks::{StackTable, WrittenNodes};
@@ -25,6 +26,10 @@ static SESSION: OnceLock<Session> = OnceLock::new();
 
 /// Allocations between two looks at the clock, per thread (a power of two, minus one).
 const CLOCK_CHECK_MASK: u32 = 255;
+/// When sampling, allocations per thread between two walks of the Python
+/// frames (a power of two, minus one) that look for the module defining
+/// `DataLoader` while it is imported; it runs for thousands of allocations.
+const LEARNING_WALK_MASK: u32 = 63;
 
 struct Session {
     config: Config,
@@ -34,6 +39,8 @@ struct Session {
     stacks: StackTable,
     /// The Python interpreter of the process, if any, whose frames join the stacks.
     python: Python,
+    /// Epochs cut at DataLoader passes.
+    auto_epochs: AutoEpochs,
     /// The tracer's own code, left out of captured stacks.
     own_code: (u64, u64),
     /// The epoch new allocations are born in.
@@ -113,12 +120,15 @@ pub fn start() {
     let own_code = modules::module_range_containing(start as fn() as usize as u64).unwrap_or((0, 0));
     let now = sys::monotonic_ns();
     let slice_deadline_ns = config.epoch_seconds.map_or(0, |s| now + (s * 1e9) as u64);
+    let python = Python::detect();
+    let auto_epochs = AutoEpochs::new(config.auto_epochs && python.walks_frames());
     let session = Session {
         config,
         recorder: Recorder::new(sampling),
         sampling,
         stacks: StackTable::default(),
-        python: Python::detect(),
+        python,
+        auto_epochs,
         own_code,
         epoch: AtomicU32::new(0),
         started_ns: now,
@@ -153,9 +163,11 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
     }
     let Some(session) = active_session() else { return };
     let sampled = session.sampling.as_ref().is_none_or(|sampling| sampling.take(size));
-    // Every allocation paces the time slices, sampled or not.
-    let clock_due = thread_state::count_allocation(CLOCK_CHECK_MASK);
-    if !sampled && !clock_due {
+    // Every allocation paces the time slices and the DataLoader checks, sampled or not.
+    let count = thread_state::count_allocation();
+    let clock_due = count & CLOCK_CHECK_MASK == 0;
+    let loader_walk_due = !sampled && session.loader_walk_due(count);
+    if !sampled && !clock_due && !loader_walk_due {
         return;
     }
     record(|session| {
@@ -163,9 +175,15 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
             let stack = unwind::capture(session.own_code);
             let mut python_frames = PyStack::new();
             session.python.capture(&mut python_frames);
+            // A pass's first allocation is born in the epoch the pass opens.
+            session.see_loader_frames(python_frames.loader_frames());
             let stack_id = session.stacks.intern(stack.frames(), python_frames.words(), session.python.eval_loop());
             let epoch = session.epoch.load(Ordering::Relaxed);
             session.recorder.allocated(address as usize, size, stack_id, epoch);
+        } else if loader_walk_due {
+            let mut python_frames = PyStack::new();
+            session.python.capture(&mut python_frames);
+            session.see_loader_frames(python_frames.loader_frames());
         }
         if clock_due {
             session.close_slice_if_due();
@@ -194,10 +212,12 @@ pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
 /// `tracer_mark`: the program closes the current epoch.
 pub fn mark(label: Option<String>) {
     record(|session| {
+        // The program marks its own epochs; time slices and DataLoader
+        // passes would only cut them up.
         if !session.config.epoch_seconds_explicit {
-            // The program marks its own epochs; time slices would only cut them up.
             session.slice_deadline_ns.store(0, Ordering::Relaxed);
         }
+        session.auto_epochs.stop();
         let label = label.unwrap_or_else(|| format!("epoch {}", session.epoch.load(Ordering::Relaxed)));
         session.close_epoch(EpochCause::Mark, label);
     });
@@ -259,6 +279,7 @@ pub fn after_fork_in_child() {
     gate::reset_in_child();
     thread_state::set_forking(false);
     let Some(_inside) = thread_state::enter() else { return };
+    auto_epochs::forked_inside_parents_pass();
     let parent = session.pid.swap(sys::pid(), Ordering::Relaxed);
     let mut output = lock(&session.output);
     // The child writes a file of its own, opened when it first has something
@@ -292,6 +313,36 @@ impl Session {
             let label = format!("{:.0}s", (now - self.started_ns) as f64 / 1e9);
             self.close_epoch(EpochCause::Timer, label);
         }
+    }
+
+    /// Whether an allocation that is not sampled must walk the Python frames
+    /// to see a DataLoader pass start. A pass starts with a handful of
+    /// allocations only, so every one glances at its frames' code pointers,
+    /// and the first of a pass walks them to learn where the pass starts from.
+    #[inline]
+    fn loader_walk_due(&self, count: u32) -> bool {
+        if !self.auto_epochs.watching() {
+            return false;
+        }
+        match self.python.glance_for_data_loader() {
+            Glance::Unlearned => count & LEARNING_WALK_MASK == 0,
+            Glance::Unknown => false,
+            Glance::Absent => {
+                self.auto_epochs.walked(LoaderFrames::Absent);
+                false
+            }
+            Glance::Present => self.auto_epochs.outside_pass(),
+        }
+    }
+
+    /// Closes the epoch when a walk shows the training loader's next pass starting.
+    fn see_loader_frames(&self, frames: LoaderFrames) {
+        let Some(ended) = self.auto_epochs.walked(frames) else { return };
+        if !self.config.epoch_seconds_explicit {
+            // The job's passes mark its epochs; time slices would only cut them up.
+            self.slice_deadline_ns.store(0, Ordering::Relaxed);
+        }
+        self.close_epoch(EpochCause::Auto, format!("DataLoader pass {ended}"));
     }
 
     fn close_epoch(&self, cause: EpochCause, label: String) {
@@ -352,14 +403,7 @@ impl Session {
     fn write_preamble(&self, output: &mut Output) -> bool {
         let mut settings = vec![
             ("output".to_string(), output.writer.as_ref().map(|w| w.path().display().to_string()).unwrap_or_default()),
-            (
-                "epochs".to_string(),
-                match (self.config.epoch_seconds, self.config.epoch_seconds_explicit) {
-                    (None, _) => "marks only (TRACER_EPOCH_SECONDS=0)".to_string(),
-                    (Some(s), true) => format!("marks and time slices of {s} s"),
-                    (Some(s), false) => format!("marks; time slices of {s} s until the first mark"),
-                },
-            ),
+            ("epochs".to_string(), self.epochs_setting()),
             ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
             (
                 "sampling".to_string(),
@@ -393,6 +437,23 @@ impl Session {
         records.extend(output.modules.newly_loaded().into_iter().map(Record::Module));
         records.extend(self.python.all_codes().into_iter().map(Record::PyCode));
         self.write(output, &records)
+    }
+
+    /// How epochs are cut, as the Process record says.
+    fn epochs_setting(&self) -> String {
+        let python = self.python.walks_frames();
+        let passes = match (python, self.config.auto_epochs) {
+            (false, _) => "",
+            (true, true) => "; DataLoader passes until the first mark",
+            (true, false) => &format!("; DataLoader passes off ({AUTO_EPOCHS_VAR}=0)"),
+        };
+        let slices_end =
+            if python && self.config.auto_epochs { "the first mark or DataLoader pass" } else { "the first mark" };
+        match (self.config.epoch_seconds, self.config.epoch_seconds_explicit) {
+            (None, _) => format!("marks{passes}; no time slices (TRACER_EPOCH_SECONDS=0)"),
+            (Some(s), true) => format!("marks{passes}; time slices of {s} s"),
+            (Some(s), false) => format!("marks{passes}; time slices of {s} s until {slices_end}"),
+        }
     }
 
     /// Appends and flushes; on failure tracing stops and the program goes on.

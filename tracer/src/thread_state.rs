@@ -14,6 +14,9 @@ struct ThreadFlags {
     forking: Cell<bool>,
     /// Allocations made on this thread, to pace the epoch clock checks.
     allocations: Cell<u32>,
+    /// The DataLoader pass this thread's latest complete walk was in (see
+    /// `auto_epochs`); 0 for none.
+    loader_pass: Cell<u64>,
     /// Bytes to allocate before the next sampled one (sampling mode); 0 until drawn.
     bytes_until_sample: Cell<u64>,
     /// xorshift64* state for the sampling gaps; 0 until seeded.
@@ -26,6 +29,7 @@ thread_local! {
             inside_tracer: Cell::new(false),
             forking: Cell::new(false),
             allocations: Cell::new(0),
+            loader_pass: Cell::new(0),
             bytes_until_sample: Cell::new(0),
             random: Cell::new(0),
         }
@@ -61,15 +65,27 @@ pub fn set_forking(forking: bool) {
     let _ = FLAGS.try_with(|flags| flags.forking.set(forking));
 }
 
-/// Counts an allocation on this thread; true once every `period` allocations.
-pub fn count_allocation(period_mask: u32) -> bool {
+/// Counts an allocation on this thread; returns how many it has made (wrapping),
+/// or 1 while its thread-locals are gone (never a multiple of a period).
+pub fn count_allocation() -> u32 {
     FLAGS
         .try_with(|flags| {
             let n = flags.allocations.get().wrapping_add(1);
             flags.allocations.set(n);
-            n & period_mask == 0
+            n
         })
-        .unwrap_or(false)
+        .unwrap_or(1)
+}
+
+/// Replaces this thread's DataLoader pass with `next(current)`; returns what `next` returned besides.
+pub fn update_loader_pass<T>(next: impl FnOnce(u64) -> (u64, T)) -> Option<T> {
+    FLAGS
+        .try_with(|flags| {
+            let (pass, result) = next(flags.loader_pass.get());
+            flags.loader_pass.set(pass);
+            result
+        })
+        .ok()
 }
 
 /// Subtracts `size` from this thread's bytes to the next sample; true when the
