@@ -9,9 +9,9 @@
 //! * Analysis snapshots: all snapshots, without the final Exit snapshot when
 //!   at least 3 others exist (teardown frees things, the exit epoch is partial).
 //!   K of them; the reference is snapshot K-1. When the run was cut into time
-//!   slices until its first tracer_mark (the tracer's default), those slices
-//!   are start-up: the analysis snapshots begin at the first marked one, which
-//!   plays the part of the warm-up epoch 0.
+//!   slices until its first tracer_mark or auto-detected epoch (the tracer's
+//!   default), those slices are start-up: the analysis snapshots begin at the
+//!   first marked one, which plays the part of the warm-up epoch 0.
 //! * Settled birth epochs: 1..=K-3 (epoch 0 is warm-up; allocations of the
 //!   last two epochs have not had time to be freed).
 //! * A stack is a suspect when its allocations survive from at least
@@ -98,8 +98,8 @@ impl Verdict {
 /// The result of the leak analysis.
 #[derive(Debug, Clone)]
 pub struct Analysis {
-    /// Index of the first analysis snapshot: 0, or the first marked snapshot
-    /// of a run that was cut by time until it called tracer_mark.
+    /// Index of the first analysis snapshot: 0, or the first marked (or
+    /// auto-detected) snapshot of a run that was cut by time until then.
     pub first: usize,
     /// Number of analysis snapshots (K).
     pub snapshots: usize,

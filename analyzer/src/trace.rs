@@ -306,7 +306,8 @@ pub struct Trace {
     states: BTreeMap<usize, State>,
 }
 
-/// Whether snapshots `0..=index` are time slices ended by the first mark.
+/// Whether snapshots `0..=index` are time slices ended by the first mark or
+/// auto-detected epoch.
 fn is_first_mark(causes: impl Iterator<Item = EpochCause>, cause: EpochCause) -> bool {
     let mut any = false;
     for c in causes {

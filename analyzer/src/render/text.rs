@@ -100,7 +100,10 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         }
         let label: String = s.label.chars().filter(|c| !c.is_control()).take(label_width).collect();
         let note = if i < analysed.start {
-            "  (start-up before the first mark)"
+            match trace.snapshots[analysed.start].cause {
+                trace_format::EpochCause::Auto => "  (start-up before the first auto-detected epoch)",
+                _ => "  (start-up before the first mark)",
+            }
         } else if i >= analysed.end {
             "  (not analysed: exit)"
         } else {
