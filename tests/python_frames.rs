@@ -2,8 +2,7 @@
 //! frames the tracer records for an allocation decode (with the location
 //! table) to exactly the stack CPython reports for the allocating line.
 //!
-//! The interpreters are found as `TRACER_TEST_PYTHON3_11` (and so on), then
-//! `~/.pyenv/versions/3.11.*/bin/python3`, then `python3.11` on the PATH; a
+//! The interpreters are found by `python_interpreter` (tests/support); a
 //! missing interpreter is a failure with instructions, never a skip.
 
 use std::collections::HashMap;
@@ -13,36 +12,6 @@ use std::time::{Duration, Instant};
 
 use integration_tests::*;
 use trace_format::{Frame as TreeFrame, PyCode, Record, SiteCounters, TraceEnd};
-
-fn interpreter(version: &str) -> PathBuf {
-    let var = format!("TRACER_TEST_PYTHON{}", version.replace('.', "_"));
-    if let Some(path) = std::env::var_os(&var) {
-        return PathBuf::from(path);
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
-    let pyenv = std::env::var_os("PYENV_ROOT").map(PathBuf::from).unwrap_or_else(|| home.join(".pyenv"));
-    let mut found: Vec<PathBuf> = std::fs::read_dir(pyenv.join("versions"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            name.strip_prefix(version)
-                .is_some_and(|rest| rest.starts_with('.') && rest[1..].chars().all(|c| c.is_ascii_digit()))
-        })
-        .map(|entry| entry.path().join("bin/python3"))
-        .filter(|path| path.exists())
-        .collect();
-    found.sort();
-    if let Some(path) = found.pop() {
-        return path;
-    }
-    let on_path = format!("python{version}");
-    if Command::new(&on_path).arg("-c").arg("pass").status().is_ok_and(|s| s.success()) {
-        return PathBuf::from(on_path);
-    }
-    panic!("Python {version} is missing: install it (`pyenv install {version}` or apt's python{version}) or set {var}");
-}
 
 fn script(name: &str) -> PathBuf {
     repo_root().join("tests/python").join(name)
@@ -168,7 +137,7 @@ fn stacks_of_size(trace: &Trace, size: u64) -> Vec<Stack> {
 }
 
 fn check_frames(version: &str) {
-    let python = interpreter(version);
+    let python = python_interpreter(version);
     let (mut command, dir) = traced_command(&python);
     let expected_path = dir.path().join("expected.json");
     command.arg(script("frames.py")).arg(&expected_path).env_remove("PYTHONMALLOC");
@@ -229,7 +198,7 @@ fn python_3_13_frames_match_cpython() {
 }
 
 fn check_stress(version: &str) {
-    let python = interpreter(version);
+    let python = python_interpreter(version);
     let (mut command, dir) = traced_command(&python);
     command.arg(script("stress.py")).env("PYTHONMALLOC", "malloc");
     let output = output_within(command, dir.path(), Duration::from_secs(300));
@@ -273,7 +242,7 @@ fn python_3_13_stress_run_ends_with_readable_traces() {
 
 #[test]
 fn unsupported_python_runs_with_native_stacks_and_says_so_once() {
-    let python = interpreter("3.10");
+    let python = python_interpreter("3.10");
     let (mut command, dir) = traced_command(&python);
     command.arg(script("unsupported.py"));
     let output = output_within(command, dir.path(), Duration::from_secs(60));

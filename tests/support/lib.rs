@@ -32,6 +32,46 @@ pub fn analyzer() -> PathBuf {
     release_artifact("analyzer")
 }
 
+/// CPython `version` ("3.11"): `TRACER_TEST_PYTHON3_11` (and so on), then
+/// `~/.pyenv/versions/3.11.*/bin/python3`, then `python3.11` on the PATH; a
+/// missing interpreter is a failure with instructions, never a skip.
+pub fn python_interpreter(version: &str) -> PathBuf {
+    let var = format!("TRACER_TEST_PYTHON{}", version.replace('.', "_"));
+    if let Some(path) = std::env::var_os(&var) {
+        return PathBuf::from(path);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+    let pyenv = std::env::var_os("PYENV_ROOT").map(PathBuf::from).unwrap_or_else(|| home.join(".pyenv"));
+    let mut found: Vec<PathBuf> = std::fs::read_dir(pyenv.join("versions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.strip_prefix(version)
+                .is_some_and(|rest| rest.starts_with('.') && rest[1..].chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(|entry| entry.path().join("bin/python3"))
+        .filter(|path| path.exists())
+        .collect();
+    found.sort();
+    if let Some(path) = found.pop() {
+        return path;
+    }
+    let on_path = format!("python{version}");
+    if Command::new(&on_path).arg("-c").arg("pass").status().is_ok_and(|s| s.success()) {
+        return PathBuf::from(on_path);
+    }
+    panic!("Python {version} is missing: install it (`pyenv install {version}` or apt's python{version}) or set {var}");
+}
+
+/// The Python of the project's venv, which has torch (scripts/setup-demo.sh makes it).
+pub fn venv_python() -> PathBuf {
+    let path = repo_root().join(".venv/bin/python");
+    assert!(path.exists(), "{} is missing: run scripts/setup-demo.sh (scripts/test.sh does) first", path.display());
+    path
+}
+
 /// Compiles `tests/programs/<name>` (C or C++) the way production code is
 /// built: optimized and without frame pointers, with debug info for names.
 /// Each program is built once per test process; the binary is written under a

@@ -1,0 +1,200 @@
+//! Epochs cut at the passes over a PyTorch DataLoader in jobs that never call
+//! tracer_mark: tests/python/loader_epochs.py (torch, from the venv) with and
+//! without worker processes, fully traced and sampled, and
+//! tests/python/stand_in_epochs.py (a stand-in for torch's module) on every
+//! supported interpreter. Also how TRACER_AUTO_EPOCHS=0 and the program's own
+//! marks turn them off.
+//!
+//! Needs the venv with torch (scripts/setup-demo.sh) and the release builds;
+//! missing pieces fail the tests, they never skip.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use integration_tests::*;
+use serde_json::Value;
+
+/// Epochs of the jobs: each makes one training and one evaluation pass.
+const EPOCHS: usize = 6;
+/// Worker processes per loader pass in the tests with workers.
+const WORKERS: usize = 2;
+/// A sample every 512 KiB on average, as the README suggests for always-on use.
+const SAMPLING: (&str, &str) = ("TRACER_SAMPLE_BYTES", "524288");
+
+fn script(name: &str) -> PathBuf {
+    repo_root().join("tests/python").join(name)
+}
+
+/// Runs `python script args` under the tracer and checks it finished every epoch.
+fn run_job(python: &std::path::Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> TracedRun {
+    let script = script(name);
+    let mut all = vec![script.to_str().expect("UTF-8 path")];
+    all.extend_from_slice(args);
+    let run = run_traced_with(python, &all, env);
+    assert!(
+        run.output.status.success(),
+        "{name} {args:?} failed ({}):\n{}\n{}",
+        run.output.status,
+        run.stdout(),
+        run.stderr()
+    );
+    assert!(run.stdout().contains(&format!("epoch {EPOCHS}:")), "{}", run.stdout());
+    assert!(!run.stderr().contains("tracer:"), "the tracer complained: {}", run.stderr());
+    run
+}
+
+fn torch_job(args: &[&str], env: &[(&str, &str)]) -> TracedRun {
+    run_job(&venv_python(), "loader_epochs.py", args, env)
+}
+
+/// The cause of each epoch, in order.
+fn causes(report: &Value) -> Vec<String> {
+    let epochs = report["epochs"].as_array().unwrap_or_else(|| panic!("report without epochs: {report:#}"));
+    epochs.iter().map(|e| e["cause"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+fn labels(report: &Value, cause: &str) -> Vec<String> {
+    let epochs = report["epochs"].as_array().unwrap_or_else(|| panic!("report without epochs: {report:#}"));
+    epochs.iter().filter(|e| e["cause"] == cause).map(|e| e["label"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+/// Start-up time slices, then one auto-detected epoch per training pass from
+/// the second on (the first pass is where the loader is found to repeat),
+/// then the exit snapshot; the analysis starts at the first auto epoch.
+fn assert_cut_by_training_passes(report: &Value) {
+    let causes = causes(report);
+    let slices = causes.iter().take_while(|c| *c == "timer").count();
+    let mut expected = vec!["timer".to_string(); slices];
+    expected.extend(std::iter::repeat_n("auto".to_string(), EPOCHS - 1));
+    expected.push("exit".into());
+    assert_eq!(causes, expected, "epochs of {}", report["trace"]);
+    let passes: Vec<String> = (1..EPOCHS).map(|n| format!("DataLoader pass {n}")).collect();
+    assert_eq!(labels(report, "auto"), passes);
+    assert_eq!(report["analysis"]["first_analysed_epoch"], slices, "{:#}", report["analysis"]);
+}
+
+/// The line of `tests/python/<name>` that allocates the planted leak.
+fn planted_line(name: &str) -> u64 {
+    let text = std::fs::read_to_string(script(name)).unwrap();
+    let index = text.lines().position(|l| l.contains("KEPT.append(bytearray(64 * 1024))")).expect("the planted leak");
+    index as u64 + 1
+}
+
+/// The report's top suspect is the planted leak, at its line.
+fn assert_top_suspect_is_planted(report: &Value, name: &str) {
+    let top = report["suspects"].get(0).unwrap_or_else(|| panic!("no suspects: {:#}", report["verdict"]));
+    let own = top["frames"]
+        .as_array()
+        .expect("frames")
+        .iter()
+        .find(|f| f["own_code"] == true)
+        .unwrap_or_else(|| panic!("no own-code frame: {top:#}"));
+    assert_eq!(own["python"], true, "{own}");
+    assert!(own["file"].as_str().unwrap_or_default().ends_with(name), "{own}");
+    assert_eq!(own["line"], planted_line(name), "{own}");
+    assert_eq!(report["verdict"]["kind"], "heap_leak");
+}
+
+/// Every descendant trace (the forked DataLoader workers) is complete and
+/// none has an epoch of its own beyond the exit snapshot.
+fn assert_workers_cut_nothing(run: &TracedRun, at_least: usize) {
+    // Reports leave their flamegraphs beside the traces.
+    let is_trace = |t: &PathBuf| *t != run.trace && t.extension().is_none_or(|e| e != "svg");
+    let workers: Vec<PathBuf> = run.trace_files().into_iter().filter(is_trace).collect();
+    assert!(workers.len() >= at_least, "{} worker traces, expected {at_least} or more", workers.len());
+    for worker in workers {
+        let report = report_json(&worker);
+        assert_eq!(report["trace_end"], "complete", "{}", worker.display());
+        assert!(report["process"]["forked_from"].is_u64(), "{} is not a forked worker's", worker.display());
+        assert_eq!(causes(&report), ["exit"], "{}", worker.display());
+    }
+}
+
+#[test]
+fn training_passes_cut_the_epochs_without_workers() {
+    let run = torch_job(&["--workers", "0"], &[]);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let epochs = report["process"]["settings"]["epochs"].as_str().unwrap_or_default();
+    assert!(epochs.contains("DataLoader passes until the first mark"), "{epochs}");
+
+    let text = Command::new(analyzer()).arg("report").arg(&run.trace).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&format!("auto-detected {}, exit 1)", EPOCHS - 1)), "{text}");
+    assert!(text.contains("DataLoader pass 1  auto"), "{text}");
+}
+
+#[test]
+fn training_passes_cut_the_epochs_with_forked_workers() {
+    let run = torch_job(&["--workers", &WORKERS.to_string()], &[]);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    // Each pass of both loaders forks its workers.
+    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS);
+}
+
+#[test]
+fn training_passes_cut_the_epochs_when_sampling() {
+    let run = torch_job(&["--workers", &WORKERS.to_string()], &[SAMPLING]);
+    assert_cut_by_training_passes(&report_json(&run.trace));
+    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS);
+    let run = torch_job(&["--workers", "0"], &[SAMPLING]);
+    assert_cut_by_training_passes(&report_json(&run.trace));
+}
+
+#[test]
+fn auto_epochs_off_leaves_time_slices() {
+    let run = torch_job(&["--workers", "0"], &[SAMPLING, ("TRACER_AUTO_EPOCHS", "0"), ("TRACER_EPOCH_SECONDS", "0.5")]);
+    let report = report_json(&run.trace);
+    let causes = causes(&report);
+    assert!(causes.iter().filter(|c| *c == "timer").count() >= 2, "{causes:?}");
+    assert!(causes.iter().all(|c| c == "timer" || c == "exit"), "{causes:?}");
+    let epochs = report["process"]["settings"]["epochs"].as_str().unwrap_or_default();
+    assert!(epochs.contains("DataLoader passes off (TRACER_AUTO_EPOCHS=0)"), "{epochs}");
+}
+
+#[test]
+fn a_program_that_marks_gets_its_marks_only() {
+    let run = torch_job(&["--workers", "0", "--mark"], &[SAMPLING]);
+    let report = report_json(&run.trace);
+    let causes = causes(&report);
+    let slices = causes.iter().take_while(|c| *c == "timer").count();
+    let mut expected = vec!["timer".to_string(); slices];
+    expected.extend(std::iter::repeat_n("mark".to_string(), EPOCHS));
+    expected.push("exit".into());
+    assert_eq!(causes, expected);
+    let marks: Vec<String> = (1..=EPOCHS).map(|n| format!("epoch {n}")).collect();
+    assert_eq!(labels(&report, "mark"), marks);
+}
+
+/// The walk recognises the loader on every supported interpreter, fully
+/// traced and sampled (where the method is found through its module's constants).
+fn stand_in_passes_cut_the_epochs(version: &str) {
+    let python = python_interpreter(version);
+    let epochs = EPOCHS.to_string();
+    for env in [&[][..], &[SAMPLING]] {
+        let run = run_job(&python, "stand_in_epochs.py", &[&epochs], env);
+        let report = report_json(&run.trace);
+        assert_cut_by_training_passes(&report);
+        if env.is_empty() {
+            assert_top_suspect_is_planted(&report, "stand_in_epochs.py");
+        }
+    }
+}
+
+#[test]
+fn stand_in_passes_cut_the_epochs_on_3_11() {
+    stand_in_passes_cut_the_epochs("3.11");
+}
+
+#[test]
+fn stand_in_passes_cut_the_epochs_on_3_12() {
+    stand_in_passes_cut_the_epochs("3.12");
+}
+
+#[test]
+fn stand_in_passes_cut_the_epochs_on_3_13() {
+    stand_in_passes_cut_the_epochs("3.13");
+}

@@ -1,0 +1,79 @@
+"""A PyTorch training job with a planted leak that never marks its epochs.
+
+Every epoch makes one pass over a training DataLoader and one over an
+evaluation DataLoader; every training step keeps a 64 KiB buffer for good
+(`keep_step_buffer`). With --mark the job marks the end of each epoch with
+tracer_mark (scripts/tracer_mark.py) instead of leaving the epochs to the
+tracer.
+
+Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--mark]
+"""
+
+import argparse
+import pathlib
+import sys
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
+from tracer_mark import mark  # noqa: E402
+
+BATCH = 8
+KEPT = []
+
+
+class Numbers(Dataset):
+    def __init__(self, length):
+        self.length = length
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, i):
+        return torch.full((16,), float(i))
+
+
+def keep_step_buffer():
+    KEPT.append(bytearray(64 * 1024))
+
+
+def train(loader, model, optimizer):
+    for batch in loader:
+        loss = model(batch).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        keep_step_buffer()
+
+
+def evaluate(loader, model):
+    with torch.no_grad():
+        return sum(model(batch).sum().item() for batch in loader)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=8, help="training batches per epoch")
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--mark", action="store_true", help="mark each epoch's end with tracer_mark")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    train_loader = DataLoader(Numbers(args.steps * BATCH), batch_size=BATCH, shuffle=True, num_workers=args.workers)
+    eval_loader = DataLoader(Numbers(4 * BATCH), batch_size=BATCH, num_workers=args.workers)
+    for epoch in range(1, args.epochs + 1):
+        train(train_loader, model, optimizer)
+        total = evaluate(eval_loader, model)
+        if args.mark:
+            mark(f"epoch {epoch}")
+        print(f"epoch {epoch}: eval {total:.3f}, kept {len(KEPT)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
