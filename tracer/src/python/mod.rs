@@ -15,6 +15,10 @@
 //! lookup, and `Py_IsFinalizing`). Only the owning thread changes its frame
 //! chain, and it is inside malloc, so the chain is consistent without the GIL.
 //!
+//! A walk also tells whether the thread is starting a pass over a PyTorch
+//! DataLoader (`data_loader`); a glance follows the same chain reading only
+//! the code pointers, for the allocations a sampling tracer does not record.
+//!
 //! Supported: CPython 3.11, 3.12 and 3.13 on x86_64, release builds with the
 //! GIL. Anything else gets native-only stacks and one line on stderr.
 
