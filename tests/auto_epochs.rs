@@ -144,6 +144,16 @@ fn training_passes_cut_the_epochs_when_sampling() {
     assert_cut_by_training_passes(&report_json(&run.trace));
 }
 
+/// Persistent workers: each pass after the first resets the loader's iterator
+/// in `__iter__`, which allocates less than making one.
+#[test]
+fn training_passes_cut_the_epochs_with_persistent_workers() {
+    let run = torch_job(&["--workers", &WORKERS.to_string(), "--persistent"], &[SAMPLING]);
+    assert_cut_by_training_passes(&report_json(&run.trace));
+    // Two loaders, each with workers of its own for the whole run.
+    assert_workers_cut_nothing(&run, 2 * WORKERS);
+}
+
 #[test]
 fn auto_epochs_off_leaves_time_slices() {
     let run = torch_job(&["--workers", "0"], &[SAMPLING, ("TRACER_AUTO_EPOCHS", "0"), ("TRACER_EPOCH_SECONDS", "0.5")]);

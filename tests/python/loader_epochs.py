@@ -4,9 +4,10 @@ Every epoch makes one pass over a training DataLoader and one over an
 evaluation DataLoader; every training step keeps a 64 KiB buffer for good
 (`keep_step_buffer`). With --mark the job marks the end of each epoch with
 tracer_mark (scripts/tracer_mark.py) instead of leaving the epochs to the
-tracer.
+tracer. With --persistent the loaders keep their workers from pass to pass
+(each later pass then resets its iterator instead of making one).
 
-Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--mark]
+Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent] [--mark]
 """
 
 import argparse
@@ -57,6 +58,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--steps", type=int, default=8, help="training batches per epoch")
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--persistent", action="store_true", help="persistent_workers=True (needs --workers)")
     parser.add_argument("--mark", action="store_true", help="mark each epoch's end with tracer_mark")
     args = parser.parse_args()
 
@@ -64,8 +66,9 @@ def main():
     torch.manual_seed(0)
     model = torch.nn.Linear(16, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    train_loader = DataLoader(Numbers(args.steps * BATCH), batch_size=BATCH, shuffle=True, num_workers=args.workers)
-    eval_loader = DataLoader(Numbers(4 * BATCH), batch_size=BATCH, num_workers=args.workers)
+    workers = {"num_workers": args.workers, "persistent_workers": args.persistent}
+    train_loader = DataLoader(Numbers(args.steps * BATCH), batch_size=BATCH, shuffle=True, **workers)
+    eval_loader = DataLoader(Numbers(4 * BATCH), batch_size=BATCH, **workers)
     for epoch in range(1, args.epochs + 1):
         train(train_loader, model, optimizer)
         total = evaluate(eval_loader, model)
