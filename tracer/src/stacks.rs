@@ -8,7 +8,11 @@
 //! has never seen. A node's (parent, frame) is stored once, in two arrays
 //! indexed by id; the index that finds a child by (parent, frame) holds only
 //! ids (12 + ~5 bytes a node: tens of millions of nodes stay affordable).
+//! A thread's new stack is found starting from the path of its previous new
+//! stack, whose outer frames it mostly shares.
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::RwLock;
 
 use dashmap::DashMap;
@@ -29,10 +33,39 @@ const PYTHON_TAG: FrameWord = 1 << 63;
 /// Stands in for the frames of a stack the unwinder could not capture at all.
 const NO_FRAMES: FrameWord = 0;
 
-#[derive(Default)]
 pub struct StackTable {
     by_hash: DashMap<u128, StackId, BuildWordHasher>,
     tree: RwLock<Tree>,
+    /// Tells this table's paths from another's in a thread's [`LastPath`].
+    table_id: u32,
+}
+
+impl Default for StackTable {
+    fn default() -> Self {
+        static NEXT_TABLE_ID: AtomicU32 = AtomicU32::new(1);
+        StackTable {
+            by_hash: DashMap::default(),
+            tree: RwLock::default(),
+            table_id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+/// The path of the last stack this thread added to the tree, with the node
+/// each step reached. The thread's next new stack is usually the same caller
+/// one line further or one call deeper: the frames it shares with this path
+/// are found here, where a look in the tree would cost a cache miss a frame.
+struct LastPath {
+    table_id: u32,
+    len: usize,
+    words: [FrameWord; MAX_PATH],
+    nodes: [u32; MAX_PATH],
+}
+
+thread_local! {
+    // Const-initialized without a destructor: static TLS, never allocates.
+    static LAST_PATH: RefCell<LastPath> =
+        const { RefCell::new(LastPath { table_id: 0, len: 0, words: [0; MAX_PATH], nodes: [0; MAX_PATH] }) };
 }
 
 /// The prefix tree: node `id` is at index `id - 1` of both arrays.
@@ -94,24 +127,56 @@ impl StackTable {
         *self.by_hash.entry(hash).or_insert(node)
     }
 
-    /// The node at the end of `path`, adding the nodes it lacks: a shared
-    /// look along the part that exists, the write lock only for the rest.
+    /// The node at the end of `path`, adding the nodes it lacks, starting
+    /// after the part it shares with this thread's [`LastPath`].
     fn path_node(&self, path: &[FrameWord]) -> u32 {
-        let (mut node, mut known) = (0, 0);
+        let from_last_path = LAST_PATH.try_with(|last| {
+            let mut last = last.try_borrow_mut().ok()?;
+            let last = &mut *last;
+            let shared = if last.table_id == self.table_id {
+                path.iter().zip(&last.words[..last.len]).take_while(|(a, b)| a == b).count()
+            } else {
+                0
+            };
+            let start = shared.checked_sub(1).map_or(0, |i| last.nodes[i]);
+            last.words[shared..path.len()].copy_from_slice(&path[shared..]);
+            let node = self.descend(path, shared, start, &mut last.nodes[..path.len()]);
+            (last.table_id, last.len) = (self.table_id, path.len());
+            Some(node)
+        });
+        match from_last_path {
+            Ok(Some(node)) => node,
+            _ => self.descend(path, 0, 0, &mut [0; MAX_PATH][..path.len()]),
+        }
+    }
+
+    /// The node at the end of `path`, whose first `known` words lead to
+    /// `node`; `nodes[i]` gets the node of step `i`. A shared look along the
+    /// part that exists, the write lock only for the rest.
+    fn descend(&self, path: &[FrameWord], mut known: usize, mut node: u32, nodes: &mut [u32]) -> u32 {
         {
             let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
             while let Some(child) = path.get(known).and_then(|&word| tree.child(node, word)) {
                 node = child;
+                nodes[known] = node;
                 known += 1;
             }
         }
         if known < path.len() {
             let mut tree = self.tree.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-            for &word in &path[known..] {
-                node = match tree.child(node, word) {
+            // Another thread may have added the next nodes since the shared
+            // look; below a node added here, nothing can exist yet.
+            let mut added = false;
+            for (step, &word) in path.iter().enumerate().skip(known) {
+                let existing = if added { None } else { tree.child(node, word) };
+                node = match existing {
                     Some(child) => child,
-                    None => tree.add_child(node, word),
+                    None => {
+                        added = true;
+                        tree.add_child(node, word)
+                    }
                 };
+                nodes[step] = node;
             }
         }
         node
@@ -328,6 +393,34 @@ mod tests {
         let mut again = Vec::new();
         table.unwritten_path(b, &mut written, &mut again);
         assert_eq!(again.len(), 3, "a new file gets the whole path");
+    }
+
+    #[test]
+    fn a_threads_last_path_serves_only_its_own_table() {
+        let (first, second) = (StackTable::default(), StackTable::default());
+        let a = first.intern(&[0x30, 0x20, 0x10], &[], None);
+        // Shares two frames with the last path, which belongs to `first`.
+        let b = second.intern(&[0x31, 0x20, 0x10], &[], None);
+        assert_eq!(second.tree.read().unwrap().len(), 3, "no node of `first` was taken");
+        let frames = |table: &StackTable, id| path_of(table, id).iter().map(|n| n.frame).collect::<Vec<_>>();
+        assert_eq!(frames(&second, b), [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x31)]);
+        // Back on `first`, whose path the thread no longer holds.
+        let c = first.intern(&[0x32, 0x20, 0x10], &[], None);
+        assert_eq!(first.tree.read().unwrap().len(), 4);
+        assert_eq!(frames(&first, c), [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x32)]);
+        assert_eq!(path_of(&first, c)[1].id, path_of(&first, a)[1].id, "0x20 is shared");
+    }
+
+    #[test]
+    fn a_stack_sharing_the_last_paths_outer_frames_extends_it() {
+        let table = StackTable::default();
+        table.intern(&[0x30, 0x20, 0x10], &[], None);
+        let deeper = table.intern(&[0x40, 0x30, 0x20, 0x10], &[], None);
+        let shallower = table.intern(&[0x20, 0x10], &[], None);
+        assert_eq!(table.tree.read().unwrap().len(), 4);
+        assert_eq!(path_of(&table, deeper).len(), 4);
+        assert_eq!(path_of(&table, shallower).last().unwrap().frame, Frame::Native(0x20));
+        assert_eq!(path_of(&table, shallower).last().unwrap().id, path_of(&table, deeper)[1].id);
     }
 
     #[test]
