@@ -28,7 +28,7 @@ pub use records::*;
 /// The first bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"LEAKTRC\0";
 /// The format version this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 /// The oldest format version this crate reads.
 pub const OLDEST_READABLE_VERSION: u16 = 2;
 /// Length of the file header (magic, version, reserved).

@@ -95,6 +95,12 @@ pub enum Frame {
     /// A native return address (the tracer's own frames are never recorded).
     Native(u64),
     Python(PyFrame),
+    /// The stack's Python frames are the path that ends at this node (a path
+    /// of Python frames only). Such a node is the innermost of its stack and
+    /// its parent is the stack's innermost native frame, so a stack's native
+    /// and Python frames are two paths, each shared by the stacks that have
+    /// it, however the other kind differs.
+    PythonLeaf(u32),
 }
 
 /// One Python frame: a code object and the instruction it was executing.
@@ -280,6 +286,10 @@ impl Record {
                             e.u32(frame.instruction);
                             e.bool(frame.entry);
                         }
+                        Frame::PythonLeaf(node) => {
+                            e.byte(2);
+                            e.u32(node);
+                        }
                     }
                 }
             }
@@ -352,6 +362,7 @@ impl Record {
                         let frame = match d.byte()? {
                             0 => Frame::Native(d.u64()?),
                             1 => Frame::Python(PyFrame { code: d.u64()?, instruction: d.u32()?, entry: d.bool()? }),
+                            2 => Frame::PythonLeaf(d.u32()?),
                             _ => return Err(DecodeError::BadValue("frame kind")),
                         };
                         if id == 0 {

@@ -163,7 +163,7 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
             let stack = unwind::capture(session.own_code);
             let mut python_frames = PyStack::new();
             session.python.capture(&mut python_frames);
-            let stack_id = session.stacks.intern(stack.frames(), python_frames.words(), session.python.eval_loop());
+            let stack_id = session.stacks.intern(stack.frames(), python_frames.words());
             let epoch = session.epoch.load(Ordering::Relaxed);
             session.recorder.allocated(address as usize, size, stack_id, epoch);
         }
