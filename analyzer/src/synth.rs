@@ -170,6 +170,8 @@ impl Sim {
             rss_bytes: heap_bytes + self.rss_extra,
             heap_live_bytes: heap_bytes,
             heap_live_count: heap_count,
+            mapped_live_bytes: 0,
+            mapped_live_count: 0,
             tracer_bytes: 1 << 20,
             full: self.full_snapshots,
             counters,

@@ -28,8 +28,9 @@ pub use records::*;
 /// The first bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"LEAKTRC\0";
 /// The format version this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u16 = 2;
-/// The oldest format version this crate reads.
+pub const FORMAT_VERSION: u16 = 3;
+/// The oldest format version this crate reads. Version 3 only added
+/// mappings, so a version 2 trace reads as one without any.
 pub const OLDEST_READABLE_VERSION: u16 = 2;
 /// Length of the file header (magic, version, reserved).
 pub const FILE_HEADER_LEN: usize = 12;
@@ -38,19 +39,29 @@ pub const MAX_PAYLOAD_LEN: u32 = 1 << 30;
 
 /// The file header bytes for [`FORMAT_VERSION`].
 pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    file_header_of_version(FORMAT_VERSION)
+}
+
+/// The file header bytes of a trace in format `version`.
+pub fn file_header_of_version(version: u16) -> [u8; FILE_HEADER_LEN] {
     let mut header = [0u8; FILE_HEADER_LEN];
     header[..8].copy_from_slice(&MAGIC);
-    header[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header[8..10].copy_from_slice(&version.to_le_bytes());
     header
 }
 
 /// Appends one framed record (length, kind, payload, checksum) to `out`.
 pub fn frame_record(record: &Record, out: &mut Vec<u8>) {
+    frame_record_of_version(FORMAT_VERSION, record, out)
+}
+
+/// [`frame_record`] in format `version`.
+pub fn frame_record_of_version(version: u16, record: &Record, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     out.push(record.kind() as u8);
     let mut encoder = Encoder::new(out);
-    record.encode_payload(&mut encoder);
+    record.encode_payload(version, &mut encoder);
     let payload_len = (out.len() - start - 5) as u32;
     out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
     let crc = crc32fast::hash(&out[start + 4..]);

@@ -320,6 +320,8 @@ impl Session {
             rss_bytes: sys::rss_bytes(),
             heap_live_bytes: collected.live_bytes,
             heap_live_count: collected.live_count,
+            mapped_live_bytes: 0,
+            mapped_live_count: 0,
             tracer_bytes: real_alloc::tracer_bytes(),
             full: output.next_is_full,
             counters: collected.counters,
