@@ -29,6 +29,17 @@ const PYTHON_TAG: FrameWord = 1 << 63;
 /// Stands in for the frames of a stack the unwinder could not capture at all.
 const NO_FRAMES: FrameWord = 0;
 
+/// The innermost word of a mapping's stack: no return address is 1.
+const MAPPING: FrameWord = 1;
+
+/// What a stack made: the tree keeps a heap stack and a mapping stack with
+/// the same frames apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackKind {
+    Heap,
+    Mapping,
+}
+
 #[derive(Default)]
 pub struct StackTable {
     by_hash: DashMap<u128, StackId, BuildWordHasher>,
@@ -77,20 +88,25 @@ fn edge_hash(parent: u32, word: FrameWord) -> u64 {
 }
 
 impl StackTable {
-    /// The id of the stack with these native return addresses (innermost
-    /// first) and packed Python frames (innermost first). `eval_loop` is the
-    /// address range of the interpreter's eval loop, if known.
-    pub fn intern(&self, native: &[u64], python: &[u64], eval_loop: Option<(u64, u64)>) -> StackId {
-        let hash = stack_hash(native, python);
+    /// The id of the stack of `kind` with these native return addresses
+    /// (innermost first) and packed Python frames (innermost first).
+    /// `eval_loop` is the address range of the interpreter's eval loop, if known.
+    pub fn intern(&self, kind: StackKind, native: &[u64], python: &[u64], eval_loop: Option<(u64, u64)>) -> StackId {
+        let hash = stack_hash(kind, native, python);
         if let Some(id) = self.by_hash.get(&hash) {
             return *id;
         }
-        let mut path = [0; MAX_PATH];
-        let mut path = tree_path(native, python, eval_loop, &mut path);
-        if path.is_empty() {
-            path = &[NO_FRAMES];
+        let mut path = [0; MAX_PATH + 1];
+        let mut len = tree_path(native, python, eval_loop, &mut path);
+        if len == 0 {
+            path[0] = NO_FRAMES;
+            len = 1;
         }
-        let node = self.path_node(path);
+        if kind == StackKind::Mapping {
+            path[len] = MAPPING;
+            len += 1;
+        }
+        let node = self.path_node(&path[..len]);
         *self.by_hash.entry(hash).or_insert(node)
     }
 
@@ -141,13 +157,8 @@ const MAX_PATH: usize = crate::unwind::MAX_FRAMES + crate::python::MAX_PY_FRAMES
 /// run of Python frames follows the eval-loop frame that runs it, as in the
 /// real stack, so the native frames outside Python are shared by all stacks.
 /// When the eval-loop frames and the runs do not pair up, the Python frames
-/// go first.
-fn tree_path<'a>(
-    native: &[u64],
-    python: &[u64],
-    eval_loop: Option<(u64, u64)>,
-    out: &'a mut [u64; MAX_PATH],
-) -> &'a [u64] {
+/// go first. Returns the path's length.
+fn tree_path(native: &[u64], python: &[u64], eval_loop: Option<(u64, u64)>, out: &mut [u64]) -> usize {
     let native = &native[..native.len().min(crate::unwind::MAX_FRAMES)];
     let python = &python[..python.len().min(crate::python::MAX_PY_FRAMES)];
     let is_entry = |word: u64| python::unpack(word).entry;
@@ -165,7 +176,7 @@ fn tree_path<'a>(
     if !pairs_up {
         python.iter().rev().for_each(|&w| push(w | PYTHON_TAG));
         native.iter().rev().for_each(|&ip| push(ip));
-        return &out[..len];
+        return len;
     }
     let mut outer_python = python.iter().rev().peekable();
     for ip in native.iter().rev() {
@@ -183,12 +194,14 @@ fn tree_path<'a>(
             }
         }
     }
-    &out[..len]
+    len
 }
 
 fn frame_of(word: FrameWord) -> Frame {
     if word & PYTHON_TAG != 0 {
         Frame::Python(python::unpack(word & !PYTHON_TAG))
+    } else if word == MAPPING {
+        Frame::Mapping
     } else {
         Frame::Native(word)
     }
@@ -196,10 +209,14 @@ fn frame_of(word: FrameWord) -> Frame {
 
 /// Two independent 64-bit hashes of the whole stack: a collision (two stacks
 /// taken for one) is as likely as guessing a 128-bit key.
-fn stack_hash(native: &[u64], python: &[u64]) -> u128 {
+fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> u128 {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
-    let (mut a, mut b) = (native.len() as u64, python.len() as u64 ^ K2);
+    let kind = match kind {
+        StackKind::Heap => 0,
+        StackKind::Mapping => 1 << 32,
+    };
+    let (mut a, mut b) = (native.len() as u64 ^ kind, python.len() as u64 ^ K2);
     for &word in native.iter().chain(python) {
         a = (a.rotate_left(23) ^ word).wrapping_mul(K1);
         b = (b.rotate_left(31) ^ word).wrapping_mul(K2);
@@ -253,10 +270,10 @@ mod tests {
     #[test]
     fn stacks_share_their_outer_frames() {
         let table = StackTable::default();
-        let a = table.intern(&[0x30, 0x20, 0x10], &[], None);
-        let b = table.intern(&[0x31, 0x20, 0x10], &[], None);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[], None);
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[], None);
         assert_ne!(a, b);
-        assert_eq!(table.intern(&[0x30, 0x20, 0x10], &[], None), a);
+        assert_eq!(table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[], None), a);
         assert_eq!(table.tree.read().unwrap().len(), 4, "0x10 and 0x20 are shared");
 
         let frames: Vec<Frame> = path_of(&table, b).iter().map(|n| n.frame).collect();
@@ -266,9 +283,9 @@ mod tests {
     #[test]
     fn python_frames_sit_nearest_the_root_and_make_stacks_distinct() {
         let table = StackTable::default();
-        let native_only = table.intern(&[0x20, 0x10], &[], None);
+        let native_only = table.intern(StackKind::Heap, &[0x20, 0x10], &[], None);
         let packed = python::pack(7, 3, true);
-        let mixed = table.intern(&[0x20, 0x10], &[packed], None);
+        let mixed = table.intern(StackKind::Heap, &[0x20, 0x10], &[packed], None);
         assert_ne!(native_only, mixed);
         let path = path_of(&table, mixed);
         assert_eq!(path[0].parent, 0);
@@ -284,7 +301,7 @@ mod tests {
         // Innermost first: f (inner run, entry), g, h (outer run, entry).
         let (f, g, h) = (python::pack(1, 0, true), python::pack(2, 0, false), python::pack(3, 0, true));
         let table = StackTable::default();
-        let stack = table.intern(&native, &[f, g, h], eval);
+        let stack = table.intern(StackKind::Heap, &native, &[f, g, h], eval);
         let frames: Vec<Frame> = path_of(&table, stack).iter().map(|n| n.frame).collect();
         let py = |w| Frame::Python(python::unpack(w));
         assert_eq!(
@@ -302,19 +319,19 @@ mod tests {
         );
         // A second stack under the same outer Python frames shares that prefix.
         let nodes_before = table.tree.read().unwrap().len();
-        table.intern(&[0x11, 0x510, 0x20, 0x520, 0x30], &[f, g, h], eval);
+        table.intern(StackKind::Heap, &[0x11, 0x510, 0x20, 0x520, 0x30], &[f, g, h], eval);
         assert_eq!(table.tree.read().unwrap().len(), nodes_before + 1);
         // Without a pairing (unknown eval loop) the Python frames go first.
         let other_table = StackTable::default();
-        let apart = other_table.intern(&native, &[f, g, h], None);
+        let apart = other_table.intern(StackKind::Heap, &native, &[f, g, h], None);
         assert_eq!(path_of(&other_table, apart)[0].frame, py(h));
     }
 
     #[test]
     fn each_node_is_written_once_per_file_parents_first() {
         let table = StackTable::default();
-        let a = table.intern(&[0x30, 0x20, 0x10], &[], None);
-        let b = table.intern(&[0x31, 0x20, 0x10], &[], None);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[], None);
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[], None);
         let mut written = WrittenNodes::default();
         let mut out = Vec::new();
         table.unwritten_path(a, &mut written, &mut out);
@@ -331,9 +348,23 @@ mod tests {
     }
 
     #[test]
+    fn a_mapping_stack_ends_in_the_marker_and_differs_from_the_heap_stack() {
+        let table = StackTable::default();
+        let heap = table.intern(StackKind::Heap, &[0x20, 0x10], &[], None);
+        let mapping = table.intern(StackKind::Mapping, &[0x20, 0x10], &[], None);
+        assert_ne!(heap, mapping);
+        assert_eq!(table.intern(StackKind::Mapping, &[0x20, 0x10], &[], None), mapping);
+        let frames: Vec<Frame> = path_of(&table, mapping).iter().map(|n| n.frame).collect();
+        assert_eq!(frames, [Frame::Native(0x10), Frame::Native(0x20), Frame::Mapping]);
+        let empty = table.intern(StackKind::Mapping, &[], &[], None);
+        let frames: Vec<Frame> = path_of(&table, empty).iter().map(|n| n.frame).collect();
+        assert_eq!(frames, [Frame::Native(NO_FRAMES), Frame::Mapping]);
+    }
+
+    #[test]
     fn an_empty_stack_still_has_a_node() {
         let table = StackTable::default();
-        let empty = table.intern(&[], &[], None);
+        let empty = table.intern(StackKind::Heap, &[], &[], None);
         assert_ne!(empty, 0);
         assert_eq!(path_of(&table, empty)[0].frame, Frame::Native(NO_FRAMES));
     }
