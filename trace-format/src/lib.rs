@@ -16,6 +16,10 @@
 //! number of allocations: a [`Snapshot`] carries only the (stack, birth epoch)
 //! counters that changed since the previous snapshot of the same file, and
 //! stacks are written as the new nodes of a prefix tree ([`StackNodes`]).
+//!
+//! Version 3 added anonymous memory mappings: a stack whose innermost node is
+//! [`Frame::Mapping`] made a mapping, and snapshots carry the mapped totals
+//! apart from the heap's. A version 2 trace reads as one without mappings.
 
 mod codec;
 mod reader;
