@@ -135,6 +135,8 @@ pub struct Stack {
     pub python: Vec<PyFrame>,
     /// The walk to the root stopped at a node the trace lacks (or looped).
     pub broken_at: Option<u32>,
+    /// The stack made an anonymous memory mapping, not a heap allocation.
+    pub mapping: bool,
 }
 
 /// No stack is followed further than this many frames (a guard against
@@ -147,6 +149,7 @@ const TAG_NATIVE: u8 = 1;
 const TAG_PYTHON: u8 = 2;
 const TAG_PYTHON_ENTRY: u8 = 3;
 const TAG_PYTHON_LEAF: u8 = 4;
+const TAG_MAPPING: u8 = 5;
 
 /// One node as stored: parent, kind, and the frame packed in a u64 (a native
 /// address, or the interned code index in the high half and the instruction
@@ -202,6 +205,7 @@ impl Stacks {
                 (tag, (u64::from(index) << 32) | u64::from(py.instruction))
             }
             Frame::PythonLeaf(node) => (TAG_PYTHON_LEAF, u64::from(node)),
+            Frame::Mapping => (TAG_MAPPING, 0),
         }
     }
 
@@ -257,6 +261,12 @@ impl Stacks {
         ))
     }
 
+    /// Whether the stack `id` made an anonymous mapping: the tracer writes
+    /// the mapping marker as a mapping stack's innermost node.
+    pub fn is_mapping(&self, id: u32) -> bool {
+        self.lookup(id).is_some_and(|(_, tag, _)| tag == TAG_MAPPING)
+    }
+
     /// The stack whose innermost node is `id`; `None` when the trace has no
     /// such node.
     pub fn get(&self, id: u32) -> Option<Stack> {
@@ -289,6 +299,7 @@ impl Stacks {
             match tag {
                 TAG_NATIVE => stack.native.push(value),
                 TAG_PYTHON_LEAF => python_leaf = python_leaf.or(Some(value as u32)),
+                TAG_MAPPING => stack.mapping = true,
                 _ => stack.python.push(PyFrame {
                     code: self.codes[(value >> 32) as usize],
                     instruction: value as u32,
@@ -391,7 +402,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
         ),
         ReadError::OlderVersion { found } => Failure::new(
             format!(
-                "{shown} has trace format version {found}, older than the version {} this analyzer reads",
+                "{shown} has trace format version {found}, older than version {}, the oldest this analyzer reads",
                 trace_format::OLDEST_READABLE_VERSION
             ),
             "trace the program again with the tracer built together with this analyzer",
@@ -618,6 +629,18 @@ mod tests {
         stacks.insert(&StackNode { id: 13, parent: 11, frame: Frame::PythonLeaf(99) });
         let s = stacks.get(13).unwrap();
         assert_eq!((s.native.len(), s.broken_at), (2, Some(99)));
+    }
+
+    #[test]
+    fn a_mapping_marker_makes_a_mapping_stack() {
+        let mut stacks = tree();
+        stacks.insert(&StackNode { id: 7, parent: 4, frame: Frame::Mapping });
+        assert!(stacks.is_mapping(7));
+        assert!(!stacks.is_mapping(4) && !stacks.is_mapping(99));
+        let s = stacks.get(7).unwrap();
+        assert!(s.mapping);
+        assert_eq!(s.native, vec![0x5000, 0x4000], "the marker is not a frame");
+        assert!(!stacks.get(4).unwrap().mapping);
     }
 
     #[test]

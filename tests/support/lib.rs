@@ -164,6 +164,8 @@ pub fn mentions(functions: &[String], name: &str) -> bool {
 pub struct Stack {
     pub native: Vec<u64>,
     pub python: Vec<trace_format::PyFrame>,
+    /// The stack made an anonymous mapping (its innermost node is the marker).
+    pub mapping: bool,
 }
 
 /// The stack nodes of a trace, by id.
@@ -212,6 +214,7 @@ impl StackTree {
                     trace_format::Frame::Native(address) => stack.native.push(address),
                     trace_format::Frame::Python(frame) => stack.python.push(frame),
                     trace_format::Frame::PythonLeaf(leaf) => next = Some(leaf),
+                    trace_format::Frame::Mapping => stack.mapping = true,
                 }
                 id = node.parent;
             }

@@ -42,6 +42,17 @@ const PYTHON_LEAF_TAG: FrameWord = 1 << 62;
 /// Stands in for the frames of a stack the unwinder could not capture at all.
 const NO_FRAMES: FrameWord = 0;
 
+/// The innermost word of a mapping's stack: no return address is 1.
+const MAPPING: FrameWord = 1;
+
+/// What a stack made: the tree keeps a heap stack and a mapping stack with
+/// the same frames apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackKind {
+    Heap,
+    Mapping,
+}
+
 pub struct StackTable {
     by_hash: DashMap<u128, StackId, BuildWordHasher>,
     tree: RwLock<Tree>,
@@ -126,10 +137,10 @@ fn edge_hash(parent: u32, word: FrameWord) -> u64 {
 }
 
 impl StackTable {
-    /// The id of the stack with these native return addresses (innermost
-    /// first) and packed Python frames (innermost first).
-    pub fn intern(&self, native: &[u64], python: &[u64]) -> StackId {
-        let hash = stack_hash(native, python);
+    /// The id of the stack of `kind` with these native return addresses
+    /// (innermost first) and packed Python frames (innermost first).
+    pub fn intern(&self, kind: StackKind, native: &[u64], python: &[u64]) -> StackId {
+        let hash = stack_hash(kind, native, python);
         if let Some(id) = self.by_hash.get(&hash) {
             return *id;
         }
@@ -140,16 +151,26 @@ impl StackTable {
             frames.iter().rev().zip(path.iter_mut()).for_each(|(&frame, slot)| *slot = frame | tag);
             frames.len()
         };
-        let node = if python.is_empty() {
-            let len = outermost_first(native, 0, &mut path);
-            self.path_node(NATIVE_PATH, if len == 0 { &[NO_FRAMES] } else { &path[..len] })
+        let mut len = if python.is_empty() {
+            match outermost_first(native, 0, &mut path) {
+                0 => {
+                    path[0] = NO_FRAMES;
+                    1
+                }
+                len => len,
+            }
         } else {
-            let len = outermost_first(python, PYTHON_TAG, &mut path);
-            let python_leaf = self.path_node(PYTHON_PATH, &path[..len]);
+            let python_len = outermost_first(python, PYTHON_TAG, &mut path);
+            let python_leaf = self.path_node(PYTHON_PATH, &path[..python_len]);
             let len = outermost_first(native, 0, &mut path);
             path[len] = PYTHON_LEAF_TAG | FrameWord::from(python_leaf);
-            self.path_node(NATIVE_PATH, &path[..=len])
+            len + 1
         };
+        if kind == StackKind::Mapping {
+            path[len] = MAPPING;
+            len += 1;
+        }
+        let node = self.path_node(NATIVE_PATH, &path[..len]);
         *self.by_hash.entry(hash).or_insert(node)
     }
 
@@ -237,8 +258,9 @@ impl StackTable {
     }
 }
 
-/// The longer of the two kinds of path, and the join below a native one.
-const MAX_PATH: usize = 1 + if crate::unwind::MAX_FRAMES > crate::python::MAX_PY_FRAMES {
+/// The longer of the two kinds of path, and below a native one the join
+/// and the mapping marker.
+const MAX_PATH: usize = 2 + if crate::unwind::MAX_FRAMES > crate::python::MAX_PY_FRAMES {
     crate::unwind::MAX_FRAMES
 } else {
     crate::python::MAX_PY_FRAMES
@@ -247,6 +269,8 @@ const MAX_PATH: usize = 1 + if crate::unwind::MAX_FRAMES > crate::python::MAX_PY
 fn frame_of(word: FrameWord) -> Frame {
     if word & PYTHON_TAG != 0 {
         Frame::Python(python::unpack(word & !PYTHON_TAG))
+    } else if word == MAPPING {
+        Frame::Mapping
     } else if word & PYTHON_LEAF_TAG != 0 {
         Frame::PythonLeaf((word & !PYTHON_LEAF_TAG) as u32)
     } else {
@@ -256,10 +280,14 @@ fn frame_of(word: FrameWord) -> Frame {
 
 /// Two independent 64-bit hashes of the whole stack: a collision (two stacks
 /// taken for one) is as likely as guessing a 128-bit key.
-fn stack_hash(native: &[u64], python: &[u64]) -> u128 {
+fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> u128 {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
-    let (mut a, mut b) = (native.len() as u64, python.len() as u64 ^ K2);
+    let kind = match kind {
+        StackKind::Heap => 0,
+        StackKind::Mapping => 1 << 32,
+    };
+    let (mut a, mut b) = (native.len() as u64 ^ kind, python.len() as u64 ^ K2);
     for &word in native.iter().chain(python) {
         a = (a.rotate_left(23) ^ word).wrapping_mul(K1);
         b = (b.rotate_left(31) ^ word).wrapping_mul(K2);
@@ -313,10 +341,10 @@ mod tests {
     #[test]
     fn stacks_share_their_outer_frames() {
         let table = StackTable::default();
-        let a = table.intern(&[0x30, 0x20, 0x10], &[]);
-        let b = table.intern(&[0x31, 0x20, 0x10], &[]);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
         assert_ne!(a, b);
-        assert_eq!(table.intern(&[0x30, 0x20, 0x10], &[]), a);
+        assert_eq!(table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]), a);
         assert_eq!(table.tree.read().unwrap().len(), 4, "0x10 and 0x20 are shared");
 
         let frames: Vec<Frame> = path_of(&table, b).iter().map(|n| n.frame).collect();
@@ -344,6 +372,7 @@ mod tests {
                     Frame::Native(address) => native.push(address),
                     Frame::Python(frame) => python.push(python::pack(frame.code, frame.instruction, frame.entry)),
                     Frame::PythonLeaf(python_leaf) => leaf = Some(python_leaf),
+                    Frame::Mapping => {}
                 }
                 id = node.parent;
             }
@@ -358,9 +387,9 @@ mod tests {
     #[test]
     fn python_frames_make_a_path_of_their_own_joined_below_the_native_leaf() {
         let table = StackTable::default();
-        let native_only = table.intern(&[0x20, 0x10], &[]);
+        let native_only = table.intern(StackKind::Heap, &[0x20, 0x10], &[]);
         let (f, g) = (python::pack(1, 4, false), python::pack(2, 8, true));
-        let mixed = table.intern(&[0x20, 0x10], &[f, g]);
+        let mixed = table.intern(StackKind::Heap, &[0x20, 0x10], &[f, g]);
         assert_ne!(native_only, mixed);
         assert_eq!(frames_of(&table, mixed), (vec![0x20, 0x10], vec![f, g]));
         let path = path_of(&table, mixed);
@@ -372,17 +401,17 @@ mod tests {
     fn each_kind_is_shared_however_the_other_differs() {
         let table = StackTable::default();
         let (f, g, h) = (python::pack(1, 4, false), python::pack(2, 8, false), python::pack(3, 0, true));
-        table.intern(&[0x30, 0x20, 0x10], &[f, g, h]);
+        table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[f, g, h]);
         let nodes = || table.tree.read().unwrap().len();
         let before = nodes();
         // Another line in the innermost function: one Python node and a join.
         let other_line = python::pack(1, 6, false);
-        let a = table.intern(&[0x30, 0x20, 0x10], &[other_line, g, h]);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[other_line, g, h]);
         assert_eq!(nodes(), before + 2);
         assert_eq!(frames_of(&table, a), (vec![0x30, 0x20, 0x10], vec![other_line, g, h]));
         // Another native call path from the same Python line: one native node and a join.
         let before = nodes();
-        let b = table.intern(&[0x31, 0x20, 0x10], &[f, g, h]);
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[f, g, h]);
         assert_eq!(nodes(), before + 2);
         assert_eq!(frames_of(&table, b), (vec![0x31, 0x20, 0x10], vec![f, g, h]));
     }
@@ -391,7 +420,7 @@ mod tests {
     fn a_stack_of_python_frames_only_joins_at_the_root() {
         let table = StackTable::default();
         let f = python::pack(5, 2, true);
-        let stack = table.intern(&[], &[f]);
+        let stack = table.intern(StackKind::Heap, &[], &[f]);
         assert_eq!(frames_of(&table, stack), (vec![], vec![f]));
         assert_eq!(path_of(&table, stack).last().unwrap().parent, 0);
     }
@@ -399,8 +428,8 @@ mod tests {
     #[test]
     fn each_node_is_written_once_per_file_parents_first() {
         let table = StackTable::default();
-        let a = table.intern(&[0x30, 0x20, 0x10], &[]);
-        let b = table.intern(&[0x31, 0x20, 0x10], &[]);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
         let mut written = WrittenNodes::default();
         let mut out = Vec::new();
         table.unwritten_path(a, &mut written, &mut out);
@@ -419,14 +448,14 @@ mod tests {
     #[test]
     fn a_threads_last_path_serves_only_its_own_table() {
         let (first, second) = (StackTable::default(), StackTable::default());
-        let a = first.intern(&[0x30, 0x20, 0x10], &[]);
+        let a = first.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
         // Shares two frames with the last path, which belongs to `first`.
-        let b = second.intern(&[0x31, 0x20, 0x10], &[]);
+        let b = second.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
         assert_eq!(second.tree.read().unwrap().len(), 3, "no node of `first` was taken");
         let frames = |table: &StackTable, id| path_of(table, id).iter().map(|n| n.frame).collect::<Vec<_>>();
         assert_eq!(frames(&second, b), [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x31)]);
         // Back on `first`, whose path the thread no longer holds.
-        let c = first.intern(&[0x32, 0x20, 0x10], &[]);
+        let c = first.intern(StackKind::Heap, &[0x32, 0x20, 0x10], &[]);
         assert_eq!(first.tree.read().unwrap().len(), 4);
         assert_eq!(frames(&first, c), [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x32)]);
         assert_eq!(path_of(&first, c)[1].id, path_of(&first, a)[1].id, "0x20 is shared");
@@ -435,9 +464,9 @@ mod tests {
     #[test]
     fn a_stack_sharing_the_last_paths_outer_frames_extends_it() {
         let table = StackTable::default();
-        table.intern(&[0x30, 0x20, 0x10], &[]);
-        let deeper = table.intern(&[0x40, 0x30, 0x20, 0x10], &[]);
-        let shallower = table.intern(&[0x20, 0x10], &[]);
+        table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
+        let deeper = table.intern(StackKind::Heap, &[0x40, 0x30, 0x20, 0x10], &[]);
+        let shallower = table.intern(StackKind::Heap, &[0x20, 0x10], &[]);
         assert_eq!(table.tree.read().unwrap().len(), 4);
         assert_eq!(path_of(&table, deeper).len(), 4);
         assert_eq!(path_of(&table, shallower).last().unwrap().frame, Frame::Native(0x20));
@@ -445,9 +474,28 @@ mod tests {
     }
 
     #[test]
+    fn a_mapping_stack_ends_in_the_marker_and_differs_from_the_heap_stack() {
+        let table = StackTable::default();
+        let heap = table.intern(StackKind::Heap, &[0x20, 0x10], &[]);
+        let mapping = table.intern(StackKind::Mapping, &[0x20, 0x10], &[]);
+        assert_ne!(heap, mapping);
+        assert_eq!(table.intern(StackKind::Mapping, &[0x20, 0x10], &[]), mapping);
+        let frames: Vec<Frame> = path_of(&table, mapping).iter().map(|n| n.frame).collect();
+        assert_eq!(frames, [Frame::Native(0x10), Frame::Native(0x20), Frame::Mapping]);
+        let empty = table.intern(StackKind::Mapping, &[], &[]);
+        let frames: Vec<Frame> = path_of(&table, empty).iter().map(|n| n.frame).collect();
+        assert_eq!(frames, [Frame::Native(NO_FRAMES), Frame::Mapping]);
+        // With Python frames the marker sits below the join.
+        let f = python::pack(3, 1, true);
+        let from_python = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]);
+        assert_eq!(frames_of(&table, from_python), (vec![0x20, 0x10], vec![f]));
+        assert_eq!(path_of(&table, from_python).last().unwrap().frame, Frame::Mapping);
+    }
+
+    #[test]
     fn an_empty_stack_still_has_a_node() {
         let table = StackTable::default();
-        let empty = table.intern(&[], &[]);
+        let empty = table.intern(StackKind::Heap, &[], &[]);
         assert_ne!(empty, 0);
         assert_eq!(path_of(&table, empty)[0].frame, Frame::Native(NO_FRAMES));
     }
