@@ -84,8 +84,10 @@ fn rss_growth_outside_the_heap_is_said_plainly() {
     let run = run_traced(&program, &[]);
     assert!(run.output.status.success(), "{}", run.stderr());
     let report = report_json(&run.trace);
-    assert!(suspects(&report).is_empty(), "a heap site was blamed: {report:#}");
+    assert!(suspects(&report).is_empty(), "a heap or mapping site was blamed: {report:#}");
     assert_eq!(report["verdict"]["kind"], "growth_outside_heap", "{report:#}");
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(message.contains("outside what the tracer sees"), "{message}");
 }
 
 /// One sample per 16 KiB allocated on average: the leak (about 215 KiB per
@@ -111,4 +113,78 @@ fn sampling_threads_still_names_the_leaking_site() {
     let run = run_traced_with(&program, &[], &[SAMPLING]);
     assert!(run.output.status.success(), "{}", run.stderr());
     assert_only_suspect_is(&report_json(&run.trace), "thread_leak", &["churn"]);
+}
+
+/// The number of the first line of `program` (under tests/) that contains `text`.
+fn line_of(program: &str, text: &str) -> u64 {
+    let source = std::fs::read_to_string(repo_root().join("tests").join(program)).unwrap();
+    let index = source.lines().position(|line| line.contains(text)).unwrap_or_else(|| panic!("{text} in {program}"));
+    index as u64 + 1
+}
+
+/// The suspect whose own-code frame is `function` at `line`.
+fn suspect_at<'a>(report: &'a serde_json::Value, function: &str, line: u64) -> &'a serde_json::Value {
+    report["suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            let own = s["frames"].as_array().unwrap().iter().find(|f| f["own_code"] == true);
+            own.is_some_and(|f| f["function"] == function && f["line"] == line)
+        })
+        .unwrap_or_else(|| panic!("no suspect at {function}:{line}: {report:#}"))
+}
+
+#[test]
+fn anonymous_mappings_left_behind_are_ranked_as_mapped_memory() {
+    let program = compile("mapped_leak.c");
+    let run = run_traced(&program, &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    assert_eq!(run.stdout(), "mapped_leak: done\n", "the tracer changed the program's output");
+    let report = report_json(&run.trace);
+    let source = "programs/mapped_leak.c";
+    const KIB: u64 = 1024;
+
+    // 512 KiB mapped, 64 KiB unmapped at each end and a page in the middle.
+    let top = &report["suspects"][0];
+    assert_eq!(top["memory"], "mapped", "{top:#}");
+    assert_eq!(top["growth_bytes_per_epoch"], 380 * KIB, "{top:#}");
+    assert_eq!(top["live_count"], 8, "one mapping per epoch however it was cut: {top:#}");
+    assert_eq!(top["frames"][0]["function"], "[anonymous mmap]");
+    let leak_line = line_of(source, "MAP_ANONYMOUS_PAGES(512 * KIB");
+    assert_eq!(suspect_at(&report, "leak_mapped_pages", leak_line)["stack_id"], top["stack_id"]);
+
+    // mremap moved 32 KiB onto a reservation and grew them by 64 KiB; a page
+    // unmapped at the new place comes off the moved part.
+    let grown = |needle: &str| &suspect_at(&report, "grow_mapping", line_of(source, needle))["growth_bytes_per_epoch"];
+    assert_eq!(*grown("MAP_ANONYMOUS_PAGES(32 * KIB"), 28 * KIB);
+    assert_eq!(*grown("mremap(region, 32 * KIB"), 64 * KIB);
+    let shrunk = suspect_at(&report, "shrink_mapping", line_of(source, "MAP_ANONYMOUS_PAGES(128 * KIB"));
+    assert_eq!((&shrunk["memory"], &shrunk["growth_bytes_per_epoch"]), (&"mapped".into(), &(48 * KIB).into()));
+
+    // glibc maps the big block itself: heap, and counted once.
+    let block = suspect_at(&report, "leak_big_block", line_of(source, "malloc(256 * KIB)"));
+    assert_eq!((&block["memory"], &block["growth_bytes_per_epoch"]), (&"heap".into(), &(256 * KIB).into()));
+    assert_eq!(report["suspect_count"], 5, "{report:#}");
+    for decoy in ["scratch_mapping", "rotate_mapping", "map_file_pages"] {
+        assert!(!suspects(&report).iter().any(|s| mentions(s, decoy)), "decoy {decoy} reported: {report:#}");
+    }
+
+    // Each settled epoch adds the leaked mappings to the mapped total and the block to the heap only.
+    let epoch = |i: usize, field: &str| report["epochs"][i][field].as_u64().unwrap();
+    assert_eq!(epoch(4, "mapped_bytes") - epoch(3, "mapped_bytes"), (380 + 28 + 64 + 48) * KIB);
+    assert_eq!(epoch(4, "live_bytes") - epoch(3, "live_bytes"), 256 * KIB);
+    assert_eq!(epoch(4, "mapped_count") - epoch(3, "mapped_count"), 4);
+    assert_eq!(report["verdict"]["kind"], "heap_leak");
+    assert_eq!(report["verdict"]["mapped_growth_bytes"], 6 * (380 + 28 + 64 + 48) * KIB);
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(message.starts_with("leak_mapped_pages keeps about 380 KiB/epoch of anonymous mapped memory"), "{message}");
+
+    let svg = run.dir.path().join("leaks.svg");
+    let output =
+        std::process::Command::new(analyzer()).arg("report").arg(&run.trace).arg("-o").arg(&svg).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("#1  +380 KiB/epoch   mapped memory   live now 2.97 MiB in 8 mappings"), "{text}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("[anonymous mmap]"), "the flamegraph names the mappings");
 }

@@ -266,3 +266,55 @@ fn unsupported_python_runs_with_native_stacks_and_says_so_once() {
     assert!(!trace.stacks.has_python_frames(), "no Python frames on an unsupported version");
     assert!(trace.codes.is_empty());
 }
+
+/// Small objects leaked under pymalloc never reach malloc; the arenas that
+/// hold them are anonymous mappings, charged to the script's leaking line.
+fn check_small_objects_under_pymalloc(version: &str) {
+    let python = python_interpreter(version);
+    let (mut command, dir) = traced_command(&python);
+    command.arg(script("small_objects.py")).env_remove("PYTHONMALLOC");
+    let output = output_within(command, dir.path(), Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "small_objects.py failed under {}: {stderr}", python.display());
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "small_objects: 320000 kept\n");
+    let trace = dir.path().join("trace.bin");
+    let report = report_json(&trace);
+    let settings = &report["process"]["settings"];
+    assert!(settings["python_allocator"].as_str().unwrap().starts_with("pymalloc"), "{settings}");
+    let top = &report["suspects"][0];
+    assert_eq!(top["memory"], "mapped", "{report:#}");
+    assert!(top["explanation"].as_str().is_some_and(|e| e.starts_with("pymalloc arenas")), "{top:#}");
+    let source = std::fs::read_to_string(script("small_objects.py")).unwrap();
+    let leak_line = source.lines().position(|l| l.contains("KEPT.append")).unwrap() as u64 + 1;
+    let own = top["frames"].as_array().unwrap().iter().find(|f| f["own_code"] == true).expect("an own-code frame");
+    assert_eq!(
+        (&own["function"], &own["line"], own["python"].as_bool()),
+        (&"leak_small_objects".into(), &leak_line.into(), Some(true)),
+        "{own}"
+    );
+    assert!(own["file"].as_str().unwrap().ends_with("small_objects.py"), "{own}");
+    let text = Command::new(analyzer())
+        .arg("report")
+        .arg(&trace)
+        .arg("-o")
+        .arg(dir.path().join("leaks.svg"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("mapped memory") && text.contains("    pymalloc arenas: "), "{text}");
+}
+
+#[test]
+fn python_3_11_small_objects_leak_as_pymalloc_arenas() {
+    check_small_objects_under_pymalloc("3.11");
+}
+
+#[test]
+fn python_3_12_small_objects_leak_as_pymalloc_arenas() {
+    check_small_objects_under_pymalloc("3.12");
+}
+
+#[test]
+fn python_3_13_small_objects_leak_as_pymalloc_arenas() {
+    check_small_objects_under_pymalloc("3.13");
+}

@@ -18,10 +18,14 @@
 //!   max(1, ceil(settled/2)) settled epochs, its live bytes grew between
 //!   snapshot 1 and the reference, and its growth — survivor bytes of the
 //!   settled epochs divided by their number — is above the noise floor.
-//! * Noise floor: max(4 KiB, 0.1% of the live heap at snapshot 1) per epoch.
-//!   Snapshot 1 is the heap after warm-up; the heap at the reference would not
-//!   do, since a long-running leak becomes most of it and would raise the
-//!   floor above its own growth after a thousand epochs.
+//! * Heap and mapping stacks (the stacks of anonymous mappings) are ranked
+//!   together, by the same rules.
+//! * Noise floor: max(4 KiB, 0.1% of the live heap and mappings at snapshot
+//!   1) per epoch. Snapshot 1 is the memory after warm-up; the memory at the
+//!   reference would not do, since a long-running leak becomes most of it and
+//!   would raise the floor above its own growth after a thousand epochs.
+//! * Memory the tracer sees is the live heap plus the traced mappings; RSS
+//!   growing well beyond it is growth outside what the tracer sees.
 
 use crate::format::bytes;
 use crate::trace::{IntMap, Trace};
@@ -53,6 +57,8 @@ pub struct Suspect {
     pub settled_with_survivors: usize,
     /// Every birth epoch with allocations alive at the reference, oldest first.
     pub survivors: Vec<Survivor>,
+    /// The stack makes anonymous mappings, not heap allocations.
+    pub mapped: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +90,9 @@ pub struct Verdict {
     pub rss_end: u64,
     pub heap_start: u64,
     pub heap_end: u64,
+    /// Live bytes in traced anonymous mappings.
+    pub mapped_start: u64,
+    pub mapped_end: u64,
 }
 
 impl Verdict {
@@ -92,6 +101,13 @@ impl Verdict {
     }
     pub fn heap_growth(&self) -> i128 {
         i128::from(self.heap_end) - i128::from(self.heap_start)
+    }
+    pub fn mapped_growth(&self) -> i128 {
+        i128::from(self.mapped_end) - i128::from(self.mapped_start)
+    }
+    /// Growth of all the memory the tracer sees: the heap and the mappings.
+    pub fn traced_growth(&self) -> i128 {
+        self.heap_growth() + self.mapped_growth()
     }
 }
 
@@ -131,8 +147,18 @@ fn rss_grew_noticeably(v: &Verdict) -> bool {
     g > NOTICEABLE_BYTES && (g as f64) > NOTICEABLE_FRACTION * v.rss_start as f64
 }
 
-fn rss_outgrew_heap(v: &Verdict) -> bool {
-    rss_grew_noticeably(v) && v.rss_growth() > 2 * v.heap_growth().max(0)
+fn rss_outgrew_traced_memory(v: &Verdict) -> bool {
+    rss_grew_noticeably(v) && v.rss_growth() > 2 * v.traced_growth().max(0)
+}
+
+/// "the live heap grew by X", with the mappings when there are any.
+fn traced_growth_words(v: &Verdict) -> String {
+    let heap = format!("the live heap grew by {}", signed(v.heap_growth()));
+    if v.mapped_start == 0 && v.mapped_end == 0 {
+        heap
+    } else {
+        format!("{heap} and traced anonymous mappings by {}", signed(v.mapped_growth()))
+    }
 }
 
 impl Analysis {
@@ -150,41 +176,48 @@ impl Analysis {
             VerdictKind::HeapLeak => {
                 let top = &self.suspects[0];
                 let mut msg = format!(
-                    "{} keeps about {}/epoch alive ({} now){}; the live heap grew by {} over {over}",
+                    "{} keeps about {}/epoch {}alive ({} now){}; {} over {over}",
                     top_function.unwrap_or("the top suspect"),
                     bytes(top.growth_bytes_per_epoch),
+                    if top.mapped { "of anonymous mapped memory " } else { "" },
                     bytes(top.live_bytes),
                     if self.suspects.len() > 1 {
                         format!(", {} suspects in all", self.suspects.len())
                     } else {
                         String::new()
                     },
-                    signed(v.heap_growth()),
+                    traced_growth_words(v),
                 );
-                if rss_outgrew_heap(v) {
+                if rss_outgrew_traced_memory(v) {
                     msg.push_str(&format!(
-                        "; RSS grew by {}, much more than the heap: the rest ({}) is outside the heap",
+                        "; RSS grew by {}, much more than the heap and mappings: the rest ({}) is outside what the tracer sees",
                         signed(v.rss_growth()),
-                        signed(v.rss_growth() - v.heap_growth().max(0))
+                        signed(v.rss_growth() - v.traced_growth().max(0))
                     ));
                 }
                 msg
             }
             VerdictKind::GrowthOutsideHeap => {
-                let heap = if v.heap_growth().abs() * 10 < v.rss_growth() {
-                    format!("stayed at {}", bytes(v.heap_end))
+                let traced_end = v.heap_end + v.mapped_end;
+                let traced = if v.traced_growth().abs() * 10 < v.rss_growth() {
+                    format!("stayed at {}", bytes(traced_end))
                 } else {
-                    format!("changed only by {} to {}", signed(v.heap_growth()), bytes(v.heap_end))
+                    format!("changed only by {} to {}", signed(v.traced_growth()), bytes(traced_end))
                 };
                 format!(
-                    "RSS grew by {} over {over} while the live heap {heap}; the growth is outside malloc (anonymous or file mmaps, allocator arenas not returned to the OS, thread stacks, shared memory, GPU driver); no heap site is responsible",
+                    "RSS grew by {} over {over} while the live heap and traced anonymous mappings {traced}; the growth is outside what the tracer sees (file or shared-memory mappings such as memfd or /dev/shm, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
                     signed(v.rss_growth())
                 )
             }
             VerdictKind::NoGrowth => format!(
-                "no leak found: no allocation site keeps memory alive epoch after epoch; over {over} RSS changed by {} and the live heap by {}",
+                "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} RSS changed by {} and the live heap by {}{}",
                 signed(v.rss_growth()),
-                signed(v.heap_growth())
+                signed(v.heap_growth()),
+                if v.mapped_start == 0 && v.mapped_end == 0 {
+                    String::new()
+                } else {
+                    format!(", traced anonymous mappings by {}", signed(v.mapped_growth()))
+                }
             ),
         }
     }
@@ -217,8 +250,11 @@ pub fn analyze(trace: &Trace) -> Analysis {
         rss_end: snap(reference).rss_bytes,
         heap_start: snap(start).heap_live_bytes,
         heap_end: snap(reference).heap_live_bytes,
+        mapped_start: snap(start).mapped_live_bytes,
+        mapped_end: snap(reference).mapped_live_bytes,
     };
-    let noise_floor = NOISE_FLOOR_MIN.max(snap(start).heap_live_bytes / NOISE_FLOOR_HEAP_DIVISOR);
+    let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
+    let noise_floor = NOISE_FLOOR_MIN.max(traced_at_start / NOISE_FLOOR_HEAP_DIVISOR);
     let mut analysis = Analysis {
         first,
         snapshots: k,
@@ -275,6 +311,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
                 live_count: s.live_count,
                 settled_with_survivors: s.settled_hits,
                 survivors: Vec::new(),
+                mapped: trace.stacks.is_mapping(stack),
             })
         })
         .collect();
@@ -298,7 +335,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
 
     verdict.kind = if !suspects.is_empty() {
         VerdictKind::HeapLeak
-    } else if rss_grew_noticeably(&verdict) && verdict.rss_growth() > 2 * verdict.heap_growth().max(0) {
+    } else if rss_outgrew_traced_memory(&verdict) {
         VerdictKind::GrowthOutsideHeap
     } else {
         VerdictKind::NoGrowth

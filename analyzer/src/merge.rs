@@ -16,7 +16,7 @@ use crate::symbolize::Frame;
 
 /// The name of a symbol without the suffixes compilers add to its parts
 /// and clones (`.cold`, `.part.0`, `.isra.0`, `.constprop.0`, `.lto_priv.0`).
-fn base_name(function: &str) -> &str {
+pub fn base_name(function: &str) -> &str {
     function.split('.').next().unwrap_or(function)
 }
 

@@ -21,10 +21,12 @@ pub struct Sim {
     objects: HashMap<u64, (u32, u32, u64)>,
     next_object: u64,
     stacks: BTreeSet<u32>,
+    /// The stacks that make anonymous mappings rather than heap allocations.
+    mapping_stacks: BTreeSet<u32>,
     /// Outer nodes of the prefix tree, by (parent, frame).
     nodes: HashMap<(u32, Frame), u32>,
     next_node: u32,
-    /// Resident memory outside the heap (added to the live heap for RSS).
+    /// Resident memory outside the heap and the mappings (added to both for RSS).
     pub rss_extra: u64,
     /// Nanoseconds added to the clock at each snapshot.
     pub epoch_ns: u64,
@@ -51,6 +53,7 @@ impl Sim {
             objects: HashMap::new(),
             next_object: 1,
             stacks: BTreeSet::new(),
+            mapping_stacks: BTreeSet::new(),
             nodes: HashMap::new(),
             next_node: INNER_NODE_IDS,
             rss_extra: 64 << 20,
@@ -75,6 +78,13 @@ impl Sim {
     /// Declares stack `id` (non-zero) with the given return addresses (innermost first).
     pub fn stack(&mut self, id: u32, native: Vec<u64>) {
         self.stack_frames(id, native.into_iter().map(Frame::Native).collect());
+    }
+
+    /// Declares stack `id` as a mapping stack: the mapping marker, then the
+    /// given return addresses (innermost first). Its objects are mappings.
+    pub fn mapping_stack(&mut self, id: u32, native: Vec<u64>) {
+        self.mapping_stacks.insert(id);
+        self.stack_frames(id, std::iter::once(Frame::Mapping).chain(native.into_iter().map(Frame::Native)).collect());
     }
 
     /// Declares stack `id` (non-zero) with the given frames, innermost first
@@ -148,13 +158,22 @@ impl Sim {
         objects.into_iter().for_each(|o| self.free(o));
     }
 
+    /// Live (bytes, count) of the heap's stacks.
     pub fn live_heap(&self) -> (u64, u64) {
-        self.pairs.values().fold((0, 0), |(b, n), c| (b + c.live_bytes, n + c.live_count))
+        self.live_totals(false)
+    }
+
+    fn live_totals(&self, mapped: bool) -> (u64, u64) {
+        self.pairs
+            .values()
+            .filter(|c| self.mapping_stacks.contains(&c.stack) == mapped)
+            .fold((0, 0), |(b, n), c| (b + c.live_bytes, n + c.live_count))
     }
 
     /// Closes the current epoch with a snapshot.
     pub fn snapshot(&mut self, cause: EpochCause, label: &str) {
         let (heap_bytes, heap_count) = self.live_heap();
+        let (mapped_bytes, mapped_count) = self.live_totals(true);
         self.elapsed_ns += self.epoch_ns;
         let counters: Vec<SiteCounters> = if self.full_snapshots {
             self.pairs.values().filter(|c| c.live_count > 0).copied().collect()
@@ -167,9 +186,11 @@ impl Sim {
             cause,
             label: label.into(),
             elapsed_ns: self.elapsed_ns,
-            rss_bytes: heap_bytes + self.rss_extra,
+            rss_bytes: heap_bytes + mapped_bytes + self.rss_extra,
             heap_live_bytes: heap_bytes,
             heap_live_count: heap_count,
+            mapped_live_bytes: mapped_bytes,
+            mapped_live_count: mapped_count,
             tracer_bytes: 1 << 20,
             full: self.full_snapshots,
             counters,

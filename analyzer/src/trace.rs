@@ -135,6 +135,8 @@ pub struct Stack {
     pub python: Vec<PyFrame>,
     /// The walk to the root stopped at a node the trace lacks (or looped).
     pub broken_at: Option<u32>,
+    /// The stack made an anonymous memory mapping, not a heap allocation.
+    pub mapping: bool,
 }
 
 /// No stack is followed further than this many frames (a guard against
@@ -146,6 +148,8 @@ const TAG_NONE: u8 = 0;
 const TAG_NATIVE: u8 = 1;
 const TAG_PYTHON: u8 = 2;
 const TAG_PYTHON_ENTRY: u8 = 3;
+const TAG_PYTHON_LEAF: u8 = 4;
+const TAG_MAPPING: u8 = 5;
 
 /// One node as stored: parent, kind, and the frame packed in a u64 (a native
 /// address, or the interned code index in the high half and the instruction
@@ -200,6 +204,8 @@ impl Stacks {
                 let tag = if py.entry { TAG_PYTHON_ENTRY } else { TAG_PYTHON };
                 (tag, (u64::from(index) << 32) | u64::from(py.instruction))
             }
+            Frame::PythonLeaf(node) => (TAG_PYTHON_LEAF, u64::from(node)),
+            Frame::Mapping => (TAG_MAPPING, 0),
         }
     }
 
@@ -255,26 +261,45 @@ impl Stacks {
         ))
     }
 
+    /// Whether the stack `id` made an anonymous mapping: the tracer writes
+    /// the mapping marker as a mapping stack's innermost node.
+    pub fn is_mapping(&self, id: u32) -> bool {
+        self.lookup(id).is_some_and(|(_, tag, _)| tag == TAG_MAPPING)
+    }
+
     /// The stack whose innermost node is `id`; `None` when the trace has no
     /// such node.
     pub fn get(&self, id: u32) -> Option<Stack> {
         self.lookup(id)?;
         let mut stack = Stack::default();
-        let mut at = id;
-        let limit = MAX_STACK_DEPTH.min(self.count + 1);
         let mut steps = 0;
-        while at != 0 {
+        // A stack's Python frames may be a path of their own, named by its
+        // innermost node (format 3); they are followed after the native ones.
+        if let Some(python_leaf) = self.follow(id, &mut stack, &mut steps) {
+            self.follow(python_leaf, &mut stack, &mut steps);
+        }
+        Some(stack)
+    }
+
+    /// Adds the frames of the path ending at `at` to `stack`; returns the
+    /// Python leaf it names, if any.
+    fn follow(&self, mut at: u32, stack: &mut Stack, steps: &mut usize) -> Option<u32> {
+        let limit = MAX_STACK_DEPTH.min(self.count + 1);
+        let mut python_leaf = None;
+        while at != 0 && stack.broken_at.is_none() {
             let Some((parent, tag, value)) = self.lookup(at) else {
                 stack.broken_at = Some(at);
                 break;
             };
-            steps += 1;
-            if steps > limit {
+            *steps += 1;
+            if *steps > limit {
                 stack.broken_at = Some(at);
                 break;
             }
             match tag {
                 TAG_NATIVE => stack.native.push(value),
+                TAG_PYTHON_LEAF => python_leaf = python_leaf.or(Some(value as u32)),
+                TAG_MAPPING => stack.mapping = true,
                 _ => stack.python.push(PyFrame {
                     code: self.codes[(value >> 32) as usize],
                     instruction: value as u32,
@@ -283,7 +308,7 @@ impl Stacks {
             }
             at = parent;
         }
-        Some(stack)
+        python_leaf
     }
 }
 
@@ -378,7 +403,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
         ),
         ReadError::OlderVersion { found } => Failure::new(
             format!(
-                "{shown} has trace format version {found}, older than the version {} this analyzer reads",
+                "{shown} has trace format version {found}, older than version {}, the oldest this analyzer reads",
                 trace_format::OLDEST_READABLE_VERSION
             ),
             "trace the program again with the tracer built together with this analyzer",
@@ -587,6 +612,36 @@ mod tests {
         assert!(stacks.get(7).is_none());
         assert!(stacks.get(0).is_none());
         assert!(stacks.conflict_warning().is_none());
+    }
+
+    #[test]
+    fn a_python_leaf_joins_a_path_of_python_frames_to_the_native_one() {
+        let mut stacks = tree();
+        // Native path 10 <- 11, Python path 1 <- 2 (from `tree`), joined by 12.
+        for node in [native(10, 0, 0x100), native(11, 10, 0x200)] {
+            stacks.insert(&node);
+        }
+        stacks.insert(&StackNode { id: 12, parent: 11, frame: Frame::PythonLeaf(2) });
+        let s = stacks.get(12).unwrap();
+        assert_eq!(s.native, vec![0x200, 0x100]);
+        assert_eq!(s.python.iter().map(|f| f.instruction).collect::<Vec<_>>(), vec![7, 40]);
+        assert_eq!(s.broken_at, None);
+        // A leaf naming a node the trace lacks breaks the stack there.
+        stacks.insert(&StackNode { id: 13, parent: 11, frame: Frame::PythonLeaf(99) });
+        let s = stacks.get(13).unwrap();
+        assert_eq!((s.native.len(), s.broken_at), (2, Some(99)));
+    }
+
+    #[test]
+    fn a_mapping_marker_makes_a_mapping_stack() {
+        let mut stacks = tree();
+        stacks.insert(&StackNode { id: 7, parent: 4, frame: Frame::Mapping });
+        assert!(stacks.is_mapping(7));
+        assert!(!stacks.is_mapping(4) && !stacks.is_mapping(99));
+        let s = stacks.get(7).unwrap();
+        assert!(s.mapping);
+        assert_eq!(s.native, vec![0x5000, 0x4000], "the marker is not a frame");
+        assert!(!stacks.get(4).unwrap().mapping);
     }
 
     #[test]

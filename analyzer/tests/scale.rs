@@ -115,6 +115,8 @@ fn thousands_of_epochs_and_100k_stacks() {
                 rss_bytes: heap + (100 << 20),
                 heap_live_bytes: heap,
                 heap_live_count: 0,
+                mapped_live_bytes: 0,
+                mapped_live_count: 0,
                 tracer_bytes: 0,
                 full: false,
                 counters,

@@ -204,6 +204,8 @@ pub fn mentions(functions: &[String], name: &str) -> bool {
 pub struct Stack {
     pub native: Vec<u64>,
     pub python: Vec<trace_format::PyFrame>,
+    /// The stack made an anonymous mapping (its innermost node is the marker).
+    pub mapping: bool,
 }
 
 /// The stack nodes of a trace, by id.
@@ -221,6 +223,9 @@ impl StackTree {
                 "node {} comes before its parent",
                 node.id
             );
+            if let trace_format::Frame::PythonLeaf(leaf) = node.frame {
+                assert!(self.nodes.contains_key(&leaf), "node {} comes before the Python leaf it names", node.id);
+            }
             self.nodes.insert(node.id, *node);
         }
     }
@@ -237,16 +242,22 @@ impl StackTree {
         self.nodes.contains_key(&id)
     }
 
-    /// The stack whose innermost node is `id`.
-    pub fn stack(&self, mut id: u32) -> Stack {
+    /// The stack whose innermost node is `id`: its native path, and the
+    /// path of Python frames its innermost node names, if any.
+    pub fn stack(&self, id: u32) -> Stack {
         let mut stack = Stack::default();
-        while id != 0 {
-            let node = self.nodes[&id];
-            match node.frame {
-                trace_format::Frame::Native(address) => stack.native.push(address),
-                trace_format::Frame::Python(frame) => stack.python.push(frame),
+        let mut next = Some(id);
+        while let Some(mut id) = next.take() {
+            while id != 0 {
+                let node = self.nodes[&id];
+                match node.frame {
+                    trace_format::Frame::Native(address) => stack.native.push(address),
+                    trace_format::Frame::Python(frame) => stack.python.push(frame),
+                    trace_format::Frame::PythonLeaf(leaf) => next = Some(leaf),
+                    trace_format::Frame::Mapping => stack.mapping = true,
+                }
+                id = node.parent;
             }
-            id = node.parent;
         }
         stack
     }

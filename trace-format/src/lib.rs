@@ -16,6 +16,10 @@
 //! number of allocations: a [`Snapshot`] carries only the (stack, birth epoch)
 //! counters that changed since the previous snapshot of the same file, and
 //! stacks are written as the new nodes of a prefix tree ([`StackNodes`]).
+//!
+//! Version 3 added anonymous memory mappings: a stack whose innermost node is
+//! [`Frame::Mapping`] made a mapping, and snapshots carry the mapped totals
+//! apart from the heap's. A version 2 trace reads as one without mappings.
 
 mod codec;
 mod reader;
@@ -28,8 +32,10 @@ pub use records::*;
 /// The first bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"LEAKTRC\0";
 /// The format version this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u16 = 2;
-/// The oldest format version this crate reads.
+pub const FORMAT_VERSION: u16 = 3;
+/// The oldest format version this crate reads. Version 3 only added
+/// frame kinds (mappings, Python paths of their own), so a version 2 trace
+/// reads as it did.
 pub const OLDEST_READABLE_VERSION: u16 = 2;
 /// Length of the file header (magic, version, reserved).
 pub const FILE_HEADER_LEN: usize = 12;
@@ -38,19 +44,29 @@ pub const MAX_PAYLOAD_LEN: u32 = 1 << 30;
 
 /// The file header bytes for [`FORMAT_VERSION`].
 pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    file_header_of_version(FORMAT_VERSION)
+}
+
+/// The file header bytes of a trace in format `version`.
+pub fn file_header_of_version(version: u16) -> [u8; FILE_HEADER_LEN] {
     let mut header = [0u8; FILE_HEADER_LEN];
     header[..8].copy_from_slice(&MAGIC);
-    header[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header[8..10].copy_from_slice(&version.to_le_bytes());
     header
 }
 
 /// Appends one framed record (length, kind, payload, checksum) to `out`.
 pub fn frame_record(record: &Record, out: &mut Vec<u8>) {
+    frame_record_of_version(FORMAT_VERSION, record, out)
+}
+
+/// [`frame_record`] in format `version`.
+pub fn frame_record_of_version(version: u16, record: &Record, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     out.push(record.kind() as u8);
     let mut encoder = Encoder::new(out);
-    record.encode_payload(&mut encoder);
+    record.encode_payload(version, &mut encoder);
     let payload_len = (out.len() - start - 5) as u32;
     out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
     let crc = crc32fast::hash(&out[start + 4..]);

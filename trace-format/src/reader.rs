@@ -38,7 +38,7 @@ impl fmt::Display for ReadError {
             ),
             ReadError::OlderVersion { found } => write!(
                 f,
-                "it has trace format version {found}, older than the {OLDEST_READABLE_VERSION} this analyzer reads; trace the program again with this tracer"
+                "it has trace format version {found}, older than version {OLDEST_READABLE_VERSION}, the oldest this analyzer reads; trace the program again with this tracer"
             ),
             ReadError::TooShort => f.write_str("it is too short to be a trace (no complete file header)"),
         }
@@ -68,6 +68,8 @@ pub struct RecordReader<R> {
     offset: u64,
     end: TraceEnd,
     payload: Vec<u8>,
+    /// The format version in the file header, which lays the payloads out.
+    version: u16,
 }
 
 impl RecordReader<BufReader<File>> {
@@ -101,7 +103,7 @@ impl<R: Read> RecordReader<R> {
         if version < OLDEST_READABLE_VERSION {
             return Err(ReadError::OlderVersion { found: version });
         }
-        Ok(RecordReader { input, offset: FILE_HEADER_LEN as u64, end: TraceEnd::Open, payload: Vec::new() })
+        Ok(RecordReader { input, offset: FILE_HEADER_LEN as u64, end: TraceEnd::Open, payload: Vec::new(), version })
     }
 
     /// Why reading stopped; [`TraceEnd::Open`] until the iterator is exhausted.
@@ -141,7 +143,7 @@ impl<R: Read> RecordReader<R> {
         }
         let kind = RecordKind::from_byte(head[4])
             .ok_or_else(|| TraceEnd::Damaged { offset: start, reason: format!("unknown record kind {}", head[4]) })?;
-        let record = Record::decode_payload(kind, payload)
+        let record = Record::decode_payload(kind, self.version, payload)
             .map_err(|err| TraceEnd::Damaged { offset: start, reason: err.to_string() })?;
         self.offset += 5 + u64::from(len) + 4;
         Ok(Some(record))

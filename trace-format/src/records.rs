@@ -2,6 +2,10 @@
 
 use crate::codec::{DecodeError, Decoder, Encoder};
 
+/// Version 3 added [`Frame::Mapping`], [`Frame::PythonLeaf`] and the mapped
+/// totals of [`Snapshot`].
+const VERSION_3: u16 = 3;
+
 /// The kind byte of each record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -95,6 +99,16 @@ pub enum Frame {
     /// A native return address (the tracer's own frames are never recorded).
     Native(u64),
     Python(PyFrame),
+    /// The innermost node of a stack that made an anonymous memory mapping
+    /// (`mmap` with `MAP_ANONYMOUS`) rather than a heap allocation; the frames
+    /// further out are the mapping call's stack. Format version 3 and later.
+    Mapping,
+    /// The stack's Python frames are the path that ends at this node (a path
+    /// of Python frames only). Such a node is the innermost of its stack and
+    /// its parent is the stack's innermost native frame, so a stack's native
+    /// and Python frames are two paths, each shared by the stacks that have
+    /// it, however the other kind differs.
+    PythonLeaf(u32),
 }
 
 /// One Python frame: a code object and the instruction it was executing.
@@ -189,9 +203,13 @@ pub struct Snapshot {
     pub elapsed_ns: u64,
     /// Resident set size of the process.
     pub rss_bytes: u64,
-    /// Bytes and number of heap allocations alive.
+    /// Bytes and number of heap allocations alive (malloc and friends only).
     pub heap_live_bytes: u64,
     pub heap_live_count: u64,
+    /// Bytes and number of anonymous mappings alive, counted apart from the
+    /// heap (0 in version 2 traces, which did not trace mappings).
+    pub mapped_live_bytes: u64,
+    pub mapped_live_count: u64,
     /// Memory the tracer itself holds for its tables and buffers.
     pub tracer_bytes: u64,
     /// When set, `counters` holds every pair with live allocations and
@@ -239,7 +257,9 @@ impl Record {
         }
     }
 
-    pub fn encode_payload(&self, e: &mut Encoder) {
+    /// Encodes the payload as format `version` lays it out (the writer uses
+    /// [`crate::FORMAT_VERSION`]; older versions exist for compatibility tests).
+    pub fn encode_payload(&self, version: u16, e: &mut Encoder) {
         match self {
             Record::Process(p) => {
                 e.u32(p.pid);
@@ -280,6 +300,11 @@ impl Record {
                             e.u32(frame.instruction);
                             e.bool(frame.entry);
                         }
+                        Frame::Mapping => e.byte(2),
+                        Frame::PythonLeaf(node) => {
+                            e.byte(3);
+                            e.u32(node);
+                        }
                     }
                 }
             }
@@ -298,6 +323,10 @@ impl Record {
                 e.u64(s.rss_bytes);
                 e.u64(s.heap_live_bytes);
                 e.u64(s.heap_live_count);
+                if version >= VERSION_3 {
+                    e.u64(s.mapped_live_bytes);
+                    e.u64(s.mapped_live_count);
+                }
                 e.u64(s.tracer_bytes);
                 e.bool(s.full);
                 e.u64(s.counters.len() as u64);
@@ -325,7 +354,8 @@ impl Record {
         }
     }
 
-    pub fn decode_payload(kind: RecordKind, payload: &[u8]) -> Result<Record, DecodeError> {
+    /// Decodes a payload written in format `version`.
+    pub fn decode_payload(kind: RecordKind, version: u16, payload: &[u8]) -> Result<Record, DecodeError> {
         let mut d = Decoder::new(payload);
         let record = match kind {
             RecordKind::Process => {
@@ -345,13 +375,16 @@ impl Record {
                 Record::Module(Module { path, load_bias, segments, build_id })
             }
             RecordKind::StackNodes => {
-                let nodes = (0..d.count(4)?)
+                // A mapping node is the shortest: id, parent and kind, a byte each at least.
+                let nodes = (0..d.count(3)?)
                     .map(|_| {
                         let id = d.u32()?;
                         let parent = d.u32()?;
                         let frame = match d.byte()? {
                             0 => Frame::Native(d.u64()?),
                             1 => Frame::Python(PyFrame { code: d.u64()?, instruction: d.u32()?, entry: d.bool()? }),
+                            2 if version >= VERSION_3 => Frame::Mapping,
+                            3 if version >= VERSION_3 => Frame::PythonLeaf(d.u32()?),
                             _ => return Err(DecodeError::BadValue("frame kind")),
                         };
                         if id == 0 {
@@ -377,6 +410,8 @@ impl Record {
                 let rss_bytes = d.u64()?;
                 let heap_live_bytes = d.u64()?;
                 let heap_live_count = d.u64()?;
+                let (mapped_live_bytes, mapped_live_count) =
+                    if version >= VERSION_3 { (d.u64()?, d.u64()?) } else { (0, 0) };
                 let tracer_bytes = d.u64()?;
                 let full = d.bool()?;
                 let counters = (0..d.count(6)?)
@@ -399,6 +434,8 @@ impl Record {
                     rss_bytes,
                     heap_live_bytes,
                     heap_live_count,
+                    mapped_live_bytes,
+                    mapped_live_count,
                     tracer_bytes,
                     full,
                     counters,

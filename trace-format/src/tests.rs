@@ -21,6 +21,9 @@ fn sample_records() -> Vec<Record> {
                 StackNode { id: 1, parent: 0, frame: Frame::Native(0x4011_23) },
                 StackNode { id: 2, parent: 1, frame: Frame::Native(u64::MAX) },
                 StackNode { id: 3, parent: 2, frame: Frame::Python(PyFrame { code: 9, instruction: 17, entry: true }) },
+                StackNode { id: 4, parent: 3, frame: Frame::Mapping },
+                StackNode { id: 5, parent: 0, frame: Frame::Python(PyFrame { code: 9, instruction: 3, entry: true }) },
+                StackNode { id: 6, parent: 2, frame: Frame::PythonLeaf(5) },
             ],
         }),
         Record::PyCode(PyCode {
@@ -38,6 +41,8 @@ fn sample_records() -> Vec<Record> {
             rss_bytes: 1 << 33,
             heap_live_bytes: 1 << 30,
             heap_live_count: 77,
+            mapped_live_bytes: 3 << 20,
+            mapped_live_count: 3,
             tracer_bytes: 4096,
             full: true,
             counters: vec![SiteCounters {
@@ -135,4 +140,49 @@ fn varints_cover_the_full_range() {
     }
     let too_long = [0xffu8; 11];
     assert_eq!(Decoder::new(&too_long).u64(), Err(DecodeError::Overflow));
+}
+
+#[test]
+fn version_2_traces_read_as_traces_without_mappings() {
+    let mut records = sample_records();
+    for record in &mut records {
+        match record {
+            Record::StackNodes(nodes) => {
+                nodes.nodes.retain(|n| !matches!(n.frame, Frame::Mapping | Frame::PythonLeaf(_)))
+            }
+            Record::Snapshot(snapshot) => {
+                snapshot.mapped_live_bytes = 0;
+                snapshot.mapped_live_count = 0;
+            }
+            _ => {}
+        }
+    }
+    let mut bytes = file_header_of_version(2).to_vec();
+    records.iter().for_each(|record| frame_record_of_version(2, record, &mut bytes));
+    let mut reader = RecordReader::new(&bytes[..]).unwrap();
+    let read: Vec<Record> = reader.by_ref().collect();
+    assert_eq!(read, records);
+    assert_eq!(*reader.end(), TraceEnd::EndOfFile);
+    // A version 2 snapshot is shorter: the mapped totals are not in it.
+    let snapshot = records.iter().find(|r| matches!(r, Record::Snapshot(_))).unwrap();
+    let (mut v2, mut v3) = (Vec::new(), Vec::new());
+    frame_record_of_version(2, snapshot, &mut v2);
+    frame_record_of_version(3, snapshot, &mut v3);
+    assert_eq!(v2.len() + 2, v3.len());
+}
+
+#[test]
+fn a_version_3_frame_kind_in_a_version_2_trace_is_damage() {
+    for frame in [Frame::Mapping, Frame::PythonLeaf(1)] {
+        let nodes = Record::StackNodes(StackNodes { nodes: vec![StackNode { id: 1, parent: 0, frame }] });
+        let mut bytes = file_header_of_version(2).to_vec();
+        frame_record_of_version(2, &nodes, &mut bytes);
+        let mut reader = RecordReader::new(&bytes[..]).unwrap();
+        assert_eq!(reader.by_ref().count(), 0);
+        assert!(
+            matches!(reader.end(), TraceEnd::Damaged { reason, .. } if reason.contains("frame kind")),
+            "{:?}",
+            reader.end()
+        );
+    }
 }

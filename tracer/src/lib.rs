@@ -1,12 +1,13 @@
 //! `libtracer.so`: preloaded into a process, it records every live heap
-//! allocation with its call stack, cuts the run into epochs and writes the
+//! allocation and anonymous memory mapping with its call stack, cuts the run into epochs and writes the
 //! changes of each epoch to a trace file for `analyzer`.
 //!
 //! Data flows one way: the hooks (`hooks`) forward each call to glibc and hand
 //! the result to the session (`session`), which captures the stack (`unwind`),
 //! adds the Python frames of a CPython process (`python`), which also show
 //! when a PyTorch DataLoader pass starts an epoch (`auto_epochs`),
-//! interns it (`stacks`) and updates the live table (`recorder`); at the end of
+//! interns it (`stacks`) and updates the live table (`recorder` for the heap,
+//! `mappings` for anonymous mappings, both counting in `sites`); at the end of
 //! each epoch the session writes a snapshot (`writer`, in the `trace-format`).
 
 // Unit tests build the library without its hooks (they would interpose the
@@ -20,12 +21,14 @@ mod auto_epochs;
 mod config;
 mod fast_hash;
 mod gate;
+mod mappings;
 mod modules;
 mod python;
 mod real_alloc;
 mod recorder;
 mod sampling;
 mod session;
+mod sites;
 mod stacks;
 mod sys;
 mod thread_state;

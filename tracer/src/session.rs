@@ -9,11 +9,13 @@ use trace_format::{End, EndReason, EpochCause, Notice, Process, Record, Snapshot
 
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR};
+use crate::mappings::{Locked, Mappings};
 use crate::modules::{self, ModuleMap};
 use crate::python::{Glance, LoaderFrames, PyStack, Python};
 use crate::recorder::Recorder;
 use crate::sampling::Sampling;
-use crate::stacks::{StackTable, WrittenNodes};
+use crate::sites::Scope;
+use crate::stacks::{StackId, StackKind, StackTable, WrittenNodes};
 use crate::writer::TraceWriter;
 use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
 
@@ -34,6 +36,8 @@ const LEARNING_WALK_MASK: u32 = 63;
 struct Session {
     config: Config,
     recorder: Recorder,
+    /// Anonymous mappings, always recorded exactly (they are few and large).
+    mappings: Mappings,
     /// Record only sampled allocations (TRACER_SAMPLE_BYTES).
     sampling: Option<Sampling>,
     stacks: StackTable,
@@ -125,6 +129,7 @@ pub fn start() {
     let session = Session {
         config,
         recorder: Recorder::new(sampling),
+        mappings: Mappings::new(sys::page_size()),
         sampling,
         stacks: StackTable::default(),
         python,
@@ -172,12 +177,7 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
     }
     record(|session| {
         if sampled {
-            let stack = unwind::capture(session.own_code);
-            let mut python_frames = PyStack::new();
-            session.python.capture(&mut python_frames);
-            // A pass's first allocation is born in the epoch the pass opens.
-            session.see_loader_frames(python_frames.loader_frames());
-            let stack_id = session.stacks.intern(stack.frames(), python_frames.words(), session.python.eval_loop());
+            let stack_id = session.capture_stack(StackKind::Heap);
             let epoch = session.epoch.load(Ordering::Relaxed);
             session.recorder.allocated(address as usize, size, stack_id, epoch);
         } else if loader_walk_due {
@@ -207,6 +207,109 @@ pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
     let mut known = false;
     record(|session| known = session.recorder.freed(address as usize));
     known
+}
+
+/// Runs the mapping call `call` with the mapping table locked, then lets
+/// `update` record its result (with the call's stack when `with_stack`, and
+/// the current epoch). The lock spans the call: once a range is unmapped,
+/// another thread may be handed it, and its record must come second. When
+/// the tracer does not record, `call` simply runs.
+fn change_mappings<R: Copy>(
+    with_stack: bool,
+    call: impl FnOnce() -> R,
+    update: impl FnOnce(R, &mut Locked<'_>, Option<StackId>, u32),
+) -> R {
+    let mut call = Some(call);
+    let mut result = None;
+    record(|session| {
+        // Unwinding is slow; it happens before the lock is taken.
+        let stack = with_stack.then(|| session.capture_stack(StackKind::Mapping));
+        let mut table = session.mappings.lock();
+        let Some(call) = call.take() else { return };
+        let value = call();
+        result = Some(value);
+        update(value, &mut table, stack, session.epoch.load(Ordering::Relaxed));
+    });
+    match (result, call) {
+        (Some(value), _) => value,
+        (None, Some(call)) => call(),
+        (None, None) => unreachable!("a call taken is a call made"),
+    }
+}
+
+/// What a successful `mmap` of `len` bytes with `flags` and `prot` means
+/// for the table. Only anonymous mappings that can hold memory are recorded:
+/// a `PROT_NONE` one reserves address space. A `MAP_FIXED` mapping of any
+/// kind replaces the pages it covers.
+pub fn mapping(
+    len: usize,
+    prot: i32,
+    flags: i32,
+    call: impl FnOnce() -> *mut std::ffi::c_void,
+) -> *mut std::ffi::c_void {
+    let recorded = flags & libc::MAP_ANONYMOUS != 0 && prot != libc::PROT_NONE;
+    let replaces = flags & libc::MAP_FIXED != 0;
+    if !recorded && !replaces {
+        return call();
+    }
+    change_mappings(recorded, call, |address, table, stack, epoch| {
+        if address == libc::MAP_FAILED {
+            return;
+        }
+        match stack {
+            Some(stack) => table.mapped(address as usize, len, stack, epoch),
+            None => table.unmapped(address as usize, len),
+        }
+    })
+}
+
+pub fn unmapping(address: *mut std::ffi::c_void, len: usize, call: impl FnOnce() -> i32) -> i32 {
+    change_mappings(false, call, |result, table, _, _| {
+        if result == 0 {
+            table.unmapped(address as usize, len);
+        }
+    })
+}
+
+/// `mremap(old, old_len, new_len, flags, ...)`: the pages kept move with
+/// their owners, pages cut off are unmapped, and pages a recorded mapping
+/// grows by belong to the `mremap` call, born in the current epoch. With
+/// `MREMAP_DONTUNMAP` (or an `old_len` of 0, which duplicates a shared
+/// mapping) the old pages stay and the new range belongs to the call.
+pub fn remapping(
+    old: *mut std::ffi::c_void,
+    old_len: usize,
+    new_len: usize,
+    flags: i32,
+    fixed_at: *mut std::ffi::c_void,
+    call: impl FnOnce() -> *mut std::ffi::c_void,
+) -> *mut std::ffi::c_void {
+    let (old, fixed_at) = (old as usize, fixed_at as usize);
+    let keeps_old = flags & libc::MREMAP_DONTUNMAP != 0 || old_len == 0;
+    change_mappings(new_len > old_len || keeps_old, call, |new, table, stack, epoch| {
+        if new == libc::MAP_FAILED {
+            return;
+        }
+        if flags & libc::MREMAP_FIXED != 0 {
+            // The kernel unmapped whatever was at the target first.
+            table.unmapped(fixed_at, new_len);
+        }
+        if !table.contains(old) {
+            return; // not an anonymous mapping the tracer knows
+        }
+        let new = new as usize;
+        match (keeps_old, stack) {
+            (true, Some(stack)) => table.mapped(new, new_len, stack, epoch),
+            (true, None) => {}
+            (false, stack) => {
+                table.unmapped(old.saturating_add(new_len), old_len.saturating_sub(new_len));
+                table.moved(old, old_len.min(new_len), new);
+                if let Some(stack) = stack {
+                    table.mapped(new + old_len, new_len - old_len, stack, epoch);
+                }
+            }
+        }
+    })
 }
 
 /// `tracer_mark`: the program closes the current epoch.
@@ -294,6 +397,16 @@ pub fn after_fork_in_child() {
 }
 
 impl Session {
+    /// The calling thread's stack, native and Python frames, as a stack id.
+    fn capture_stack(&self, kind: StackKind) -> StackId {
+        let stack = unwind::capture(self.own_code);
+        let mut python_frames = PyStack::new();
+        self.python.capture(&mut python_frames);
+        // What the capture belongs to is born in the epoch a pass it starts opens.
+        self.see_loader_frames(python_frames.loader_frames());
+        self.stacks.intern(kind, stack.frames(), python_frames.words())
+    }
+
     fn elapsed_ns(&self) -> u64 {
         sys::monotonic_ns().saturating_sub(self.started_ns)
     }
@@ -351,13 +464,21 @@ impl Session {
             return;
         }
         let closing = self.epoch.fetch_add(1, Ordering::Relaxed);
-        let collected = self.recorder.collect(closing + 1, output.next_is_full, output.first_birth_epoch);
+        let scope = Scope {
+            current_epoch: closing + 1,
+            everything: output.next_is_full,
+            first_birth_epoch: output.first_birth_epoch,
+        };
+        let mut counters = Vec::new();
+        let heap = self.recorder.collect(scope, &mut counters);
+        let mapped = self.mappings.collect(scope, &mut counters);
+        counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
         let mut records: Vec<Record> = output.modules.newly_loaded().into_iter().map(Record::Module).collect();
         // Every code object a counted stack names was queued before the
         // counters were collected, so codes go out ahead of their stacks.
         records.extend(self.python.take_unwritten_codes().into_iter().map(Record::PyCode));
         let mut nodes = Vec::new();
-        for counter in &collected.counters {
+        for counter in &counters {
             self.stacks.unwritten_path(counter.stack, &mut output.written, &mut nodes);
         }
         if !nodes.is_empty() {
@@ -369,11 +490,13 @@ impl Session {
             label,
             elapsed_ns: self.elapsed_ns(),
             rss_bytes: sys::rss_bytes(),
-            heap_live_bytes: collected.live_bytes,
-            heap_live_count: collected.live_count,
+            heap_live_bytes: heap.live_bytes,
+            heap_live_count: heap.live_count,
+            mapped_live_bytes: mapped.live_bytes,
+            mapped_live_count: mapped.live_count,
             tracer_bytes: real_alloc::tracer_bytes(),
             full: output.next_is_full,
-            counters: collected.counters,
+            counters,
         }));
         output.next_is_full = false;
         self.write(&mut output, &records);

@@ -8,7 +8,17 @@
 //! has never seen. A node's (parent, frame) is stored once, in two arrays
 //! indexed by id; the index that finds a child by (parent, frame) holds only
 //! ids (12 + ~5 bytes a node: tens of millions of nodes stay affordable).
+//!
+//! A stack with Python frames is two paths: its native frames and its Python
+//! frames, each in the tree with parents of its own kind, joined by a node
+//! below the native leaf that names the Python leaf. Kept in one path, every
+//! new line of Python would repeat the native frames below it, and every new
+//! native call path the Python frames above it (four times the nodes while
+//! PyTorch imports). A thread's new stack is found starting from the paths
+//! of its previous new stack, whose outer frames it mostly shares.
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::RwLock;
 
 use dashmap::DashMap;
@@ -21,18 +31,68 @@ use crate::python;
 /// The id of a stack's innermost node (never 0, the root).
 pub type StackId = u32;
 
-/// A frame as the tree stores it: a native return address, or a packed Python
-/// frame tagged with the top bit (user-space addresses never have it).
+/// A frame as the tree stores it: a native return address; a packed Python
+/// frame tagged with the top bit (user-space addresses never have it); or the
+/// join of a stack's native leaf (the parent) and its Python leaf (the low
+/// bits), tagged with the next bit (addresses never have that one either).
 type FrameWord = u64;
 const PYTHON_TAG: FrameWord = 1 << 63;
+const PYTHON_LEAF_TAG: FrameWord = 1 << 62;
 
 /// Stands in for the frames of a stack the unwinder could not capture at all.
 const NO_FRAMES: FrameWord = 0;
 
-#[derive(Default)]
+/// The innermost word of a mapping's stack: no return address is 1.
+const MAPPING: FrameWord = 1;
+
+/// What a stack made: the tree keeps a heap stack and a mapping stack with
+/// the same frames apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackKind {
+    Heap,
+    Mapping,
+}
+
 pub struct StackTable {
     by_hash: DashMap<u128, StackId, BuildWordHasher>,
     tree: RwLock<Tree>,
+    /// Tells this table's paths from another's in a thread's [`LastPath`].
+    table_id: u32,
+}
+
+impl Default for StackTable {
+    fn default() -> Self {
+        static NEXT_TABLE_ID: AtomicU32 = AtomicU32::new(1);
+        StackTable {
+            by_hash: DashMap::default(),
+            tree: RwLock::default(),
+            table_id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+/// A path this thread added to the tree last, with the node each step
+/// reached. The thread's next new stack is usually the same caller one line
+/// further or one call deeper: the frames it shares with this path are found
+/// here, where a look in the tree would cost a cache miss a frame.
+struct LastPath {
+    table_id: u32,
+    len: usize,
+    words: [FrameWord; MAX_PATH],
+    nodes: [u32; MAX_PATH],
+}
+
+impl LastPath {
+    const EMPTY: LastPath = LastPath { table_id: 0, len: 0, words: [0; MAX_PATH], nodes: [0; MAX_PATH] };
+}
+
+/// Native and Python paths are kept apart: they never share a prefix.
+const NATIVE_PATH: usize = 0;
+const PYTHON_PATH: usize = 1;
+
+thread_local! {
+    // Const-initialized without a destructor: static TLS, never allocates.
+    static LAST_PATHS: RefCell<[LastPath; 2]> = const { RefCell::new([LastPath::EMPTY, LastPath::EMPTY]) };
 }
 
 /// The prefix tree: node `id` is at index `id - 1` of both arrays.
@@ -77,52 +137,117 @@ fn edge_hash(parent: u32, word: FrameWord) -> u64 {
 }
 
 impl StackTable {
-    /// The id of the stack with these native return addresses (innermost
-    /// first) and packed Python frames (innermost first). `eval_loop` is the
-    /// address range of the interpreter's eval loop, if known.
-    pub fn intern(&self, native: &[u64], python: &[u64], eval_loop: Option<(u64, u64)>) -> StackId {
-        let hash = stack_hash(native, python);
+    /// The id of the stack of `kind` with these native return addresses
+    /// (innermost first) and packed Python frames (innermost first).
+    pub fn intern(&self, kind: StackKind, native: &[u64], python: &[u64]) -> StackId {
+        let hash = stack_hash(kind, native, python);
         if let Some(id) = self.by_hash.get(&hash) {
             return *id;
         }
         let mut path = [0; MAX_PATH];
-        let mut path = tree_path(native, python, eval_loop, &mut path);
-        if path.is_empty() {
-            path = &[NO_FRAMES];
+        let native = &native[..native.len().min(crate::unwind::MAX_FRAMES)];
+        let python = &python[..python.len().min(crate::python::MAX_PY_FRAMES)];
+        let outermost_first = |frames: &[u64], tag: FrameWord, path: &mut [u64; MAX_PATH]| {
+            frames.iter().rev().zip(path.iter_mut()).for_each(|(&frame, slot)| *slot = frame | tag);
+            frames.len()
+        };
+        let mut len = if python.is_empty() {
+            match outermost_first(native, 0, &mut path) {
+                0 => {
+                    path[0] = NO_FRAMES;
+                    1
+                }
+                len => len,
+            }
+        } else {
+            let python_len = outermost_first(python, PYTHON_TAG, &mut path);
+            let python_leaf = self.path_node(PYTHON_PATH, &path[..python_len]);
+            let len = outermost_first(native, 0, &mut path);
+            path[len] = PYTHON_LEAF_TAG | FrameWord::from(python_leaf);
+            len + 1
+        };
+        if kind == StackKind::Mapping {
+            path[len] = MAPPING;
+            len += 1;
         }
-        let node = self.path_node(path);
+        let node = self.path_node(NATIVE_PATH, &path[..len]);
         *self.by_hash.entry(hash).or_insert(node)
     }
 
-    /// The node at the end of `path`, adding the nodes it lacks: a shared
-    /// look along the part that exists, the write lock only for the rest.
-    fn path_node(&self, path: &[FrameWord]) -> u32 {
-        let (mut node, mut known) = (0, 0);
+    /// The node at the end of `path`, adding the nodes it lacks, starting
+    /// after the part it shares with this thread's last path of its `kind`.
+    fn path_node(&self, kind: usize, path: &[FrameWord]) -> u32 {
+        let from_last_path = LAST_PATHS.try_with(|last| {
+            let mut last = last.try_borrow_mut().ok()?;
+            let last = &mut last[kind];
+            let shared = if last.table_id == self.table_id {
+                path.iter().zip(&last.words[..last.len]).take_while(|(a, b)| a == b).count()
+            } else {
+                0
+            };
+            let start = shared.checked_sub(1).map_or(0, |i| last.nodes[i]);
+            last.words[shared..path.len()].copy_from_slice(&path[shared..]);
+            let node = self.descend(path, shared, start, &mut last.nodes[..path.len()]);
+            (last.table_id, last.len) = (self.table_id, path.len());
+            Some(node)
+        });
+        match from_last_path {
+            Ok(Some(node)) => node,
+            _ => self.descend(path, 0, 0, &mut [0; MAX_PATH][..path.len()]),
+        }
+    }
+
+    /// The node at the end of `path`, whose first `known` words lead to
+    /// `node`; `nodes[i]` gets the node of step `i`. A shared look along the
+    /// part that exists, the write lock only for the rest.
+    fn descend(&self, path: &[FrameWord], mut known: usize, mut node: u32, nodes: &mut [u32]) -> u32 {
         {
             let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
             while let Some(child) = path.get(known).and_then(|&word| tree.child(node, word)) {
                 node = child;
+                nodes[known] = node;
                 known += 1;
             }
         }
         if known < path.len() {
             let mut tree = self.tree.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-            for &word in &path[known..] {
-                node = match tree.child(node, word) {
+            // Another thread may have added the next nodes since the shared
+            // look; below a node added here, nothing can exist yet.
+            let mut added = false;
+            for (step, &word) in path.iter().enumerate().skip(known) {
+                let existing = if added { None } else { tree.child(node, word) };
+                node = match existing {
                     Some(child) => child,
-                    None => tree.add_child(node, word),
+                    None => {
+                        added = true;
+                        tree.add_child(node, word)
+                    }
                 };
+                nodes[step] = node;
             }
         }
         node
     }
 
-    /// Appends to `out` the nodes of `stack`'s path that `written` does not
-    /// hold yet, outermost first, and marks them written.
+    /// Appends to `out` the nodes of `stack`'s paths that `written` does not
+    /// hold yet, each after its parent and after the Python leaf it names,
+    /// and marks them written.
     pub fn unwritten_path(&self, stack: StackId, written: &mut WrittenNodes, out: &mut Vec<StackNode>) {
         let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let start = out.len();
+        let mut python_leaf = None;
         let mut id = stack;
+        while id != 0 && !written.contains(id) {
+            let Some((parent, word)) = tree.node(id) else { break };
+            written.insert(id);
+            if word & (PYTHON_TAG | PYTHON_LEAF_TAG) == PYTHON_LEAF_TAG {
+                python_leaf = Some((word & !PYTHON_LEAF_TAG) as u32);
+            }
+            out.push(StackNode { id, parent, frame: frame_of(word) });
+            id = parent;
+        }
+        // Python nodes first, so that each list ends up outermost first.
+        let mut id = python_leaf.unwrap_or(0);
         while id != 0 && !written.contains(id) {
             let Some((parent, word)) = tree.node(id) else { break };
             written.insert(id);
@@ -133,62 +258,21 @@ impl StackTable {
     }
 }
 
-const MAX_PATH: usize = crate::unwind::MAX_FRAMES + crate::python::MAX_PY_FRAMES;
-
-/// A stack's frames as a path from the root, outermost first. The reader
-/// separates native and Python frames again by kind, so any interleaving that
-/// keeps each kind's order is correct; the one chosen shares the most: each
-/// run of Python frames follows the eval-loop frame that runs it, as in the
-/// real stack, so the native frames outside Python are shared by all stacks.
-/// When the eval-loop frames and the runs do not pair up, the Python frames
-/// go first.
-fn tree_path<'a>(
-    native: &[u64],
-    python: &[u64],
-    eval_loop: Option<(u64, u64)>,
-    out: &'a mut [u64; MAX_PATH],
-) -> &'a [u64] {
-    let native = &native[..native.len().min(crate::unwind::MAX_FRAMES)];
-    let python = &python[..python.len().min(crate::python::MAX_PY_FRAMES)];
-    let is_entry = |word: u64| python::unpack(word).entry;
-    let in_eval_loop = |ip: &&u64| eval_loop.is_some_and(|(start, end)| start <= **ip && **ip < end);
-    // A run ends (outermost) at an entry frame, so the outermost frame must be one.
-    let runs = python.iter().filter(|&&w| is_entry(w)).count();
-    let pairs_up = !python.is_empty()
-        && python.last().is_some_and(|&w| is_entry(w))
-        && native.iter().filter(in_eval_loop).count() == runs;
-    let mut len = 0;
-    let mut push = |word: u64| {
-        out[len] = word;
-        len += 1;
-    };
-    if !pairs_up {
-        python.iter().rev().for_each(|&w| push(w | PYTHON_TAG));
-        native.iter().rev().for_each(|&ip| push(ip));
-        return &out[..len];
-    }
-    let mut outer_python = python.iter().rev().peekable();
-    for ip in native.iter().rev() {
-        push(*ip);
-        if in_eval_loop(&ip) {
-            if let Some(&entry) = outer_python.next() {
-                push(entry | PYTHON_TAG);
-            }
-            while let Some(&&word) = outer_python.peek() {
-                if is_entry(word) {
-                    break;
-                }
-                push(word | PYTHON_TAG);
-                outer_python.next();
-            }
-        }
-    }
-    &out[..len]
-}
+/// The longer of the two kinds of path, and below a native one the join
+/// and the mapping marker.
+const MAX_PATH: usize = 2 + if crate::unwind::MAX_FRAMES > crate::python::MAX_PY_FRAMES {
+    crate::unwind::MAX_FRAMES
+} else {
+    crate::python::MAX_PY_FRAMES
+};
 
 fn frame_of(word: FrameWord) -> Frame {
     if word & PYTHON_TAG != 0 {
         Frame::Python(python::unpack(word & !PYTHON_TAG))
+    } else if word == MAPPING {
+        Frame::Mapping
+    } else if word & PYTHON_LEAF_TAG != 0 {
+        Frame::PythonLeaf((word & !PYTHON_LEAF_TAG) as u32)
     } else {
         Frame::Native(word)
     }
@@ -196,10 +280,14 @@ fn frame_of(word: FrameWord) -> Frame {
 
 /// Two independent 64-bit hashes of the whole stack: a collision (two stacks
 /// taken for one) is as likely as guessing a 128-bit key.
-fn stack_hash(native: &[u64], python: &[u64]) -> u128 {
+fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> u128 {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
-    let (mut a, mut b) = (native.len() as u64, python.len() as u64 ^ K2);
+    let kind = match kind {
+        StackKind::Heap => 0,
+        StackKind::Mapping => 1 << 32,
+    };
+    let (mut a, mut b) = (native.len() as u64 ^ kind, python.len() as u64 ^ K2);
     for &word in native.iter().chain(python) {
         a = (a.rotate_left(23) ^ word).wrapping_mul(K1);
         b = (b.rotate_left(31) ^ word).wrapping_mul(K2);
@@ -253,68 +341,95 @@ mod tests {
     #[test]
     fn stacks_share_their_outer_frames() {
         let table = StackTable::default();
-        let a = table.intern(&[0x30, 0x20, 0x10], &[], None);
-        let b = table.intern(&[0x31, 0x20, 0x10], &[], None);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
         assert_ne!(a, b);
-        assert_eq!(table.intern(&[0x30, 0x20, 0x10], &[], None), a);
+        assert_eq!(table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]), a);
         assert_eq!(table.tree.read().unwrap().len(), 4, "0x10 and 0x20 are shared");
 
         let frames: Vec<Frame> = path_of(&table, b).iter().map(|n| n.frame).collect();
         assert_eq!(frames, [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x31)]);
     }
 
-    #[test]
-    fn python_frames_sit_nearest_the_root_and_make_stacks_distinct() {
-        let table = StackTable::default();
-        let native_only = table.intern(&[0x20, 0x10], &[], None);
-        let packed = python::pack(7, 3, true);
-        let mixed = table.intern(&[0x20, 0x10], &[packed], None);
-        assert_ne!(native_only, mixed);
-        let path = path_of(&table, mixed);
-        assert_eq!(path[0].parent, 0);
-        assert_eq!(path[0].frame, Frame::Python(python::unpack(packed)));
-        assert_eq!(path.last().unwrap().frame, Frame::Native(0x20));
+    /// The stack as the reader rebuilds it from the written nodes: native
+    /// and Python frames, innermost first.
+    fn frames_of(table: &StackTable, stack: StackId) -> (Vec<u64>, Vec<u64>) {
+        let nodes = path_of(table, stack);
+        let by_id: std::collections::HashMap<u32, StackNode> = nodes.iter().map(|n| (n.id, *n)).collect();
+        for (i, node) in nodes.iter().enumerate() {
+            let earlier = |id| nodes[..i].iter().any(|n: &StackNode| n.id == id);
+            assert!(node.parent == 0 || earlier(node.parent), "node {} before its parent", node.id);
+            if let Frame::PythonLeaf(leaf) = node.frame {
+                assert!(earlier(leaf), "join {} before its Python leaf", node.id);
+            }
+        }
+        let (mut native, mut python) = (Vec::new(), Vec::new());
+        let mut follow = |mut id: u32| {
+            let mut leaf = None;
+            while id != 0 {
+                let node = by_id[&id];
+                match node.frame {
+                    Frame::Native(address) => native.push(address),
+                    Frame::Python(frame) => python.push(python::pack(frame.code, frame.instruction, frame.entry)),
+                    Frame::PythonLeaf(python_leaf) => leaf = Some(python_leaf),
+                    Frame::Mapping => {}
+                }
+                id = node.parent;
+            }
+            leaf
+        };
+        if let Some(leaf) = follow(stack) {
+            follow(leaf);
+        }
+        (native, python)
     }
 
     #[test]
-    fn python_runs_follow_the_eval_loop_frames_that_run_them() {
-        let eval = Some((0x500, 0x600));
-        // Innermost first: malloc caller, eval (inner), C call, eval (outer), main.
-        let native = [0x10, 0x510, 0x20, 0x520, 0x30];
-        // Innermost first: f (inner run, entry), g, h (outer run, entry).
-        let (f, g, h) = (python::pack(1, 0, true), python::pack(2, 0, false), python::pack(3, 0, true));
+    fn python_frames_make_a_path_of_their_own_joined_below_the_native_leaf() {
         let table = StackTable::default();
-        let stack = table.intern(&native, &[f, g, h], eval);
-        let frames: Vec<Frame> = path_of(&table, stack).iter().map(|n| n.frame).collect();
-        let py = |w| Frame::Python(python::unpack(w));
-        assert_eq!(
-            frames,
-            [
-                Frame::Native(0x30),
-                Frame::Native(0x520),
-                py(h),
-                py(g),
-                Frame::Native(0x20),
-                Frame::Native(0x510),
-                py(f),
-                Frame::Native(0x10)
-            ]
-        );
-        // A second stack under the same outer Python frames shares that prefix.
-        let nodes_before = table.tree.read().unwrap().len();
-        table.intern(&[0x11, 0x510, 0x20, 0x520, 0x30], &[f, g, h], eval);
-        assert_eq!(table.tree.read().unwrap().len(), nodes_before + 1);
-        // Without a pairing (unknown eval loop) the Python frames go first.
-        let other_table = StackTable::default();
-        let apart = other_table.intern(&native, &[f, g, h], None);
-        assert_eq!(path_of(&other_table, apart)[0].frame, py(h));
+        let native_only = table.intern(StackKind::Heap, &[0x20, 0x10], &[]);
+        let (f, g) = (python::pack(1, 4, false), python::pack(2, 8, true));
+        let mixed = table.intern(StackKind::Heap, &[0x20, 0x10], &[f, g]);
+        assert_ne!(native_only, mixed);
+        assert_eq!(frames_of(&table, mixed), (vec![0x20, 0x10], vec![f, g]));
+        let path = path_of(&table, mixed);
+        assert_eq!(path.last().unwrap().parent, native_only, "the join sits below the native leaf");
+        assert_eq!(path.len(), 5, "two native nodes, two Python nodes, the join");
+    }
+
+    #[test]
+    fn each_kind_is_shared_however_the_other_differs() {
+        let table = StackTable::default();
+        let (f, g, h) = (python::pack(1, 4, false), python::pack(2, 8, false), python::pack(3, 0, true));
+        table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[f, g, h]);
+        let nodes = || table.tree.read().unwrap().len();
+        let before = nodes();
+        // Another line in the innermost function: one Python node and a join.
+        let other_line = python::pack(1, 6, false);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[other_line, g, h]);
+        assert_eq!(nodes(), before + 2);
+        assert_eq!(frames_of(&table, a), (vec![0x30, 0x20, 0x10], vec![other_line, g, h]));
+        // Another native call path from the same Python line: one native node and a join.
+        let before = nodes();
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[f, g, h]);
+        assert_eq!(nodes(), before + 2);
+        assert_eq!(frames_of(&table, b), (vec![0x31, 0x20, 0x10], vec![f, g, h]));
+    }
+
+    #[test]
+    fn a_stack_of_python_frames_only_joins_at_the_root() {
+        let table = StackTable::default();
+        let f = python::pack(5, 2, true);
+        let stack = table.intern(StackKind::Heap, &[], &[f]);
+        assert_eq!(frames_of(&table, stack), (vec![], vec![f]));
+        assert_eq!(path_of(&table, stack).last().unwrap().parent, 0);
     }
 
     #[test]
     fn each_node_is_written_once_per_file_parents_first() {
         let table = StackTable::default();
-        let a = table.intern(&[0x30, 0x20, 0x10], &[], None);
-        let b = table.intern(&[0x31, 0x20, 0x10], &[], None);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
         let mut written = WrittenNodes::default();
         let mut out = Vec::new();
         table.unwritten_path(a, &mut written, &mut out);
@@ -331,9 +446,56 @@ mod tests {
     }
 
     #[test]
+    fn a_threads_last_path_serves_only_its_own_table() {
+        let (first, second) = (StackTable::default(), StackTable::default());
+        let a = first.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
+        // Shares two frames with the last path, which belongs to `first`.
+        let b = second.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
+        assert_eq!(second.tree.read().unwrap().len(), 3, "no node of `first` was taken");
+        let frames = |table: &StackTable, id| path_of(table, id).iter().map(|n| n.frame).collect::<Vec<_>>();
+        assert_eq!(frames(&second, b), [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x31)]);
+        // Back on `first`, whose path the thread no longer holds.
+        let c = first.intern(StackKind::Heap, &[0x32, 0x20, 0x10], &[]);
+        assert_eq!(first.tree.read().unwrap().len(), 4);
+        assert_eq!(frames(&first, c), [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x32)]);
+        assert_eq!(path_of(&first, c)[1].id, path_of(&first, a)[1].id, "0x20 is shared");
+    }
+
+    #[test]
+    fn a_stack_sharing_the_last_paths_outer_frames_extends_it() {
+        let table = StackTable::default();
+        table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
+        let deeper = table.intern(StackKind::Heap, &[0x40, 0x30, 0x20, 0x10], &[]);
+        let shallower = table.intern(StackKind::Heap, &[0x20, 0x10], &[]);
+        assert_eq!(table.tree.read().unwrap().len(), 4);
+        assert_eq!(path_of(&table, deeper).len(), 4);
+        assert_eq!(path_of(&table, shallower).last().unwrap().frame, Frame::Native(0x20));
+        assert_eq!(path_of(&table, shallower).last().unwrap().id, path_of(&table, deeper)[1].id);
+    }
+
+    #[test]
+    fn a_mapping_stack_ends_in_the_marker_and_differs_from_the_heap_stack() {
+        let table = StackTable::default();
+        let heap = table.intern(StackKind::Heap, &[0x20, 0x10], &[]);
+        let mapping = table.intern(StackKind::Mapping, &[0x20, 0x10], &[]);
+        assert_ne!(heap, mapping);
+        assert_eq!(table.intern(StackKind::Mapping, &[0x20, 0x10], &[]), mapping);
+        let frames: Vec<Frame> = path_of(&table, mapping).iter().map(|n| n.frame).collect();
+        assert_eq!(frames, [Frame::Native(0x10), Frame::Native(0x20), Frame::Mapping]);
+        let empty = table.intern(StackKind::Mapping, &[], &[]);
+        let frames: Vec<Frame> = path_of(&table, empty).iter().map(|n| n.frame).collect();
+        assert_eq!(frames, [Frame::Native(NO_FRAMES), Frame::Mapping]);
+        // With Python frames the marker sits below the join.
+        let f = python::pack(3, 1, true);
+        let from_python = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]);
+        assert_eq!(frames_of(&table, from_python), (vec![0x20, 0x10], vec![f]));
+        assert_eq!(path_of(&table, from_python).last().unwrap().frame, Frame::Mapping);
+    }
+
+    #[test]
     fn an_empty_stack_still_has_a_node() {
         let table = StackTable::default();
-        let empty = table.intern(&[], &[], None);
+        let empty = table.intern(StackKind::Heap, &[], &[]);
         assert_ne!(empty, 0);
         assert_eq!(path_of(&table, empty)[0].frame, Frame::Native(NO_FRAMES));
     }

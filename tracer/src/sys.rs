@@ -32,9 +32,12 @@ pub fn rss_bytes() -> u64 {
     let len = read_small_file(c"/proc/self/statm", &mut buf);
     let text = std::str::from_utf8(&buf[..len]).unwrap_or("");
     let resident_pages: u64 = text.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+    resident_pages * page_size() as u64
+}
+
+pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
-    let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-    resident_pages * page_size
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize
 }
 
 /// Reads up to `buf.len()` bytes of a file into a stack buffer without allocating.

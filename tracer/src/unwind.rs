@@ -15,6 +15,8 @@
 mod fast;
 #[cfg(target_arch = "x86_64")]
 pub mod module_set;
+#[cfg(target_arch = "x86_64")]
+mod trail;
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};

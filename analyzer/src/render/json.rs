@@ -51,6 +51,8 @@ struct JsonEpoch<'a> {
     rss_bytes: u64,
     live_bytes: u64,
     live_count: u64,
+    mapped_bytes: u64,
+    mapped_count: u64,
     tracer_bytes: u64,
     analysed: bool,
 }
@@ -76,6 +78,9 @@ struct JsonSurvivor {
 struct JsonSuspect<'a> {
     rank: usize,
     stack_id: u32,
+    memory: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explanation: Option<&'static str>,
     growth_bytes_per_epoch: u64,
     live_bytes: u64,
     live_count: u64,
@@ -105,6 +110,7 @@ struct JsonVerdict<'a> {
     message: &'a str,
     rss_growth_bytes: i64,
     heap_growth_bytes: i64,
+    mapped_growth_bytes: i64,
     epochs: usize,
 }
 
@@ -166,6 +172,8 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 rss_bytes: s.rss_bytes,
                 live_bytes: s.heap_live_bytes,
                 live_count: s.heap_live_count,
+                mapped_bytes: s.mapped_live_bytes,
+                mapped_count: s.mapped_live_count,
                 tracer_bytes: s.tracer_bytes,
                 analysed: (a.first..a.first + a.snapshots).contains(&i),
             })
@@ -185,6 +193,8 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             .map(|s| JsonSuspect {
                 rank: s.rank,
                 stack_id: s.suspect.stack,
+                memory: if s.suspect.mapped { "mapped" } else { "heap" },
+                explanation: s.explanation,
                 growth_bytes_per_epoch: s.suspect.growth_bytes_per_epoch,
                 live_bytes: s.suspect.live_bytes,
                 live_count: s.suspect.live_count,
@@ -203,6 +213,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             message: &report.verdict_message,
             rss_growth_bytes: clamp(a.verdict.rss_growth()),
             heap_growth_bytes: clamp(a.verdict.heap_growth()),
+            mapped_growth_bytes: clamp(a.verdict.mapped_growth()),
             epochs: a.verdict.epochs,
         },
         flamegraph: report.flamegraph.as_ref().map(|f| f.path.display().to_string()),

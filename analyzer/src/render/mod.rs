@@ -19,6 +19,9 @@ pub struct ShownSuspect {
     pub rank: usize,
     pub suspect: Suspect,
     pub frames: Vec<Frame>,
+    /// Why the suspect's memory is what it is, when the report knows better
+    /// than its stack (pymalloc's arenas).
+    pub explanation: Option<&'static str>,
 }
 
 impl ShownSuspect {
@@ -51,12 +54,19 @@ pub struct Report<'t> {
     pub descendants: Vec<crate::trace::Descendant>,
 }
 
-/// The frames of a stack id, or one placeholder frame when the trace lacks it.
+/// The innermost frame shown for a stack that made an anonymous mapping.
+pub const MAPPING_FRAME: &str = "[anonymous mmap]";
+
+/// The frames of a stack id, or one placeholder frame when the trace lacks
+/// it; a mapping stack starts with [`MAPPING_FRAME`].
 pub fn stack_frames(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) -> Vec<Frame> {
     let Some(s) = trace.stacks.get(stack) else {
         return vec![placeholder(format!("(unknown stack {stack})"))];
     };
     let mut frames = if s.native.is_empty() && s.python.is_empty() { Vec::new() } else { symbolizer.stack(&s) };
+    if s.mapping {
+        frames.insert(0, placeholder(MAPPING_FRAME.to_string()));
+    }
     if let Some(node) = s.broken_at {
         frames.push(placeholder(format!("(stack cut: node {node} is missing from the trace)")));
     }
@@ -70,12 +80,32 @@ fn placeholder(function: String) -> Frame {
     Frame::named(0, function)
 }
 
+fn pymalloc_in_force(trace: &Trace) -> bool {
+    trace.process.settings.iter().any(|(name, value)| name == "python_allocator" && value.starts_with("pymalloc"))
+}
+
 /// The note for a Python process whose small objects came from pymalloc.
 pub fn pymalloc_note(trace: &Trace) -> Option<&'static str> {
-    let allocator = trace.process.settings.iter().find(|(name, _)| name == "python_allocator")?;
-    allocator.1.starts_with("pymalloc").then_some(
-        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced individually (only the arenas that hold them); run with PYTHONMALLOC=malloc for exact attribution",
+    pymalloc_in_force(trace).then_some(
+        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced individually, only the arenas that hold them (as mapped memory); run with PYTHONMALLOC=malloc for exact attribution",
     )
+}
+
+/// What a mapping suspect made by pymalloc's arena allocator is.
+pub const PYMALLOC_ARENAS: &str = "pymalloc arenas: this memory holds Python objects of 512 bytes or less; an arena is charged to the line whose object needed it, so objects of other lines may live there too; run with PYTHONMALLOC=malloc for exact attribution";
+
+/// The interpreter functions that map pymalloc's arenas (3.11 and 3.12+ names).
+const ARENA_MAPPERS: &[&str] = &["_PyObject_ArenaMmap", "_PyMem_ArenaAlloc", "new_arena"];
+
+fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'static str> {
+    let by_arena_allocator = || {
+        frames.iter().any(|f| {
+            !f.python
+                && crate::merge::is_python_module(f.module.as_deref())
+                && ARENA_MAPPERS.contains(&crate::merge::base_name(&f.function))
+        })
+    };
+    (suspect.mapped && pymalloc_in_force(trace) && by_arena_allocator()).then_some(PYMALLOC_ARENAS)
 }
 
 /// Warnings about the trace itself (beyond how it ended).
@@ -91,10 +121,10 @@ impl<'t> Report<'t> {
             .iter()
             .take(top)
             .enumerate()
-            .map(|(i, s)| ShownSuspect {
-                rank: i + 1,
-                suspect: s.clone(),
-                frames: stack_frames(trace, symbolizer, s.stack),
+            .map(|(i, s)| {
+                let frames = stack_frames(trace, symbolizer, s.stack);
+                let explanation = explanation(trace, s, &frames);
+                ShownSuspect { rank: i + 1, suspect: s.clone(), frames, explanation }
             })
             .collect();
         let top_function = shown.first().map(|s| {

@@ -87,8 +87,8 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
     let label_width = trace.snapshots.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(5, 32);
     let _ = writeln!(
         out,
-        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}",
-        "epoch", "label", "cause", "elapsed", "RSS", "live heap", "live allocs"
+        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}  {:>10}",
+        "epoch", "label", "cause", "elapsed", "RSS", "live heap", "live allocs", "mapped"
     );
     let n = trace.snapshots.len();
     for (i, s) in trace.snapshots.iter().enumerate() {
@@ -111,7 +111,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         };
         let _ = writeln!(
             out,
-            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}{note}",
+            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}  {:>10}{note}",
             s.epoch,
             label,
             s.cause.name(),
@@ -119,6 +119,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             bytes(s.rss_bytes),
             bytes(s.heap_live_bytes),
             count(s.heap_live_count),
+            bytes(s.mapped_live_bytes),
         );
     }
 }
@@ -156,9 +157,10 @@ pub fn frame_line(frame: &Frame, marked: bool) -> String {
 
 fn suspect_block(out: &mut String, s: &ShownSuspect) {
     let v = &s.suspect;
+    let (memory, objects) = if v.mapped { ("   mapped memory", "mappings") } else { ("", "allocations") };
     let _ = writeln!(
         out,
-        "\n#{}  +{}/epoch   live now {} in {} allocations   stack {}",
+        "\n#{}  +{}/epoch{memory}   live now {} in {} {objects}   stack {}",
         s.rank,
         bytes(v.growth_bytes_per_epoch),
         bytes(v.live_bytes),
@@ -172,6 +174,9 @@ fn suspect_block(out: &mut String, s: &ShownSuspect) {
     }
     if s.frames.len() > FRAMES_SHOWN {
         let _ = writeln!(out, "      ... {} outer frames not shown", s.frames.len() - FRAMES_SHOWN);
+    }
+    if let Some(explanation) = s.explanation {
+        let _ = writeln!(out, "    {explanation}");
     }
 }
 

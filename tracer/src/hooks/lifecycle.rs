@@ -83,11 +83,9 @@ fn around_exec(exec: impl FnOnce() -> c_int) -> c_int {
 
 /// The next definition of an exec function after ours, resolved at call time
 /// (exec is rare; dlsym is not called from an allocation hook).
-fn next_exec<F>(name: &CStr) -> Option<F> {
-    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no preconditions.
-    let symbol = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+fn next_exec<F: Copy>(name: &CStr) -> Option<F> {
     // SAFETY: F is always the C signature of the glibc function named `name`.
-    (!symbol.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut libc::c_void, F>(&symbol) })
+    unsafe { super::as_function(super::next_symbol(name) as usize) }
 }
 
 fn exec_unavailable() -> c_int {

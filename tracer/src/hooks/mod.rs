@@ -1,9 +1,59 @@
 //! The symbols `libtracer.so` interposes in the traced process: the allocator
-//! entry points, the process-ending calls, and the exported `tracer_mark`.
-//! This and `sys`, `modules`, `real_alloc` and `unwind` are the only places
-//! with `unsafe` code.
+//! entry points, the memory-mapping calls, the process-ending calls, and the
+//! exported `tracer_mark`. This and `sys`, `modules`, `real_alloc` and
+//! `unwind` are the only places with `unsafe` code.
 
 mod allocation;
 mod lifecycle;
 #[cfg(target_arch = "x86_64")]
 mod loader;
+#[cfg(target_arch = "x86_64")]
+mod mapping;
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The address of the next definition of `name` after ours (glibc's), or null.
+fn next_symbol(name: &CStr) -> *mut libc::c_void {
+    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no preconditions.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
+/// A function pointer of type `F` from a symbol address; `None` for null.
+///
+/// # Safety
+/// `F` must be a function pointer type with the C signature of the function at `address`.
+unsafe fn as_function<F: Copy>(address: usize) -> Option<F> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
+    // SAFETY: F is a function pointer of the same size, as the caller guarantees.
+    (address != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&address) })
+}
+
+/// The next definition of a function, looked up once, when first called
+/// (for hooks called too often to look it up each time).
+pub struct NextSymbol {
+    name: &'static CStr,
+    /// 0 until looked up; then the address, or 1 when there is none.
+    address: AtomicUsize,
+}
+
+const NOT_FOUND: usize = 1;
+
+impl NextSymbol {
+    pub const fn new(name: &'static CStr) -> NextSymbol {
+        NextSymbol { name, address: AtomicUsize::new(0) }
+    }
+
+    /// The function, as `F`: the C signature of the function named.
+    pub fn get<F: Copy>(&self) -> Option<F> {
+        let mut address = self.address.load(Ordering::Acquire);
+        if address == 0 {
+            // Threads racing here all find the same address.
+            address = (next_symbol(self.name) as usize).max(NOT_FOUND);
+            self.address.store(address, Ordering::Release);
+        }
+        let address = if address == NOT_FOUND { 0 } else { address };
+        // SAFETY: every NextSymbol is read as the C signature of the function it names.
+        unsafe { as_function(address) }
+    }
+}

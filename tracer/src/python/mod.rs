@@ -117,28 +117,6 @@ struct Walker {
 pub struct Python {
     walker: Option<Walker>,
     settings: Vec<(String, String)>,
-    /// Address range of the eval loop, `_PyEval_EvalFrameDefault`: each of its
-    /// native frames runs one segment of Python frames.
-    eval_loop: Option<(u64, u64)>,
-}
-
-/// glibc's dlinfo.h: ask dladdr1 for the ELF symbol.
-const RTLD_DL_SYMENT: libc::c_int = 1;
-
-/// The address range of the exported function at `address`, from its symbol's size.
-fn function_range(address: u64) -> Option<(u64, u64)> {
-    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
-    let mut symbol: *mut libc::c_void = std::ptr::null_mut();
-    // SAFETY: dladdr1 writes `info` and, with RTLD_DL_SYMENT, a pointer to the
-    // ELF symbol of the function containing `address` into `symbol`.
-    let found =
-        unsafe { libc::dladdr1(address as *const libc::c_void, info.as_mut_ptr(), &mut symbol, RTLD_DL_SYMENT) };
-    if found == 0 || symbol.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null RTLD_DL_SYMENT result points at the symbol table entry.
-    let size = unsafe { (*symbol.cast::<libc::Elf64_Sym>()).st_size };
-    (size > 0).then_some((address, address + size))
 }
 
 fn symbol(name: &CStr) -> Option<u64> {
@@ -173,7 +151,7 @@ impl Python {
     /// when one is there whose frames cannot be read.
     pub fn detect() -> Python {
         let Some(get_version) = symbol(c"Py_GetVersion") else {
-            return Python { walker: None, settings: Vec::new(), eval_loop: None };
+            return Python { walker: None, settings: Vec::new() };
         };
         let version = match symbol(c"Py_Version") {
             Some(address) => memory::u32_at(address, 0).map(u64::from),
@@ -193,26 +171,21 @@ impl Python {
         let mut settings = vec![("python_allocator".to_string(), allocator_setting())];
         if std::env::var_os(DISABLE_VAR).is_some_and(|v| v == "0") {
             settings.insert(0, ("python".to_string(), format!("{text} frames off ({DISABLE_VAR}=0)")));
-            return Python { walker: None, settings, eval_loop: None };
+            return Python { walker: None, settings };
         }
         match Walker::new(version) {
             Ok(walker) => {
                 settings.insert(0, ("python".to_string(), format!("{text} frames")));
-                let eval_loop = symbol(c"_PyEval_EvalFrameDefault").and_then(function_range);
-                Python { walker: Some(walker), settings, eval_loop }
+                Python { walker: Some(walker), settings }
             }
             Err(why) => {
                 sys::print_stderr(&format!(
                     "tracer: Python {text} frames unavailable: {why}; stacks are native only\n"
                 ));
                 settings.insert(0, ("python".to_string(), format!("{text} unsupported: {why}")));
-                Python { walker: None, settings, eval_loop: None }
+                Python { walker: None, settings }
             }
         }
-    }
-
-    pub fn eval_loop(&self) -> Option<(u64, u64)> {
-        self.eval_loop
     }
 
     /// Settings for the Process record (empty when the process is not Python).

@@ -1,14 +1,16 @@
 //! The fast path on x86_64: framehop's DWARF CFI unwinder over the loaded
 //! objects' `.eh_frame_hdr`/`.eh_frame` in memory, with the unwind rule of
 //! each return address cached per thread, so a stack seen before costs a
-//! hash lookup and a stack read per frame.
+//! hash lookup and a stack read per frame; where a stack meets the thread's
+//! previous one, the rest is taken from that one (see `trail`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
-use framehop::x86_64::UnwindRegsX86_64;
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
 use framehop::{FrameAddress, Unwinder};
 
-use super::module_set::{self, Access, CacheClaim, Place};
+use super::module_set::{self, Access, CacheClaim, ModuleSet, Place};
+use super::trail::Trail;
 use super::CapturedStack;
 use crate::sys;
 
@@ -58,47 +60,118 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
     // Every read stays inside this thread's live stack, above the stack
     // pointer this capture started at: mapped, and never written while the
     // capture runs (the frames below `sp` are the unwinder's own).
-    let mut read_stack = |address: u64| -> Result<u64, ()> {
+    let word_at = |address: u64| -> Option<u64> {
         match address.checked_add(8) {
             Some(end) if address >= sp && end <= top => {
                 // SAFETY: `[address, address + 8)` lies inside `[sp, top)`,
                 // this thread's mapped stack above the current frame.
-                Ok(unsafe { (address as *const u64).read_unaligned() })
+                Some(unsafe { (address as *const u64).read_unaligned() })
             }
-            _ => Err(()),
+            _ => None,
         }
     };
-    let mut frames = set.unwinder.iter_frames(ip, UnwindRegsX86_64::new(ip, sp, bp), cache, &mut read_stack);
-    let mut last_object = (0, 0, false);
-    let mut in_tracer = true;
-    stack.len = 0;
-    while let Ok(Some(frame)) = frames.next() {
-        let address = frame.address();
-        if in_tracer && own_code.0 <= address && address < own_code.1 {
-            continue;
-        }
-        in_tracer = false;
-        let FrameAddress::ReturnAddress(_) = frame else {
-            return Err(()); // the first frame is this function's
-        };
-        if !stack.push(address) {
-            break;
-        }
-        match set.place(address - 1, &mut last_object) {
-            Place::Unwindable => {}
-            Place::NoTables => break,
-            Place::Unknown => {
-                if module_set::object_is_loaded(address - 1) {
-                    // Loaded behind the hooks' back (glibc's own dlopen,
-                    // dlmopen): the next capture lists it.
-                    module_set::note_unlisted_object(set);
-                    return Err(());
-                }
-                break; // code outside every object (JIT): the stack ends here
+    let walked = TRAILS.try_with(|trails| {
+        let mut trails = trails.try_borrow_mut().map_err(|_| ())?;
+        let (previous, trail) = trails.split();
+        let walked = walk(set, cache, own_code, UnwindRegsX86_64::new(ip, sp, bp), &word_at, previous, trail);
+        match walked {
+            Ok(()) => {
+                stack.len = 0;
+                trail.frames().iter().for_each(|&frame| _ = stack.push(frame));
+                trails.flip();
             }
+            Err(()) => trail.discard(),
+        }
+        walked
+    });
+    walked.unwrap_or(Err(()))
+}
+
+/// This thread's last trail and the one being made; const-initialized
+/// without a destructor, in static TLS.
+struct Trails {
+    pair: [Trail; 2],
+    last: usize,
+}
+
+impl Trails {
+    fn split(&mut self) -> (&Trail, &mut Trail) {
+        let [first, second] = &mut self.pair;
+        if self.last == 0 {
+            (first, second)
+        } else {
+            (second, first)
         }
     }
-    Ok(())
+
+    fn flip(&mut self) {
+        self.last = 1 - self.last;
+    }
+}
+
+thread_local! {
+    static TRAILS: RefCell<Trails> = const { RefCell::new(Trails { pair: [Trail::EMPTY, Trail::EMPTY], last: 0 }) };
+}
+
+/// Unwinds from `regs` into `trail`, frames inside `own_code` left out,
+/// stopping early where the stack meets the `previous` trail.
+fn walk(
+    set: &ModuleSet,
+    cache: &mut CacheX86_64,
+    own_code: (u64, u64),
+    mut regs: UnwindRegsX86_64,
+    word_at: &impl Fn(u64) -> Option<u64>,
+    previous: &Trail,
+    trail: &mut Trail,
+) -> Result<(), ()> {
+    trail.start(set.events());
+    let mut frame = FrameAddress::InstructionPointer(regs.ip());
+    let mut last_object = (0, 0, false);
+    let mut in_tracer = true;
+    let mut cursor = 0;
+    loop {
+        let address = frame.address();
+        if !(in_tracer && own_code.0 <= address && address < own_code.1) {
+            in_tracer = false;
+            let FrameAddress::ReturnAddress(_) = frame else {
+                return Err(()); // the first frame is this function's
+            };
+            trail.push_frame(address, regs.sp(), regs.bp());
+            if let Some(p) = trail.meeting_point(previous, &mut cursor, word_at) {
+                trail.adopt_rest(previous, p);
+                return Ok(());
+            }
+            if trail.is_full() {
+                trail.note_truncated();
+                return Ok(());
+            }
+            match set.place(address - 1, &mut last_object) {
+                Place::Unwindable => {}
+                Place::NoTables => return Ok(()),
+                Place::Unknown => {
+                    if module_set::object_is_loaded(address - 1) {
+                        // Loaded behind the hooks' back (glibc's own dlopen,
+                        // dlmopen): the next capture lists it.
+                        module_set::note_unlisted_object(set);
+                        return Err(());
+                    }
+                    return Ok(()); // code outside every object (JIT): the stack ends here
+                }
+            }
+        }
+        let mut read_stack = |address: u64| -> Result<u64, ()> {
+            let value = word_at(address).ok_or(())?;
+            trail.log_read(address, value);
+            Ok(value)
+        };
+        match set.unwinder.unwind_frame(frame, &mut regs, cache, &mut read_stack) {
+            Ok(Some(return_address)) => match FrameAddress::from_return_address(return_address) {
+                Some(next) => frame = next,
+                None => return Ok(()),
+            },
+            Ok(None) | Err(_) => return Ok(()),
+        }
+    }
 }
 
 /// The top of this thread's stack, if `sp` lies on it.

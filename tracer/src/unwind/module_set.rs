@@ -71,6 +71,12 @@ pub enum Place {
 }
 
 impl ModuleSet {
+    /// The load events seen when the objects were listed: a set with the
+    /// same count has the same unwind rules.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
     /// `last` is the object found last time: consecutive frames mostly lie
     /// in one object.
     pub fn place(&self, address: u64, last: &mut (u64, u64, bool)) -> Place {

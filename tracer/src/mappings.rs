@@ -1,0 +1,253 @@
+//! The anonymous memory mappings alive, by address range, and their
+//! per-(stack, birth epoch) counters.
+//!
+//! A mapping is recorded whole when it is made; `munmap`, `mremap` and
+//! `MAP_FIXED` may later take away any page range of it, or of several at
+//! once. Each recorded range keeps the stack and birth epoch of the call that
+//! made it, however it is cut or moved. A mapping counts as one live object
+//! until its last page is gone.
+//!
+//! Mapping calls are rare next to malloc, so one ordered map under a mutex
+//! does. The session holds the lock across the real system call, so that a
+//! range unmapped and mapped again by another thread at once is never
+//! recorded out of order.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use trace_format::SiteCounters;
+
+use crate::sites::{Scope, Sites, Totals};
+use crate::stacks::StackId;
+
+/// Whose memory a range is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owner {
+    stack: StackId,
+    birth_epoch: u32,
+    /// The mapping call the range comes from (its pieces share this).
+    mapping: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Range {
+    end: usize,
+    owner: Owner,
+}
+
+/// A part of a recorded range, cut out of the table.
+struct Piece {
+    start: usize,
+    end: usize,
+    owner: Owner,
+}
+
+pub struct Mappings {
+    table: Mutex<Table>,
+    sites: Sites,
+}
+
+/// The recorded ranges; they never overlap.
+pub struct Table {
+    by_start: BTreeMap<usize, Range>,
+    /// Ranges in the table per mapping call.
+    pieces: BTreeMap<u64, u32>,
+    next_mapping: u64,
+    page_size: usize,
+}
+
+/// The table, locked, with the counters it keeps up to date.
+pub struct Locked<'a> {
+    table: MutexGuard<'a, Table>,
+    sites: &'a Sites,
+}
+
+impl Mappings {
+    pub fn new(page_size: usize) -> Mappings {
+        let table = Table { by_start: BTreeMap::new(), pieces: BTreeMap::new(), next_mapping: 0, page_size };
+        Mappings { table: Mutex::new(table), sites: Sites::default() }
+    }
+
+    pub fn lock(&self) -> Locked<'_> {
+        Locked { table: crate::lock(&self.table), sites: &self.sites }
+    }
+
+    /// The mappings' counters for a snapshot (see [`Sites::collect`]).
+    pub fn collect(&self, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
+        // Under the lock, so that the totals never see half of a change.
+        let _table = crate::lock(&self.table);
+        self.sites.collect(scope, counters)
+    }
+}
+
+impl Locked<'_> {
+    /// Pages `[start, start + len)` were mapped anonymously from `stack`.
+    pub fn mapped(&mut self, start: usize, len: usize, stack: StackId, birth_epoch: u32) {
+        let end = start.saturating_add(self.table.page_rounded(len));
+        // Whatever the table still holds there was unmapped by a path the
+        // hooks never saw; it is gone now.
+        self.unmapped(start, end - start);
+        let table = &mut *self.table;
+        let mapping = table.next_mapping;
+        table.next_mapping += 1;
+        let owner = Owner { stack, birth_epoch, mapping };
+        table.insert(start, end, owner);
+        self.sites.born(stack, birth_epoch, 1, (end - start) as u64);
+    }
+
+    /// Pages `[start, start + len)` were unmapped, or replaced by a mapping
+    /// that is not recorded.
+    pub fn unmapped(&mut self, start: usize, len: usize) {
+        let end = start.saturating_add(self.table.page_rounded(len));
+        for piece in self.table.cut(start, end) {
+            let gone = self.table.pieces.get(&piece.owner.mapping) == Some(&0);
+            let count = if gone {
+                // Counted once, whichever of its pieces goes last.
+                self.table.pieces.remove(&piece.owner.mapping);
+                1
+            } else {
+                0
+            };
+            self.sites.released(piece.owner.stack, piece.owner.birth_epoch, count, (piece.end - piece.start) as u64);
+        }
+    }
+
+    /// Whether the page at `address` belongs to a recorded mapping.
+    pub fn contains(&self, address: usize) -> bool {
+        self.table.range_at(address).is_some()
+    }
+
+    /// `mremap` moved `[old, old + len)` to `new`: the recorded pieces move
+    /// with their owners, the counters do not change.
+    pub fn moved(&mut self, old: usize, len: usize, new: usize) {
+        let len = self.table.page_rounded(len);
+        if old == new || len == 0 {
+            return;
+        }
+        for piece in self.table.cut(old, old.saturating_add(len)) {
+            let start = new + (piece.start - old);
+            self.table.insert(start, start + (piece.end - piece.start), piece.owner);
+        }
+    }
+}
+
+impl Table {
+    fn page_rounded(&self, len: usize) -> usize {
+        len.div_ceil(self.page_size).saturating_mul(self.page_size)
+    }
+
+    fn range_at(&self, address: usize) -> Option<(&usize, &Range)> {
+        self.by_start.range(..=address).next_back().filter(|(_, range)| address < range.end)
+    }
+
+    fn insert(&mut self, start: usize, end: usize, owner: Owner) {
+        if start < end {
+            self.by_start.insert(start, Range { end, owner });
+            *self.pieces.entry(owner.mapping).or_insert(0) += 1;
+        }
+    }
+
+    /// Takes `[start, end)` out of every range it overlaps, and returns the
+    /// parts taken out; the parts left keep their owners.
+    fn cut(&mut self, start: usize, end: usize) -> Vec<Piece> {
+        let first = self.range_at(start).map_or(start, |(&first, _)| first);
+        let overlapping: Vec<usize> = self.by_start.range(first..end).map(|(&s, _)| s).collect();
+        let mut taken = Vec::with_capacity(overlapping.len());
+        for range_start in overlapping {
+            let Some(range) = self.by_start.remove(&range_start) else { continue };
+            if let Some(count) = self.pieces.get_mut(&range.owner.mapping) {
+                *count -= 1;
+            }
+            self.insert(range_start, start.max(range_start).min(range.end), range.owner);
+            self.insert(end.max(range_start).min(range.end), range.end, range.owner);
+            let (cut_start, cut_end) = (start.max(range_start), end.min(range.end));
+            if cut_start < cut_end {
+                taken.push(Piece { start: cut_start, end: cut_end, owner: range.owner });
+            }
+        }
+        taken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: usize = 4096;
+
+    fn live(mappings: &Mappings) -> (Totals, Vec<SiteCounters>) {
+        let mut counters = Vec::new();
+        let scope = Scope { current_epoch: 1, everything: true, first_birth_epoch: 0 };
+        let totals = mappings.collect(scope, &mut counters);
+        counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
+        (totals, counters)
+    }
+
+    fn ranges(mappings: &Mappings) -> Vec<(usize, usize, StackId)> {
+        let table = crate::lock(&mappings.table);
+        table.by_start.iter().map(|(&s, r)| (s, r.end, r.owner.stack)).collect()
+    }
+
+    #[test]
+    fn lengths_are_whole_pages() {
+        let mappings = Mappings::new(PAGE);
+        mappings.lock().mapped(0x10000, 100, 7, 0);
+        assert_eq!(live(&mappings).0, Totals { live_bytes: PAGE as u64, live_count: 1 });
+        mappings.lock().unmapped(0x10000, 1);
+        assert_eq!(live(&mappings).0, Totals::default());
+    }
+
+    #[test]
+    fn unmapping_the_middle_splits_and_keeps_the_owner() {
+        let mappings = Mappings::new(PAGE);
+        mappings.lock().mapped(0x10000, 8 * PAGE, 7, 2);
+        mappings.lock().unmapped(0x10000 + 2 * PAGE, 3 * PAGE);
+        assert_eq!(ranges(&mappings), [(0x10000, 0x12000, 7), (0x15000, 0x18000, 7)]);
+        let (totals, counters) = live(&mappings);
+        assert_eq!(totals, Totals { live_bytes: 5 * PAGE as u64, live_count: 1 });
+        assert_eq!((counters[0].birth_epoch, counters[0].allocated_bytes), (2, 8 * PAGE as u64));
+        // The last piece going takes the mapping's count with it.
+        mappings.lock().unmapped(0x10000, 2 * PAGE);
+        assert_eq!(live(&mappings).0.live_count, 1);
+        mappings.lock().unmapped(0x15000, 3 * PAGE);
+        assert_eq!(live(&mappings).0, Totals::default());
+    }
+
+    #[test]
+    fn one_unmap_may_cover_several_mappings_and_gaps() {
+        let mappings = Mappings::new(PAGE);
+        mappings.lock().mapped(0x10000, 2 * PAGE, 1, 0);
+        mappings.lock().mapped(0x14000, 2 * PAGE, 2, 0);
+        mappings.lock().mapped(0x20000, PAGE, 3, 0);
+        // From the second page of the first to the first page of the second.
+        mappings.lock().unmapped(0x11000, 0x4000);
+        assert_eq!(ranges(&mappings), [(0x10000, 0x11000, 1), (0x15000, 0x16000, 2), (0x20000, 0x21000, 3)]);
+        assert_eq!(live(&mappings).0, Totals { live_bytes: 3 * PAGE as u64, live_count: 3 });
+        mappings.lock().unmapped(0, 0x100000);
+        assert_eq!(live(&mappings).0, Totals::default());
+        assert!(ranges(&mappings).is_empty());
+    }
+
+    #[test]
+    fn a_mapping_over_recorded_pages_replaces_them() {
+        let mappings = Mappings::new(PAGE);
+        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 0);
+        mappings.lock().mapped(0x11000, PAGE, 2, 1);
+        assert_eq!(ranges(&mappings), [(0x10000, 0x11000, 1), (0x11000, 0x12000, 2), (0x12000, 0x14000, 1)]);
+        let (totals, counters) = live(&mappings);
+        assert_eq!(totals, Totals { live_bytes: 4 * PAGE as u64, live_count: 2 });
+        assert_eq!(counters[0].live_bytes, 3 * PAGE as u64);
+    }
+
+    #[test]
+    fn moved_pieces_keep_owner_and_counts() {
+        let mappings = Mappings::new(PAGE);
+        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 3);
+        assert!(mappings.lock().contains(0x13fff) && !mappings.lock().contains(0x14000));
+        mappings.lock().moved(0x10000, 4 * PAGE, 0x80000);
+        assert_eq!(ranges(&mappings), [(0x80000, 0x84000, 1)]);
+        assert_eq!(live(&mappings).0, Totals { live_bytes: 4 * PAGE as u64, live_count: 1 });
+        mappings.lock().unmapped(0x80000, 4 * PAGE);
+        assert_eq!(live(&mappings).0, Totals::default());
+    }
+}

@@ -1,0 +1,248 @@
+//! What the last capture on a thread saw, so that the next one can stop
+//! unwinding where the two stacks meet.
+//!
+//! Between two allocations a thread mostly returns a few frames and calls a
+//! few others: the outer frames are the same ones, and unwinding them again
+//! costs a rule lookup per frame (a miss, and a CFI evaluation, for code the
+//! rule cache has evicted). The unwinder's next step is a function of the
+//! frame's address, the stack and frame pointers, the unwind rules of the
+//! loaded objects and the stack words it reads; nothing else. So when a
+//! capture reaches a frame with the address, stack pointer and frame pointer
+//! that the last capture had at some frame, under the same set of objects,
+//! and every stack word the last capture read from that frame outwards still
+//! holds the value read then, the rest of the stack is the last capture's
+//! rest, frame for frame.
+
+use super::MAX_FRAMES;
+
+/// Stack words read per frame: a return address and at most a saved frame
+/// pointer, so twice the frames covers every stack the tracer keeps.
+const MAX_READS: usize = 2 * MAX_FRAMES;
+
+pub struct Trail {
+    /// The object set's load-event count the unwind rules came from.
+    events: u64,
+    len: usize,
+    /// The stack ended by running out of room, not by reaching its end.
+    truncated: bool,
+    frames: [u64; MAX_FRAMES],
+    stack_pointers: [u64; MAX_FRAMES],
+    frame_pointers: [u64; MAX_FRAMES],
+    /// The reads that unwound frame `i` and the ones outside it start at
+    /// `first_read[i]`.
+    first_read: [u16; MAX_FRAMES],
+    reads: usize,
+    read_addresses: [u64; MAX_READS],
+    read_values: [u64; MAX_READS],
+    /// More reads than fit: this trail cannot be reused.
+    overflowed: bool,
+}
+
+impl Trail {
+    pub const EMPTY: Trail = Trail {
+        events: 0,
+        len: 0,
+        truncated: false,
+        frames: [0; MAX_FRAMES],
+        stack_pointers: [0; MAX_FRAMES],
+        frame_pointers: [0; MAX_FRAMES],
+        first_read: [0; MAX_FRAMES],
+        reads: 0,
+        read_addresses: [0; MAX_READS],
+        read_values: [0; MAX_READS],
+        overflowed: false,
+    };
+
+    /// Starts the trail of a new capture under the object set `events`.
+    pub fn start(&mut self, events: u64) {
+        (self.events, self.len, self.reads, self.truncated, self.overflowed) = (events, 0, 0, false, false);
+    }
+
+    /// Forgets this trail (its capture was not finished by this path).
+    pub fn discard(&mut self) {
+        self.len = 0;
+    }
+
+    /// Records the frame at `address` and the registers it is unwound from,
+    /// before its unwinding reads anything.
+    pub fn push_frame(&mut self, address: u64, stack_pointer: u64, frame_pointer: u64) {
+        let i = self.len;
+        self.frames[i] = address;
+        self.stack_pointers[i] = stack_pointer;
+        self.frame_pointers[i] = frame_pointer;
+        self.first_read[i] = self.reads as u16;
+        self.len += 1;
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.len == MAX_FRAMES
+    }
+
+    pub fn note_truncated(&mut self) {
+        self.truncated = true;
+    }
+
+    pub fn log_read(&mut self, address: u64, value: u64) {
+        if self.reads == MAX_READS {
+            self.overflowed = true;
+            return;
+        }
+        self.read_addresses[self.reads] = address;
+        self.read_values[self.reads] = value;
+        self.reads += 1;
+    }
+
+    pub fn frames(&self) -> &[u64] {
+        &self.frames[..self.len]
+    }
+
+    /// The index in `previous` of a frame where this trail's last frame
+    /// meets it, if the rest of `previous` is certain to be this stack's rest.
+    /// `cursor` keeps the search's place across the frames of one capture
+    /// (the stack pointers grow outwards in both trails); `read` gives a
+    /// stack word if it may be read now.
+    pub fn meeting_point(
+        &self,
+        previous: &Trail,
+        cursor: &mut usize,
+        read: impl Fn(u64) -> Option<u64>,
+    ) -> Option<usize> {
+        let i = self.len.checked_sub(1)?;
+        if previous.events != self.events || previous.overflowed {
+            return None;
+        }
+        let stack_pointer = self.stack_pointers[i];
+        while *cursor < previous.len && previous.stack_pointers[*cursor] < stack_pointer {
+            *cursor += 1;
+        }
+        let p = *cursor;
+        let same_frame = p < previous.len
+            && previous.stack_pointers[p] == stack_pointer
+            && previous.frames[p] == self.frames[i]
+            && previous.frame_pointers[p] == self.frame_pointers[i];
+        // A truncated stack's rest is cut at the old depth; deeper here, the
+        // cut would come later.
+        if !same_frame || (previous.truncated && i < p) {
+            return None;
+        }
+        let from = usize::from(previous.first_read[p]);
+        let unchanged =
+            (from..previous.reads).all(|r| read(previous.read_addresses[r]) == Some(previous.read_values[r]));
+        unchanged.then_some(p)
+    }
+
+    /// Appends the frames of `previous` outside its frame `p` (where this
+    /// trail's last frame met it), with what the next capture needs of them.
+    /// Frames beyond the room left are dropped, as the unwinder would.
+    pub fn adopt_rest(&mut self, previous: &Trail, p: usize) {
+        let base_read = usize::from(previous.first_read[p]);
+        let own_reads = self.reads;
+        for r in base_read..previous.reads {
+            self.log_read(previous.read_addresses[r], previous.read_values[r]);
+        }
+        let room = MAX_FRAMES - self.len;
+        let rest = (p + 1..previous.len).take(room);
+        self.truncated = previous.truncated || previous.len - (p + 1) > room;
+        for q in rest {
+            let i = self.len;
+            self.frames[i] = previous.frames[q];
+            self.stack_pointers[i] = previous.stack_pointers[q];
+            self.frame_pointers[i] = previous.frame_pointers[q];
+            self.first_read[i] = (own_reads + usize::from(previous.first_read[q]) - base_read) as u16;
+            self.len += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trail of frames `(address, stack pointer)` whose unwinding read the
+    /// return-address slot just below each next frame's stack pointer.
+    fn trail(frames: &[(u64, u64)]) -> Trail {
+        let mut trail = Trail::EMPTY;
+        trail.start(1);
+        for (k, &(address, sp)) in frames.iter().enumerate() {
+            trail.push_frame(address, sp, 0);
+            if let Some(&(next, next_sp)) = frames.get(k + 1) {
+                trail.log_read(next_sp - 8, next);
+            }
+        }
+        trail
+    }
+
+    fn stack_of(trail: &Trail) -> impl Fn(u64) -> Option<u64> + '_ {
+        move |address| (0..trail.reads).find(|&r| trail.read_addresses[r] == address).map(|r| trail.read_values[r])
+    }
+
+    #[test]
+    fn meets_at_the_same_frame_and_takes_the_rest() {
+        let previous = trail(&[(0x10, 0x100), (0x20, 0x180), (0x30, 0x200), (0x40, 0x280)]);
+        let mut current = trail(&[(0x11, 0x0f0), (0x21, 0x140)]);
+        current.push_frame(0x30, 0x200, 0);
+        let mut cursor = 0;
+        let p = current.meeting_point(&previous, &mut cursor, stack_of(&previous)).expect("meets");
+        assert_eq!(p, 2);
+        current.adopt_rest(&previous, p);
+        assert_eq!(current.frames(), [0x11, 0x21, 0x30, 0x40]);
+        // The adopted reads lead the next capture to the same place.
+        let mut next = Trail::EMPTY;
+        next.start(1);
+        next.push_frame(0x30, 0x200, 0);
+        assert_eq!(next.meeting_point(&current, &mut 0, stack_of(&previous)), Some(2));
+    }
+
+    #[test]
+    fn a_changed_stack_word_outside_stops_the_reuse() {
+        let previous = trail(&[(0x10, 0x100), (0x20, 0x180), (0x30, 0x200)]);
+        let mut current = Trail::EMPTY;
+        current.start(1);
+        current.push_frame(0x20, 0x180, 0);
+        let changed = |address| if address == 0x1f8 { Some(0x31) } else { stack_of(&previous)(address) };
+        assert_eq!(current.meeting_point(&previous, &mut 0, changed), None);
+        assert_eq!(current.meeting_point(&previous, &mut 0, stack_of(&previous)), Some(1));
+    }
+
+    #[test]
+    fn another_frame_pointer_address_or_object_set_does_not_meet() {
+        let previous = trail(&[(0x10, 0x100), (0x20, 0x180)]);
+        let read = stack_of(&previous);
+        let mut current = Trail::EMPTY;
+        current.start(1);
+        current.push_frame(0x20, 0x180, 0x5000);
+        assert_eq!(current.meeting_point(&previous, &mut 0, &read), None, "frame pointer");
+        current.start(1);
+        current.push_frame(0x21, 0x180, 0);
+        assert_eq!(current.meeting_point(&previous, &mut 0, &read), None, "address");
+        current.start(2);
+        current.push_frame(0x20, 0x180, 0);
+        assert_eq!(current.meeting_point(&previous, &mut 0, &read), None, "objects changed");
+    }
+
+    #[test]
+    fn a_truncated_rest_is_reused_only_as_deep_or_deeper() {
+        let mut previous = trail(&[(0x10, 0x100), (0x20, 0x180), (0x30, 0x200)]);
+        previous.note_truncated();
+        let read = stack_of(&previous);
+        let mut shallower = Trail::EMPTY;
+        shallower.start(1);
+        shallower.push_frame(0x20, 0x180, 0);
+        assert_eq!(shallower.meeting_point(&previous, &mut 0, &read), None);
+        let mut deeper = trail(&[(0x01, 0x080), (0x02, 0x0c0)]);
+        deeper.push_frame(0x20, 0x180, 0);
+        assert_eq!(deeper.meeting_point(&previous, &mut 0, &read), Some(1));
+    }
+
+    #[test]
+    fn adopting_keeps_to_the_frame_limit() {
+        let outer: Vec<(u64, u64)> = (0..MAX_FRAMES as u64).map(|k| (0x1000 + k, 0x10_000 + 0x100 * k)).collect();
+        let previous = trail(&outer);
+        let mut current = trail(&[(0x1, 0x100), (0x2, 0x200)]);
+        current.push_frame(outer[1].0, outer[1].1, 0);
+        let p = current.meeting_point(&previous, &mut 0, stack_of(&previous)).expect("meets");
+        current.adopt_rest(&previous, p);
+        assert_eq!(current.frames().len(), MAX_FRAMES);
+        assert!(current.truncated);
+    }
+}
