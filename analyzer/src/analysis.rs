@@ -20,8 +20,8 @@
 //!   settled epochs divided by their number — is above the noise floor.
 //! * Heap and mapping stacks (the stacks of anonymous mappings) are ranked
 //!   together, by the same rules.
-//! * Noise floor: max(4 KiB, 0.1% of the live heap and mappings at snapshot
-//!   1) per epoch. Snapshot 1 is the memory after warm-up; the memory at the
+//! * Noise floor: max(4 KiB, 0.1% of the live heap and mappings at
+//!   snapshot 1) per epoch. Snapshot 1 is the memory after warm-up; the memory at the
 //!   reference would not do, since a long-running leak becomes most of it and
 //!   would raise the floor above its own growth after a thousand epochs.
 //! * Memory the tracer sees is the live heap plus the traced mappings; RSS

@@ -45,7 +45,7 @@ impl Config {
         let (epoch_seconds, epoch_seconds_explicit) = match env::var("TRACER_EPOCH_SECONDS") {
             Err(_) => (Some(DEFAULT_EPOCH_SECONDS), false),
             Ok(text) => match text.trim().parse::<f64>() {
-                Ok(seconds) if seconds == 0.0 => (None, true),
+                Ok(0.0) => (None, true),
                 Ok(seconds) if seconds.is_finite() && seconds > 0.0 => (Some(seconds), true),
                 _ => {
                     warnings.push(format!(
