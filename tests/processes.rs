@@ -105,3 +105,34 @@ fn time_slices_cut_epochs_in_a_program_that_never_marks_even_when_sampling() {
         assert!(slices >= 3, "{slices} time slices in 0.6 s of 0.1 s slices (TRACER_SAMPLE_BYTES={sampling})");
     }
 }
+
+#[test]
+fn a_snapshot_naming_many_new_stack_nodes_writes_them_in_several_records() {
+    let program = compile("many_stacks.c");
+    let run = run_traced(&program, &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let (records, end) = read_trace(&run.trace);
+    assert_eq!(end, TraceEnd::EndOfFile);
+    let mut tree = StackTree::default();
+    let mut records_before_first_snapshot = 0;
+    let mut leaves = std::collections::HashSet::new();
+    for record in &records {
+        match record {
+            Record::StackNodes(nodes) => {
+                // 2^16 nodes and the rest of the stack that reached them.
+                assert!(nodes.nodes.len() < (1 << 16) + 256, "a record of {} nodes", nodes.nodes.len());
+                records_before_first_snapshot += usize::from(leaves.is_empty());
+                tree.add(nodes);
+            }
+            Record::Snapshot(snapshot) if snapshot.epoch == 0 => {
+                for counter in snapshot.counters.iter().filter(|c| c.live_count > 0) {
+                    assert!(tree.contains(counter.stack), "stack {} before its nodes", counter.stack);
+                    leaves.insert(tree.stack(counter.stack).native);
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(leaves.len() >= 1 << 17, "{} distinct live stacks", leaves.len());
+    assert!(records_before_first_snapshot >= 4, "{records_before_first_snapshot} records for 2^18 nodes");
+}

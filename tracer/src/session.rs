@@ -26,6 +26,10 @@ const STOPPED: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
 static SESSION: OnceLock<Session> = OnceLock::new();
 
+/// Stack nodes in one record, and the rest of the path that reaches this
+/// many (about 1.5 MiB encoded).
+const NODES_PER_RECORD: usize = 1 << 16;
+
 /// Allocations between two looks at the clock, per thread (a power of two, minus one).
 const CLOCK_CHECK_MASK: u32 = 255;
 /// When sampling, allocations per thread between two walks of the Python
@@ -477,9 +481,18 @@ impl Session {
         // Every code object a counted stack names was queued before the
         // counters were collected, so codes go out ahead of their stacks.
         records.extend(self.python.take_unwritten_codes().into_iter().map(Record::PyCode));
+        // The first snapshot of a process importing torch names millions of
+        // nodes: they go out in records of a bounded size as they are found,
+        // rather than all held (and then all encoded) at once.
         let mut nodes = Vec::new();
         for counter in &counters {
             self.stacks.unwritten_path(counter.stack, &mut output.written, &mut nodes);
+            if nodes.len() >= NODES_PER_RECORD {
+                records.push(Record::StackNodes(StackNodes { nodes: std::mem::take(&mut nodes) }));
+                if !self.write(&mut output, &std::mem::take(&mut records)) {
+                    return;
+                }
+            }
         }
         if !nodes.is_empty() {
             records.push(Record::StackNodes(StackNodes { nodes }));

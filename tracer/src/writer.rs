@@ -7,6 +7,9 @@ use trace_format::{file_header, frame_record, Record};
 
 use crate::sys;
 
+/// What the write buffer keeps between flushes.
+const KEPT_CAPACITY: usize = 1 << 20;
+
 pub struct TraceWriter {
     fd: i32,
     path: PathBuf,
@@ -47,6 +50,8 @@ impl TraceWriter {
     pub fn flush(&mut self) -> io::Result<()> {
         let result = sys::write_all(self.fd, &self.pending);
         self.pending.clear();
+        // A first snapshot can be tens of MiB; later ones are small.
+        self.pending.shrink_to(KEPT_CAPACITY);
         result
     }
 }
