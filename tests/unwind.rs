@@ -4,9 +4,7 @@
 
 use std::process::Command;
 
-use integration_tests::{compile, traced_command};
-
-const PYTHON: &str = "/root/.pyenv/versions/3.11.7/bin/python3";
+use integration_tests::{compile, python_interpreter, traced_command};
 
 /// (compared, differed, captured by libgcc alone) from the tracer's check
 /// summary on stderr.
@@ -47,8 +45,7 @@ fn fast_stacks_match_libgcc_on_c_without_frame_pointers() {
 
 #[test]
 fn fast_stacks_match_libgcc_in_python() {
-    assert!(std::path::Path::new(PYTHON).exists(), "{PYTHON} is missing");
-    let (mut command, _dir) = traced_command(std::path::Path::new(PYTHON));
+    let (mut command, _dir) = traced_command(&python_interpreter("3.11"));
     command.args([
         "-c",
         "import json, decimal, threading, zlib, ctypes\n\
