@@ -54,7 +54,9 @@ pub enum StackKind {
 }
 
 pub struct StackTable {
-    by_hash: DashMap<u128, StackId, BuildWordHasher>,
+    /// Keyed by two words rather than a u128, whose alignment would pad
+    /// each entry from 24 to 32 bytes.
+    by_hash: DashMap<(u64, u64), StackId, BuildWordHasher>,
     tree: RwLock<Tree>,
     /// Tells this table's paths from another's in a thread's [`LastPath`].
     table_id: u32,
@@ -280,7 +282,7 @@ fn frame_of(word: FrameWord) -> Frame {
 
 /// Two independent 64-bit hashes of the whole stack: a collision (two stacks
 /// taken for one) is as likely as guessing a 128-bit key.
-fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> u128 {
+fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> (u64, u64) {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
     let kind = match kind {
@@ -292,7 +294,7 @@ fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> u128 {
         a = (a.rotate_left(23) ^ word).wrapping_mul(K1);
         b = (b.rotate_left(31) ^ word).wrapping_mul(K2);
     }
-    (u128::from(finish(a)) << 64) | u128::from(finish(b))
+    (finish(a), finish(b))
 }
 
 fn finish(mut h: u64) -> u64 {
