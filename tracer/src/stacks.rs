@@ -238,26 +238,32 @@ impl StackTable {
     pub fn unwritten_path(&self, stack: StackId, written: &mut WrittenNodes, out: &mut Vec<StackNode>) {
         let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let start = out.len();
-        let mut python_leaf = None;
-        let mut id = stack;
-        while id != 0 && !written.contains(id) {
-            let Some((parent, word)) = tree.node(id) else { break };
-            written.insert(id);
-            if word & (PYTHON_TAG | PYTHON_LEAF_TAG) == PYTHON_LEAF_TAG {
-                python_leaf = Some((word & !PYTHON_LEAF_TAG) as u32);
-            }
-            out.push(StackNode { id, parent, frame: frame_of(word) });
-            id = parent;
-        }
-        // Python nodes first, so that each list ends up outermost first.
-        let mut id = python_leaf.unwrap_or(0);
-        while id != 0 && !written.contains(id) {
-            let Some((parent, word)) = tree.node(id) else { break };
-            written.insert(id);
-            out.push(StackNode { id, parent, frame: frame_of(word) });
-            id = parent;
+        // Python nodes after the native ones, so that each list ends up
+        // outermost first, the Python leaf before the join naming it.
+        if let Some(python_leaf) = tree.push_unwritten(stack, written, out) {
+            tree.push_unwritten(python_leaf, written, out);
         }
         out[start..].reverse();
+    }
+}
+
+impl Tree {
+    /// Appends the nodes from `id` towards the root, innermost first, until
+    /// one `written` holds, marking them written; returns the Python leaf a
+    /// join among them names.
+    fn push_unwritten(&self, mut id: u32, written: &mut WrittenNodes, out: &mut Vec<StackNode>) -> Option<u32> {
+        let mut python_leaf = None;
+        while id != 0 && !written.contains(id) {
+            let Some((parent, word)) = self.node(id) else { break };
+            written.insert(id);
+            let frame = frame_of(word);
+            if let Frame::PythonLeaf(leaf) = frame {
+                python_leaf = Some(leaf);
+            }
+            out.push(StackNode { id, parent, frame });
+            id = parent;
+        }
+        python_leaf
     }
 }
 
