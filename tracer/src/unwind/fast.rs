@@ -73,16 +73,12 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
     let walked = TRAILS.try_with(|trails| {
         let mut trails = trails.try_borrow_mut().map_err(|_| ())?;
         let (previous, trail) = trails.split();
-        let walked = walk(set, cache, own_code, UnwindRegsX86_64::new(ip, sp, bp), &word_at, previous, trail);
-        match walked {
-            Ok(()) => {
-                stack.len = 0;
-                trail.frames().iter().for_each(|&frame| _ = stack.push(frame));
-                trails.flip();
-            }
-            Err(()) => trail.discard(),
-        }
-        walked
+        // A trail left unfinished is never read: the next capture starts it over.
+        walk(set, cache, own_code, UnwindRegsX86_64::new(ip, sp, bp), &word_at, previous, trail)?;
+        stack.len = 0;
+        trail.frames().iter().for_each(|&frame| _ = stack.push(frame));
+        trails.flip();
+        Ok(())
     });
     walked.unwrap_or(Err(()))
 }

@@ -58,11 +58,6 @@ impl Trail {
         (self.events, self.len, self.reads, self.truncated, self.overflowed) = (events, 0, 0, false, false);
     }
 
-    /// Forgets this trail (its capture was not finished by this path).
-    pub fn discard(&mut self) {
-        self.len = 0;
-    }
-
     /// Records the frame at `address` and the registers it is unwound from,
     /// before its unwinding reads anything.
     pub fn push_frame(&mut self, address: u64, stack_pointer: u64, frame_pointer: u64) {
