@@ -156,21 +156,15 @@ impl CodeTable {
                 self.data_loader_iter.store(method, Ordering::Relaxed);
             }
         }
-        match self.ids.entry(code) {
-            Entry::Occupied(mut existing) => {
-                if existing.get().identity == identity {
-                    return Some(existing.get().code);
-                }
-                let code = Code { id: self.queue(record)?, data_loader_iter };
-                existing.insert(Cached { code, identity });
-                Some(code)
-            }
-            Entry::Vacant(vacant) => {
-                let code = Code { id: self.queue(record)?, data_loader_iter };
-                vacant.insert(Cached { code, identity });
-                Some(code)
+        let entry = self.ids.entry(code);
+        if let Entry::Occupied(existing) = &entry {
+            if existing.get().identity == identity {
+                return Some(existing.get().code);
             }
         }
+        let code = Code { id: self.queue(record)?, data_loader_iter };
+        entry.insert(Cached { code, identity });
+        Some(code)
     }
 
     /// Assigns the next id and queues the record; called with the map entry
