@@ -321,9 +321,7 @@ pub fn mark(label: Option<String>) {
     record(|session| {
         // The program marks its own epochs; time slices and DataLoader
         // passes would only cut them up.
-        if !session.config.epoch_seconds_explicit {
-            session.slice_deadline_ns.store(0, Ordering::Relaxed);
-        }
+        session.end_default_time_slices();
         session.auto_epochs.stop();
         let label = label.unwrap_or_else(|| format!("epoch {}", session.epoch.load(Ordering::Relaxed)));
         session.close_epoch(EpochCause::Mark, label);
@@ -452,13 +450,18 @@ impl Session {
         }
     }
 
+    /// Stops the time slices, unless TRACER_EPOCH_SECONDS asked for them.
+    fn end_default_time_slices(&self) {
+        if !self.config.epoch_seconds_explicit {
+            self.slice_deadline_ns.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Closes the epoch when a walk shows the training loader's next pass starting.
     fn see_loader_frames(&self, frames: LoaderFrames) {
         let Some(ended) = self.auto_epochs.walked(frames) else { return };
-        if !self.config.epoch_seconds_explicit {
-            // The job's passes mark its epochs; time slices would only cut them up.
-            self.slice_deadline_ns.store(0, Ordering::Relaxed);
-        }
+        // The job's passes mark its epochs; time slices would only cut them up.
+        self.end_default_time_slices();
         self.close_epoch(EpochCause::Auto, format!("DataLoader pass {ended}"));
     }
 
