@@ -6,9 +6,13 @@
 //! A freed code object's memory can hold a different code object later, and
 //! its line table's memory a different line table. The cache remembers the
 //! identity of the object it copied (the filename, qualname and line-table
-//! pointers, the first line, the bytecode length, the line table's length
-//! and a hash of its first 32 bytes) and compares it on every hit; a mismatch
-//! means a new object, which gets a new id.
+//! pointers, the first line and the bytecode length) and compares it on every
+//! hit; a mismatch means a new object, which gets a new id. Only the code
+//! object's own fields are compared: the line table is not read again, as it
+//! would cost a cache miss a frame on every walk (half of this table's time).
+//! A new function taking both an old one's address and its line table's,
+//! with the same file, name, first line and bytecode length, would keep the
+//! old one's lines.
 //!
 //! The copy is also when `DataLoader.__iter__` is recognised, by its file and
 //! qualified name: the walk then knows it from the cache without reading
@@ -46,8 +50,6 @@ struct Identity {
     linetable: u64,
     first_line: u32,
     code_units: u64,
-    linetable_len: u64,
-    linetable_head: u64,
 }
 
 /// A code object as the walk knows it.
@@ -97,20 +99,12 @@ impl CodeTable {
         // header and the words holding its first min(len, 32) bytes are read,
         // all inside its allocation; the block is just their upper bound.
         let object = memory::block(code, layout.code_adaptive)?;
-        let linetable = object.word(layout.code_linetable);
-        let table = memory::block(linetable, layout.bytes_data + 32)?;
-        if table.word(layout.ob_type) != types.bytes {
-            return None;
-        }
-        let linetable_len = table.word(layout.var_size);
         let identity = Identity {
             filename: object.word(layout.code_filename),
             qualname: object.word(layout.code_qualname),
-            linetable,
+            linetable: object.word(layout.code_linetable),
             first_line: object.u32(layout.code_firstlineno),
             code_units: object.word(layout.var_size),
-            linetable_len,
-            linetable_head: head_hash(&table, layout.bytes_data, linetable_len),
         };
         if !memory::plausible(identity.filename, 16, 8) || !memory::plausible(identity.qualname, 16, 8) {
             return None;
@@ -219,8 +213,6 @@ const EMPTY: Recent = Recent {
         linetable: 0,
         first_line: 0,
         code_units: 0,
-        linetable_len: 0,
-        linetable_head: 0,
     },
     code: Code { id: 0, data_loader_iter: false },
 };
@@ -235,24 +227,6 @@ thread_local! {
 
 fn recent_slot(code: u64) -> usize {
     ((code >> 4) ^ (code >> 10)) as usize % RECENT_SLOTS
-}
-
-/// A hash of the first 32 bytes of a line table of `len` bytes whose data
-/// starts at `data` in `table`. A bytes object's allocation holds its data
-/// and a NUL and is rounded up to 8 bytes, so whole words can be read.
-#[inline]
-fn head_hash(table: &memory::Block, data: u64, len: u64) -> u64 {
-    let len = len.min(32);
-    let mut hash = len;
-    for i in 0..len.div_ceil(8) {
-        let mut word = table.word(data + i * 8);
-        let valid = (len - i * 8).min(8);
-        if valid < 8 {
-            word &= (1u64 << (valid * 8)) - 1;
-        }
-        hash = (hash.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    hash
 }
 
 /// The text of a `str` object from its raw layout: compact ASCII, or compact
