@@ -6,10 +6,10 @@
 
 use std::cell::{Cell, RefCell};
 
-use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
+use framehop::x86_64::UnwindRegsX86_64;
 use framehop::{FrameAddress, Unwinder};
 
-use super::module_set::{self, Access, CacheClaim, ModuleSet, Place};
+use super::module_set::{self, Access, CacheClaim, ModuleSet, Place, RuleCaches};
 use super::trail::Trail;
 use super::CapturedStack;
 use crate::sys;
@@ -42,7 +42,7 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
     }
     let top = stack_top(sp).ok_or(())?;
     let mut claim = CacheClaim::claim();
-    let (cache, readers) = claim.parts();
+    let (caches, readers) = claim.parts();
     let guard = match module_set::read(readers) {
         Access::Ready(guard) => guard,
         Access::Stale => {
@@ -74,7 +74,7 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
         let mut trails = trails.try_borrow_mut().map_err(|_| ())?;
         let (previous, trail) = trails.split();
         // A trail left unfinished is never read: the next capture starts it over.
-        walk(set, cache, own_code, UnwindRegsX86_64::new(ip, sp, bp), &word_at, previous, trail)?;
+        walk(set, caches, own_code, UnwindRegsX86_64::new(ip, sp, bp), &word_at, previous, trail)?;
         stack.len = 0;
         trail.frames().iter().for_each(|&frame| _ = stack.push(frame));
         trails.flip();
@@ -113,7 +113,7 @@ thread_local! {
 /// stopping early where the stack meets the `previous` trail.
 fn walk(
     set: &ModuleSet,
-    cache: &mut CacheX86_64,
+    caches: &mut RuleCaches,
     own_code: (u64, u64),
     mut regs: UnwindRegsX86_64,
     word_at: &impl Fn(u64) -> Option<u64>,
@@ -160,7 +160,7 @@ fn walk(
             trail.log_read(address, value);
             Ok(value)
         };
-        match set.unwinder.unwind_frame(frame, &mut regs, cache, &mut read_stack) {
+        match set.unwinder.unwind_frame(frame, &mut regs, caches.for_address(address), &mut read_stack) {
             Ok(Some(return_address)) => match FrameAddress::from_return_address(return_address) {
                 Some(next) => frame = next,
                 None => return Ok(()),
