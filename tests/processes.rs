@@ -136,3 +136,46 @@ fn a_snapshot_naming_many_new_stack_nodes_writes_them_in_several_records() {
     assert!(leaves.len() >= 1 << 17, "{} distinct live stacks", leaves.len());
     assert!(records_before_first_snapshot >= 4, "{records_before_first_snapshot} records for 2^18 nodes");
 }
+
+#[test]
+fn forked_children_count_what_they_inherited_and_freed_in_their_heap_totals() {
+    let program = compile("fork_inherited.c");
+    let run = run_traced(&program, &[]);
+    assert!(run.output.status.success(), "{}{}", run.stdout(), run.stderr());
+    // Each process's snapshots by label, and the process it was forked from.
+    let mut processes = Vec::new();
+    for file in run.trace_files() {
+        let (records, _) = read_trace(&file);
+        let Some(Record::Process(process)) = records.first() else {
+            panic!("{} has no process record", file.display())
+        };
+        let snapshots: Vec<(String, u64, u64)> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Snapshot(s) => {
+                    let counted = s.counters.iter().filter(|c| c.birth_epoch >= 1).map(|c| c.live_bytes).sum();
+                    Some((s.label.clone(), s.heap_live_bytes, counted))
+                }
+                _ => None,
+            })
+            .collect();
+        processes.push((process.pid, process.forked_from, snapshots));
+    }
+    let live_at = |pid: u32, label: &str| {
+        let (_, _, snapshots) = processes.iter().find(|p| p.0 == pid).unwrap();
+        snapshots.iter().find(|s| s.0 == label).unwrap_or_else(|| panic!("{pid} has no {label}: {snapshots:?}")).clone()
+    };
+    let parent = processes.iter().find(|p| p.1.is_none()).unwrap().0;
+    let child = processes.iter().find(|p| p.1 == Some(parent)).unwrap().0;
+    let grandchild = processes.iter().find(|p| p.1 == Some(child)).unwrap().0;
+
+    let (_, at_fork, _) = live_at(parent, "epoch 1");
+    let (_, child_live, child_counted) = live_at(child, "epoch 2");
+    assert_eq!(child_live, at_fork - 150 * 10_000 + 30 * 3_000, "{processes:?}");
+    assert_eq!(child_counted, 30 * 3_000, "the child's own sites only: {processes:?}");
+    let (_, grandchild_live, grandchild_counted) = live_at(grandchild, "epoch 3");
+    assert_eq!(grandchild_live, child_live - 50 * 10_000 - 10 * 3_000 + 5 * 1_000, "{processes:?}");
+    assert_eq!(grandchild_counted, 5 * 1_000, "{processes:?}");
+    let (_, parent_after, _) = live_at(parent, "epoch 2");
+    assert_eq!(parent_after, at_fork, "the children's frees are not the parent's: {processes:?}");
+}

@@ -1,5 +1,17 @@
 //! The live-allocation table of the heap and its per-(stack, birth epoch)
 //! counters.
+//!
+//! A forked child starts tables of its own and only reads the ones it
+//! inherited. A DataLoader worker is forked with the parent's tables in it
+//! (hundreds of MB under torch): had it written to them, every page it
+//! touched would have been copied, and its snapshots would have scanned
+//! them. An inherited allocation freed in the child is looked up there,
+//! remembered as freed, and subtracted from the inherited totals; the
+//! child's trace counts inherited memory in its totals only (its sites are
+//! in the parent's trace).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use dashmap::DashMap;
 use trace_format::SiteCounters;
@@ -16,17 +28,64 @@ struct LiveAllocation {
     birth_epoch: u32,
 }
 
+/// Fork generations with tables of their own; a deeper descendant keeps
+/// writing to the last generation's (inherited) tables.
+const GENERATIONS: usize = 8;
+
+/// What one process of a fork lineage records.
 #[derive(Default)]
-pub struct Recorder {
+struct Tables {
     live: DashMap<usize, LiveAllocation, BuildWordHasher>,
     sites: Sites,
+    /// Inherited allocations this process freed (their addresses).
+    freed_inherited: DashMap<usize, (), BuildWordHasher>,
+    freed_inherited_bytes: AtomicU64,
+    freed_inherited_count: AtomicU64,
+    /// The live totals of everything inherited, as of the fork.
+    inherited: OnceLock<Totals>,
+}
+
+pub struct Recorder {
+    /// Generation 0: the process the tracer started in.
+    root: Tables,
+    /// Generation `n` (at index `n - 1`): its forked descendant `n` forks down.
+    descendants: [OnceLock<Tables>; GENERATIONS - 1],
+    current: AtomicUsize,
     /// When set, each recorded allocation stands for the many it was sampled from.
     sampling: Option<Sampling>,
 }
 
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new(None)
+    }
+}
+
 impl Recorder {
     pub fn new(sampling: Option<Sampling>) -> Recorder {
-        Recorder { sampling, ..Recorder::default() }
+        Recorder { root: Tables::default(), descendants: Default::default(), current: AtomicUsize::new(0), sampling }
+    }
+
+    fn tables(&self, generation: usize) -> Option<&Tables> {
+        match generation {
+            0 => Some(&self.root),
+            _ => self.descendants.get(generation - 1)?.get(),
+        }
+    }
+
+    /// This process's tables: a generation is set up before it becomes current.
+    fn own(&self) -> &Tables {
+        self.tables(self.current.load(Ordering::Relaxed)).unwrap_or(&self.root)
+    }
+
+    /// In a forked child, while it runs one thread: from now on this
+    /// process writes to tables of its own.
+    pub fn forked(&self) {
+        let generation = self.current.load(Ordering::Relaxed) + 1;
+        let Some(slot) = self.descendants.get(generation - 1) else { return };
+        if slot.set(Tables::default()).is_ok() {
+            self.current.store(generation, Ordering::Relaxed);
+        }
     }
 
     /// The (allocations, bytes) a recorded allocation of `size` bytes counts for.
@@ -38,35 +97,85 @@ impl Recorder {
     }
 
     pub fn allocated(&self, address: usize, size: usize, stack: StackId, birth_epoch: u32) {
+        let own = self.own();
         let allocation = LiveAllocation { size: size as u64, stack, birth_epoch };
         // An address that is still in the table was freed by a path the hooks
         // never saw; count it as freed rather than leaking it forever.
-        if let Some(stale) = self.live.insert(address, allocation) {
-            self.forget(stale);
+        if let Some(stale) = own.live.insert(address, allocation) {
+            self.release(own, stale);
         }
         let (count, bytes) = self.weight(allocation.size);
-        self.sites.born(stack, birth_epoch, count, bytes);
+        own.sites.born(stack, birth_epoch, count, bytes);
     }
 
     /// Records that `address` was freed; false when the tracer never saw it allocated.
     pub fn freed(&self, address: usize) -> bool {
-        match self.live.remove(&address) {
-            Some((_, allocation)) => {
-                self.forget(allocation);
-                true
-            }
-            None => false,
+        let own = self.own();
+        if let Some((_, allocation)) = own.live.remove(&address) {
+            self.release(own, allocation);
+            return true;
         }
+        let Some(allocation) = self.inherited_allocation(address) else { return false };
+        if own.freed_inherited.insert(address, ()).is_none() {
+            let (count, bytes) = self.weight(allocation.size);
+            own.freed_inherited_count.fetch_add(count, Ordering::Relaxed);
+            own.freed_inherited_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+        true
     }
 
-    fn forget(&self, allocation: LiveAllocation) {
+    /// The allocation at `address` that this process inherited and has not
+    /// freed: the newest generation before this one that had it live, unless
+    /// a later one freed it.
+    fn inherited_allocation(&self, address: usize) -> Option<LiveAllocation> {
+        let current = self.current.load(Ordering::Relaxed);
+        for generation in (0..current).rev() {
+            if self.tables(generation + 1)?.freed_inherited.contains_key(&address) {
+                return None;
+            }
+            if let Some(allocation) = self.tables(generation)?.live.get(&address) {
+                return Some(*allocation);
+            }
+        }
+        None
+    }
+
+    fn release(&self, own: &Tables, allocation: LiveAllocation) {
         let (count, bytes) = self.weight(allocation.size);
-        self.sites.released(allocation.stack, allocation.birth_epoch, count, bytes);
+        own.sites.released(allocation.stack, allocation.birth_epoch, count, bytes);
     }
 
-    /// The heap's counters for a snapshot (see [`Sites::collect`]).
+    /// The heap's counters for a snapshot (see [`Sites::collect`]); the
+    /// totals include what this process inherited and still holds.
     pub fn collect(&self, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
-        self.sites.collect(scope, counters)
+        let current = self.current.load(Ordering::Relaxed);
+        let own = self.own();
+        let mut totals = own.sites.collect(scope, counters);
+        if current > 0 {
+            let inherited = self.live_totals(current - 1);
+            totals.live_bytes += inherited.live_bytes.saturating_sub(own.freed_inherited_bytes.load(Ordering::Relaxed));
+            totals.live_count += inherited.live_count.saturating_sub(own.freed_inherited_count.load(Ordering::Relaxed));
+        }
+        totals
+    }
+
+    /// The live totals generation `generation` had when the next one forked
+    /// from it; its tables have not changed since, in this process.
+    fn live_totals(&self, generation: usize) -> Totals {
+        let (Some(tables), Some(successor)) = (self.tables(generation), self.tables(generation + 1)) else {
+            return Totals::default();
+        };
+        *successor.inherited.get_or_init(|| {
+            let mut totals = tables.sites.totals();
+            if generation > 0 {
+                let inherited = self.live_totals(generation - 1);
+                let freed_bytes = tables.freed_inherited_bytes.load(Ordering::Relaxed);
+                let freed_count = tables.freed_inherited_count.load(Ordering::Relaxed);
+                totals.live_bytes += inherited.live_bytes.saturating_sub(freed_bytes);
+                totals.live_count += inherited.live_count.saturating_sub(freed_count);
+            }
+            totals
+        })
     }
 }
 
@@ -130,5 +239,48 @@ mod tests {
         recorder.allocated(0x1000, 30, 2, 0);
         let collected = collect(&recorder, 1, false, 0);
         assert_eq!((collected.live_bytes, collected.live_count), (30, 1));
+    }
+
+    #[test]
+    fn a_forked_child_leaves_the_inherited_tables_alone_and_counts_them_in_its_totals() {
+        let recorder = Recorder::default();
+        recorder.allocated(0x1000, 100, 1, 0);
+        recorder.allocated(0x2000, 50, 2, 0);
+        assert_eq!(collect(&recorder, 1, false, 0).live_bytes, 150);
+
+        recorder.forked();
+        assert!(recorder.freed(0x1000), "an inherited allocation is known");
+        assert!(!recorder.freed(0x1000), "and freed only once");
+        recorder.allocated(0x3000, 7, 3, 2);
+        let child = collect(&recorder, 3, true, 2);
+        assert_eq!(child.counters.iter().map(|c| c.stack).collect::<Vec<_>>(), [3], "only its own pairs");
+        assert_eq!((child.live_bytes, child.live_count), (57, 2));
+        assert!(recorder.root.live.contains_key(&0x1000), "the parent's table is not written");
+        assert_eq!(recorder.root.sites.totals().live_bytes, 150);
+
+        // A grandchild inherits both: the root's 0x2000 and the child's 0x3000.
+        recorder.forked();
+        assert!(!recorder.freed(0x1000), "freed by the child before it forked");
+        assert!(recorder.freed(0x3000));
+        assert!(recorder.freed(0x2000));
+        recorder.allocated(0x1000, 5, 4, 4);
+        let grandchild = collect(&recorder, 5, true, 4);
+        assert_eq!((grandchild.live_bytes, grandchild.live_count), (5, 1));
+        assert!(recorder.freed(0x1000), "its own allocation at an address an ancestor had");
+        assert_eq!(collect(&recorder, 6, false, 4).live_bytes, 0);
+    }
+
+    #[test]
+    fn forks_deeper_than_the_generations_keep_counting_in_the_last_ones_tables() {
+        let recorder = Recorder::default();
+        for generation in 1..=GENERATIONS as u64 + 2 {
+            recorder.forked();
+            recorder.allocated(0x1000 * generation as usize, 10, 1, 0);
+        }
+        assert_eq!(recorder.current.load(Ordering::Relaxed), GENERATIONS - 1);
+        let totals = collect(&recorder, 1, false, 0);
+        assert_eq!((totals.live_bytes, totals.live_count), (10 * (GENERATIONS as u64 + 2), GENERATIONS as u64 + 2));
+        assert!(recorder.freed(0x1000));
+        assert_eq!(collect(&recorder, 1, false, 0).live_count, GENERATIONS as u64 + 1);
     }
 }

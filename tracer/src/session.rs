@@ -385,6 +385,7 @@ pub fn after_fork_in_child() {
     thread_state::set_forking(false);
     let Some(_inside) = thread_state::enter() else { return };
     auto_epochs::forked_inside_parents_pass();
+    session.recorder.forked();
     let parent = session.pid.swap(sys::pid(), Ordering::Relaxed);
     let mut output = lock(&session.output);
     // The child writes a file of its own, opened when it first has something

@@ -65,6 +65,17 @@ impl Sites {
         }
     }
 
+    /// The live totals of all pairs, read without changing anything (for
+    /// tables a forked child inherited, whose pages it must not copy).
+    pub fn totals(&self) -> Totals {
+        let mut totals = Totals::default();
+        for site in self.sites.iter() {
+            totals.live_bytes += site.live_bytes;
+            totals.live_count += site.live_count;
+        }
+        totals
+    }
+
     /// Appends to `counters` the pairs that changed since the last collection
     /// (all of them when `scope.everything`) born in `scope.first_birth_epoch`
     /// or later, and returns the totals of all pairs. Pairs that can never

@@ -207,13 +207,7 @@ struct Recent {
 
 const EMPTY: Recent = Recent {
     address: 0,
-    identity: Identity {
-        filename: 0,
-        qualname: 0,
-        linetable: 0,
-        first_line: 0,
-        code_units: 0,
-    },
+    identity: Identity { filename: 0, qualname: 0, linetable: 0, first_line: 0, code_units: 0 },
     code: Code { id: 0, data_loader_iter: false },
 };
 
