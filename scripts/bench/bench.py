@@ -379,6 +379,9 @@ def run_workload(workload, args, bindir, outdir, have_sampling):
                 last = (lines or [""])[-1][:120]
                 err = f"exit status {m['rc']}: {last}"
             err = err or workload_check(workload, log) or (c.check and c.check(rundir, log))
+            steady = re.search(r"epochs after the first in ([0-9.]+)s", read(log)) if workload == "torch" else None
+            if steady:
+                m["steady_s"] = float(steady.group(1))
             if not err and c.analyze:
                 alog = rundir + ".report.txt"
                 a = measure(c.analyze(rundir), dict(base_env), os.path.dirname(rundir), alog, 3 * args.timeout)
@@ -417,25 +420,27 @@ def med(runs, key):
 
 
 def table(w):
+    steady = any("steady_s" in r for c in w["configs"] for r in c["runs"])
     lines = [f"**{w['title']}**, {w['reps']} rounds, medians", "",
-             "| configuration | wall time | vs untraced | peak RSS, largest process | peak RSS, process tree | "
-             "output files | report time (peak RSS) |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    base = None
+             "| configuration | wall time | vs untraced | "
+             + ("epochs after the first (vs untraced) | " if steady else "")
+             + "peak RSS, largest process | peak RSS, process tree | output files | report time (peak RSS) |",
+             "|---|---:|---:|" + ("---:|" if steady else "") + "---:|---:|---:|---:|"]
+    base = steady_base = None
     for c in w["configs"]:
         if c["name"] == "untraced":
             ok = [r for r in c["runs"] if not r["error"]]
-            base = med(ok, "wall_s")
+            base, steady_base = med(ok, "wall_s"), med(ok, "steady_s")
     for c in w["configs"]:
         name = c["name"]
         if not c["available"]:
-            lines.append(f"| {name} | {c['why']} | | | | | |")
+            lines.append(f"| {name} | {c['why']} |" + " |" * (5 + steady))
             continue
         ok = [r for r in c["runs"] if not r["error"]]
         failed = [r for r in c["runs"] if r["error"]]
         if not ok:
             reason = failed[0]["error"] if failed else "not run"
-            lines.append(f"| {name} | failed: {reason.replace('|', '/')[:160]} | | | | | |")
+            lines.append(f"| {name} | failed: {reason.replace('|', '/')[:160]} |" + " |" * (5 + steady))
             continue
         wall = med(ok, "wall_s")
         walls = [r["wall_s"] for r in ok]
@@ -445,7 +450,11 @@ def table(w):
         rep = med(ok, "analysis_s")
         report = f"{rep:.2f} s ({med(ok, 'analysis_rss_mib'):.0f} MiB)" if rep is not None else "-"
         note = f" [{len(failed)} of {len(c['runs'])} runs failed: {failed[0]['error'][:80]}]" if failed else ""
-        lines.append(f"| {name}{note} | {wall:.2f} s{spread} | {ratio} | {med(ok, 'maxrss_mib'):.0f} MiB | "
+        steady_cell = ""
+        if steady:
+            s = med(ok, "steady_s")
+            steady_cell = f"{s:.2f} s ({s / steady_base:.2f}x) | " if s is not None and steady_base else "- | "
+        lines.append(f"| {name}{note} | {wall:.2f} s{spread} | {ratio} | {steady_cell}{med(ok, 'maxrss_mib'):.0f} MiB | "
                      f"{med(ok, 'tree_rss_mib'):.0f} MiB | {files} | {report} |")
     notes = []
     for c in w["configs"]:
