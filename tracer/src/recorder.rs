@@ -100,7 +100,10 @@ impl Recorder {
         let own = self.own();
         let allocation = LiveAllocation { size: size as u64, stack, birth_epoch };
         // An address that is still in the table was freed by a path the hooks
-        // never saw; count it as freed rather than leaking it forever.
+        // never saw; count it as freed rather than leaking it forever. (Only
+        // this process's table is checked: an inherited block freed that way
+        // stays in the inherited totals, which an extra look per allocation
+        // in every worker would not be worth.)
         if let Some(stale) = own.live.insert(address, allocation) {
             self.release(own, stale);
         }
