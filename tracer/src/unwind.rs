@@ -45,6 +45,16 @@ impl CapturedStack {
         unsafe { std::slice::from_raw_parts(self.frames.as_ptr().cast::<u64>(), self.len) }
     }
 
+    /// Replaces the frames with (at most `MAX_FRAMES` of) `frames`.
+    #[cfg(target_arch = "x86_64")]
+    fn set(&mut self, frames: &[u64]) {
+        let len = frames.len().min(MAX_FRAMES);
+        for (slot, &frame) in self.frames.iter_mut().zip(&frames[..len]) {
+            *slot = MaybeUninit::new(frame);
+        }
+        self.len = len;
+    }
+
     /// Appends a frame; false once the stack is full.
     fn push(&mut self, frame: u64) -> bool {
         self.frames[self.len] = MaybeUninit::new(frame);

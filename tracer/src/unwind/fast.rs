@@ -75,8 +75,7 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
         let (previous, trail) = trails.split();
         // A trail left unfinished is never read: the next capture starts it over.
         walk(set, caches, own_code, UnwindRegsX86_64::new(ip, sp, bp), &word_at, previous, trail)?;
-        stack.len = 0;
-        trail.frames().iter().for_each(|&frame| _ = stack.push(frame));
+        stack.set(trail.frames());
         trails.flip();
         Ok(())
     });
