@@ -16,6 +16,7 @@ use crate::recorder::Recorder;
 use crate::sampling::Sampling;
 use crate::sites::Scope;
 use crate::stacks::{StackId, StackKind, StackTable, WrittenNodes};
+use crate::unwind::Entry;
 use crate::writer::TraceWriter;
 use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
 
@@ -166,7 +167,8 @@ pub fn start() {
     }
 }
 
-pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
+/// `entry`: where the program called the hook.
+pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
     if address.is_null() {
         return;
     }
@@ -181,7 +183,7 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize) {
     }
     record(|session| {
         if sampled {
-            let stack_id = session.capture_stack(StackKind::Heap);
+            let stack_id = session.capture_stack(StackKind::Heap, entry);
             let epoch = session.epoch.load(Ordering::Relaxed);
             session.recorder.allocated(address as usize, size, stack_id, epoch);
         } else if loader_walk_due {
@@ -227,7 +229,7 @@ fn change_mappings<R: Copy>(
     let mut result = None;
     record(|session| {
         // Unwinding is slow; it happens before the lock is taken.
-        let stack = with_stack.then(|| session.capture_stack(StackKind::Mapping));
+        let stack = with_stack.then(|| session.capture_stack(StackKind::Mapping, Entry::UNKNOWN));
         let mut table = session.mappings.lock();
         let Some(call) = call.take() else { return };
         let value = call();
@@ -401,8 +403,8 @@ pub fn after_fork_in_child() {
 
 impl Session {
     /// The calling thread's stack, native and Python frames, as a stack id.
-    fn capture_stack(&self, kind: StackKind) -> StackId {
-        let stack = unwind::capture(self.own_code);
+    fn capture_stack(&self, kind: StackKind, entry: Entry) -> StackId {
+        let stack = unwind::capture(self.own_code, entry);
         let mut python_frames = PyStack::new();
         self.python.capture(&mut python_frames);
         // What the capture belongs to is born in the epoch a pass it starts opens.

@@ -1,20 +1,70 @@
 //! malloc and friends: each forwards to glibc and then records the result.
 //! C++ `new`/`delete` reach these through libstdc++'s calls to malloc/free.
+//!
+//! The entry points that record a stack are stubs that pass the program's
+//! stack and frame pointers at the call on to the hook's body (see
+//! [`Entry`]), so the capture starts at the program's frame.
 
 use std::ffi::{c_int, c_void};
 
 use crate::real_alloc::*;
 use crate::session;
+use crate::unwind::Entry;
 
 extern "C" {
     fn malloc_usable_size(ptr: *mut c_void) -> usize;
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+/// Exports `$name($args)` as a stub that appends the caller's stack pointer
+/// and frame pointer (in the argument registers after `$args`: `$sp`, `$bp`)
+/// and jumps to `$body`, which returns straight to the caller.
+macro_rules! entry_stub {
+    ($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:ident, $sp:literal, $bp:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: copies two registers into argument registers the
+            // function does not use and jumps: no memory is touched and the
+            // stack is left as the caller made it, so `$body` sees the
+            // caller's arguments, the return address and the alignment of a
+            // direct call.
+            core::arch::naked_asm!(
+                concat!("mov ", $sp, ", rsp"),
+                concat!("mov ", $bp, ", rbp"),
+                "jmp {body}",
+                body = sym $body,
+            )
+        }
+
+        #[cfg(not(target_arch = "x86_64"))]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: the caller's contract is the body's, which takes no
+            // more than the registers it cannot read here.
+            unsafe { $body($($arg,)* 0, 0) }
+        }
+    };
+}
+
+entry_stub!(malloc(size: usize) -> *mut c_void => malloc_body, "rsi", "rdx");
+entry_stub!(calloc(count: usize, size: usize) -> *mut c_void => calloc_body, "rdx", "rcx");
+entry_stub!(realloc(ptr: *mut c_void, size: usize) -> *mut c_void => realloc_body, "rdx", "rcx");
+entry_stub!(reallocarray(ptr: *mut c_void, count: usize, size: usize) -> *mut c_void => reallocarray_body, "rcx", "r8");
+entry_stub!(posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int => posix_memalign_body, "rcx", "r8");
+entry_stub!(aligned_alloc(alignment: usize, size: usize) -> *mut c_void => memalign_body, "rdx", "rcx");
+entry_stub!(memalign(alignment: usize, size: usize) -> *mut c_void => memalign_body, "rdx", "rcx");
+entry_stub!(valloc(size: usize) -> *mut c_void => valloc_body, "rsi", "rdx");
+entry_stub!(pvalloc(size: usize) -> *mut c_void => pvalloc_body, "rsi", "rdx");
+
+fn entry(stack_pointer: u64, frame_pointer: u64) -> Entry {
+    Entry { stack_pointer, frame_pointer }
+}
+
+unsafe extern "C" fn malloc_body(size: usize, sp: u64, bp: u64) -> *mut c_void {
     // SAFETY: forwarding the caller's request unchanged to glibc.
     let ptr = unsafe { __libc_malloc(size) };
-    session::allocated(ptr, size);
+    session::allocated(ptr, size, entry(sp, bp));
     ptr
 }
 
@@ -27,20 +77,18 @@ pub unsafe extern "C" fn free(ptr: *mut c_void) {
     unsafe { __libc_free(ptr) }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+unsafe extern "C" fn calloc_body(count: usize, size: usize, sp: u64, bp: u64) -> *mut c_void {
     // SAFETY: forwarding the caller's request unchanged to glibc.
     let ptr = unsafe { __libc_calloc(count, size) };
     // glibc returns null when count * size overflows, so the product is exact here.
-    session::allocated(ptr, count.wrapping_mul(size));
+    session::allocated(ptr, count.wrapping_mul(size), entry(sp, bp));
     ptr
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+unsafe extern "C" fn realloc_body(ptr: *mut c_void, size: usize, sp: u64, bp: u64) -> *mut c_void {
     if ptr.is_null() {
         // SAFETY: realloc(NULL, n) is malloc(n).
-        return unsafe { malloc(size) };
+        return unsafe { malloc_body(size, sp, bp) };
     }
     let known = session::forget_for_realloc(ptr);
     // SAFETY: the caller passes a live pointer from this allocator, as realloc requires.
@@ -49,19 +97,18 @@ pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
         // Size 0 freed the block; otherwise the old block is still the caller's.
         if size != 0 && known {
             // SAFETY: the failed realloc left `ptr` live and unchanged.
-            session::allocated(ptr, unsafe { malloc_usable_size(ptr) });
+            session::allocated(ptr, unsafe { malloc_usable_size(ptr) }, entry(sp, bp));
         }
         return new_ptr;
     }
-    session::allocated(new_ptr, size);
+    session::allocated(new_ptr, size, entry(sp, bp));
     new_ptr
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, count: usize, size: usize) -> *mut c_void {
+unsafe extern "C" fn reallocarray_body(ptr: *mut c_void, count: usize, size: usize, sp: u64, bp: u64) -> *mut c_void {
     match count.checked_mul(size) {
         // SAFETY: same contract as realloc, which reallocarray extends.
-        Some(total) => unsafe { realloc(ptr, total) },
+        Some(total) => unsafe { realloc_body(ptr, total, sp, bp) },
         None => {
             set_errno(libc::ENOMEM);
             std::ptr::null_mut()
@@ -69,8 +116,13 @@ pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, count: usize, size: usiz
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int {
+unsafe extern "C" fn posix_memalign_body(
+    out: *mut *mut c_void,
+    alignment: usize,
+    size: usize,
+    sp: u64,
+    bp: u64,
+) -> c_int {
     if !alignment.is_power_of_two() || !alignment.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
@@ -81,37 +133,29 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, alignment: usize,
     }
     // SAFETY: the caller passes a valid location for the result.
     unsafe { *out = ptr };
-    session::allocated(ptr, size);
+    session::allocated(ptr, size, entry(sp, bp));
     0
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
-    // SAFETY: glibc's aligned_alloc is memalign; forwarding unchanged.
-    unsafe { memalign(alignment, size) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn memalign(alignment: usize, size: usize) -> *mut c_void {
+/// Also `aligned_alloc`, which glibc implements as memalign.
+unsafe extern "C" fn memalign_body(alignment: usize, size: usize, sp: u64, bp: u64) -> *mut c_void {
     // SAFETY: forwarding the caller's request unchanged to glibc.
     let ptr = unsafe { __libc_memalign(alignment, size) };
-    session::allocated(ptr, size);
+    session::allocated(ptr, size, entry(sp, bp));
     ptr
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+unsafe extern "C" fn valloc_body(size: usize, sp: u64, bp: u64) -> *mut c_void {
     // SAFETY: forwarding the caller's request unchanged to glibc.
     let ptr = unsafe { __libc_valloc(size) };
-    session::allocated(ptr, size);
+    session::allocated(ptr, size, entry(sp, bp));
     ptr
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+unsafe extern "C" fn pvalloc_body(size: usize, sp: u64, bp: u64) -> *mut c_void {
     // SAFETY: forwarding the caller's request unchanged to glibc.
     let ptr = unsafe { __libc_pvalloc(size) };
-    session::allocated(ptr, size);
+    session::allocated(ptr, size, entry(sp, bp));
     ptr
 }
 

@@ -11,7 +11,7 @@ use framehop::{FrameAddress, Unwinder};
 
 use super::module_set::{self, Access, CacheClaim, ModuleSet, Place, RuleCaches};
 use super::trail::Trail;
-use super::CapturedStack;
+use super::{CapturedStack, Entry};
 use crate::sys;
 
 thread_local! {
@@ -22,10 +22,11 @@ thread_local! {
 }
 
 /// Fills `stack` with the caller's return addresses (frames inside
-/// `own_code` skipped); `Err` if libgcc's unwinder must do it instead
+/// `own_code` skipped, or all of them at once when the hook's `entry` is
+/// known); `Err` if libgcc's unwinder must do it instead
 /// (a module change in progress, a stack this path does not know).
 #[inline(never)]
-pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()> {
+pub fn capture(own_code: (u64, u64), entry: Entry, stack: &mut CapturedStack) -> Result<(), ()> {
     let (ip, sp, bp): (u64, u64, u64);
     // SAFETY: reads the instruction pointer, stack pointer and frame pointer
     // into registers; touches no memory and leaves the flags alone.
@@ -70,11 +71,21 @@ pub fn capture(own_code: (u64, u64), stack: &mut CapturedStack) -> Result<(), ()
             _ => None,
         }
     };
+    // The program's frame where it called the hook: the return address the
+    // call pushed, the stack pointer as it was before the call, and the
+    // frame pointer, which the hook's first instruction had not touched yet.
+    let program_frame = word_at(entry.stack_pointer)
+        .filter(|&return_address| !(own_code.0 <= return_address && return_address < own_code.1))
+        .and_then(|return_address| {
+            let regs = UnwindRegsX86_64::new(return_address, entry.stack_pointer + 8, entry.frame_pointer);
+            Some((FrameAddress::from_return_address(return_address)?, regs))
+        });
+    let start = program_frame.unwrap_or((FrameAddress::InstructionPointer(ip), UnwindRegsX86_64::new(ip, sp, bp)));
     let walked = TRAILS.try_with(|trails| {
         let mut trails = trails.try_borrow_mut().map_err(|_| ())?;
         let (previous, trail) = trails.split();
         // A trail left unfinished is never read: the next capture starts it over.
-        walk(set, caches, own_code, UnwindRegsX86_64::new(ip, sp, bp), &word_at, previous, trail)?;
+        walk(set, caches, own_code, start, &word_at, previous, trail)?;
         stack.set(trail.frames());
         trails.flip();
         Ok(())
@@ -108,19 +119,20 @@ thread_local! {
     static TRAILS: RefCell<Trails> = const { RefCell::new(Trails { pair: [Trail::EMPTY, Trail::EMPTY], last: 0 }) };
 }
 
-/// Unwinds from `regs` into `trail`, frames inside `own_code` left out,
-/// stopping early where the stack meets the `previous` trail.
+/// Unwinds from `start` (a frame and its registers) into `trail`, frames
+/// inside `own_code` left out, stopping early where the stack meets the
+/// `previous` trail.
 fn walk(
     set: &ModuleSet,
     caches: &mut RuleCaches,
     own_code: (u64, u64),
-    mut regs: UnwindRegsX86_64,
+    start: (FrameAddress, UnwindRegsX86_64),
     word_at: &impl Fn(u64) -> Option<u64>,
     previous: &Trail,
     trail: &mut Trail,
 ) -> Result<(), ()> {
     trail.start(set.events());
-    let mut frame = FrameAddress::InstructionPointer(regs.ip());
+    let (mut frame, mut regs) = start;
     let mut last_object = (0, 0, false);
     let mut in_tracer = true;
     let mut cursor = 0;
