@@ -16,7 +16,7 @@ use crate::recorder::Recorder;
 use crate::sampling::Sampling;
 use crate::sites::Scope;
 use crate::stacks::{StackId, StackKind, StackTable, WrittenNodes};
-use crate::unwind::Entry;
+use crate::unwind::{CapturedStack, Entry};
 use crate::writer::TraceWriter;
 use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
 
@@ -404,7 +404,8 @@ pub fn after_fork_in_child() {
 impl Session {
     /// The calling thread's stack, native and Python frames, as a stack id.
     fn capture_stack(&self, kind: StackKind, entry: Entry) -> StackId {
-        let stack = unwind::capture(self.own_code, entry);
+        let mut stack = CapturedStack::new();
+        unwind::capture(self.own_code, entry, &mut stack);
         let mut python_frames = PyStack::new();
         self.python.capture(&mut python_frames);
         // What the capture belongs to is born in the epoch a pass it starts opens.

@@ -51,7 +51,7 @@ pub struct CapturedStack {
 }
 
 impl CapturedStack {
-    fn new() -> CapturedStack {
+    pub fn new() -> CapturedStack {
         CapturedStack { frames: [MaybeUninit::uninit(); MAX_FRAMES], len: 0 }
     }
 
@@ -79,27 +79,30 @@ impl CapturedStack {
     }
 }
 
-/// Captures the calling thread's stack, leaving out the innermost frames that
-/// lie inside the tracer itself (`own_code` is its address range).
+/// Captures the calling thread's stack into `stack`, leaving out the
+/// innermost frames that lie inside the tracer itself (`own_code` is its
+/// address range). The caller's stack is filled in place: at a kilobyte,
+/// returning it by value cost two copies per allocation.
 #[inline(never)]
-pub fn capture(own_code: (u64, u64), entry: Entry) -> CapturedStack {
-    let mut stack = CapturedStack::new();
+pub fn capture(own_code: (u64, u64), entry: Entry, stack: &mut CapturedStack) {
     #[cfg(target_arch = "x86_64")]
-    if fast::capture(own_code, entry, &mut stack).is_ok() {
+    if fast::capture(own_code, entry, stack).is_ok() {
         if check_enabled() {
-            compare(&stack, &capture_with_libgcc(own_code));
+            let mut slow = CapturedStack::new();
+            capture_with_libgcc(own_code, &mut slow);
+            compare(stack, &slow);
         }
-        return stack;
+        return;
     }
     if check_enabled() {
         FALLBACKS.fetch_add(1, Ordering::Relaxed);
     }
-    capture_with_libgcc(own_code)
+    capture_with_libgcc(own_code, stack);
 }
 
 #[inline(never)]
-fn capture_with_libgcc(own_code: (u64, u64)) -> CapturedStack {
-    let mut stack = CapturedStack::new();
+fn capture_with_libgcc(own_code: (u64, u64), stack: &mut CapturedStack) {
+    stack.len = 0;
     let mut in_tracer = true;
     // SAFETY: the unsynchronized variant only skips backtrace's global lock,
     // which a malloc hook must not take; the closure does not unwind the
@@ -117,7 +120,6 @@ fn capture_with_libgcc(own_code: (u64, u64)) -> CapturedStack {
             stack.push(ip)
         })
     };
-    stack
 }
 
 const CHECK_UNKNOWN: u8 = 0;
