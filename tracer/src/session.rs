@@ -410,7 +410,7 @@ impl Session {
         self.python.capture(&mut python_frames);
         // What the capture belongs to is born in the epoch a pass it starts opens.
         self.see_loader_frames(python_frames.loader_frames());
-        self.stacks.intern(kind, stack.frames(), python_frames.words())
+        self.stacks.intern_capture(kind, &stack, python_frames.words())
     }
 
     fn elapsed_ns(&self) -> u64 {

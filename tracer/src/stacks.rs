@@ -28,6 +28,7 @@ use trace_format::{Frame, StackNode};
 
 use crate::fast_hash::BuildWordHasher;
 use crate::python;
+use crate::unwind::CapturedStack;
 
 /// The id of a stack's innermost node (never 0, the root).
 pub type StackId = u32;
@@ -93,9 +94,31 @@ impl LastPath {
 const NATIVE_PATH: usize = 0;
 const PYTHON_PATH: usize = 1;
 
+/// The stack this thread interned last, by the capture it came from: an
+/// allocation from the same place as the one before (a loop) repeats its
+/// native stack, which the unwinder can tell, and usually its Python frames.
+struct LastStack {
+    table_id: u32,
+    capture: u64,
+    kind: StackKind,
+    python_len: usize,
+    python: [u64; python::MAX_PY_FRAMES],
+    id: StackId,
+}
+
 thread_local! {
     // Const-initialized without a destructor: static TLS, never allocates.
     static LAST_PATHS: RefCell<[LastPath; 2]> = const { RefCell::new([LastPath::EMPTY, LastPath::EMPTY]) };
+    static LAST_STACK: RefCell<LastStack> = const {
+        RefCell::new(LastStack {
+            table_id: 0,
+            capture: 0,
+            kind: StackKind::Heap,
+            python_len: 0,
+            python: [0; python::MAX_PY_FRAMES],
+            id: 0,
+        })
+    };
 }
 
 /// The prefix tree: node `id` is at index `id - 1` of both arrays.
@@ -140,6 +163,33 @@ fn edge_hash(parent: u32, word: FrameWord) -> u64 {
 }
 
 impl StackTable {
+    /// The id of the stack of `kind` with the `native` frames just captured
+    /// and these packed Python frames (innermost first). A stack that
+    /// repeats the thread's previous one is known without hashing it.
+    pub fn intern_capture(&self, kind: StackKind, native: &CapturedStack, python: &[u64]) -> StackId {
+        let repeated = LAST_STACK.try_with(|last| {
+            let mut last = last.try_borrow_mut().ok()?;
+            let same = last.table_id == self.table_id
+                && native.repeats(last.capture)
+                && last.kind == kind
+                && last.python[..last.python_len] == *python;
+            last.capture = native.serial();
+            same.then_some(last.id)
+        });
+        if let Ok(Some(id)) = repeated {
+            return id;
+        }
+        let id = self.intern(kind, native.frames(), python);
+        let _ = LAST_STACK.try_with(|last| {
+            if let Ok(mut last) = last.try_borrow_mut() {
+                let python = &python[..python.len().min(python::MAX_PY_FRAMES)];
+                last.python[..python.len()].copy_from_slice(python);
+                (last.table_id, last.kind, last.python_len, last.id) = (self.table_id, kind, python.len(), id);
+            }
+        });
+        id
+    }
+
     /// The id of the stack of `kind` with these native return addresses
     /// (innermost first) and packed Python frames (innermost first).
     pub fn intern(&self, kind: StackKind, native: &[u64], python: &[u64]) -> StackId {
@@ -499,6 +549,32 @@ mod tests {
         let from_python = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]);
         assert_eq!(frames_of(&table, from_python), (vec![0x20, 0x10], vec![f]));
         assert_eq!(path_of(&table, from_python).last().unwrap().frame, Frame::Mapping);
+    }
+
+    #[test]
+    fn a_capture_repeating_the_threads_last_one_is_known_without_a_lookup() {
+        let table = StackTable::default();
+        let f = python::pack(1, 4, false);
+        let first = table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x20, 0x10], 1, 0), &[f]);
+        // The unwinder says capture 2 repeats capture 1: its frames are not
+        // even looked at (these differ, which a real repeat never does).
+        let repeat = CapturedStack::for_test(&[0x99], 2, 1);
+        assert_eq!(table.intern_capture(StackKind::Heap, &repeat, &[f]), first);
+        // Other Python frames, another kind, or a repeat of an older capture: looked up.
+        let other_line = python::pack(1, 6, false);
+        let moved = table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x20, 0x10], 3, 2), &[other_line]);
+        assert_ne!(moved, first);
+        assert_eq!(moved, table.intern(StackKind::Heap, &[0x20, 0x10], &[other_line]));
+        let mapping =
+            table.intern_capture(StackKind::Mapping, &CapturedStack::for_test(&[0x20, 0x10], 4, 3), &[other_line]);
+        assert_eq!(mapping, table.intern(StackKind::Mapping, &[0x20, 0x10], &[other_line]));
+        let stale = table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x30], 5, 3), &[other_line]);
+        assert_eq!(stale, table.intern(StackKind::Heap, &[0x30], &[other_line]));
+        // Another table never takes this table's last stack.
+        let other_table = StackTable::default();
+        let elsewhere =
+            other_table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x77], 6, 5), &[other_line]);
+        assert_eq!(elsewhere, other_table.intern(StackKind::Heap, &[0x77], &[other_line]));
     }
 
     #[test]

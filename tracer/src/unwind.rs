@@ -48,11 +48,34 @@ pub struct CapturedStack {
     /// is filled on every allocation).
     frames: [MaybeUninit<u64>; MAX_FRAMES],
     len: usize,
+    /// This capture's number on its thread; 0 when it does not have one.
+    serial: u64,
+    /// The number of the thread's earlier capture this one repeats frame for
+    /// frame (found where the unwinder met it at the first frame); 0 if none.
+    repeats: u64,
 }
 
 impl CapturedStack {
     pub fn new() -> CapturedStack {
-        CapturedStack { frames: [MaybeUninit::uninit(); MAX_FRAMES], len: 0 }
+        CapturedStack { frames: [MaybeUninit::uninit(); MAX_FRAMES], len: 0, serial: 0, repeats: 0 }
+    }
+
+    #[cfg(test)]
+    pub fn for_test(frames: &[u64], serial: u64, repeats: u64) -> CapturedStack {
+        let mut stack = CapturedStack::new();
+        frames.iter().for_each(|&frame| _ = stack.push(frame));
+        (stack.serial, stack.repeats) = (serial, repeats);
+        stack
+    }
+
+    /// This capture's number among the thread's captures, if it has one.
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// Whether this is, frame for frame, the thread's capture number `serial`.
+    pub fn repeats(&self, serial: u64) -> bool {
+        serial != 0 && self.repeats == serial
     }
 
     pub fn frames(&self) -> &[u64] {
@@ -102,7 +125,7 @@ pub fn capture(own_code: (u64, u64), entry: Entry, stack: &mut CapturedStack) {
 
 #[inline(never)]
 fn capture_with_libgcc(own_code: (u64, u64), stack: &mut CapturedStack) {
-    stack.len = 0;
+    (stack.len, stack.serial, stack.repeats) = (0, 0, 0);
     let mut in_tracer = true;
     // SAFETY: the unsynchronized variant only skips backtrace's global lock,
     // which a malloc hook must not take; the closure does not unwind the

@@ -83,10 +83,15 @@ pub fn capture(own_code: (u64, u64), entry: Entry, stack: &mut CapturedStack) ->
     let start = program_frame.unwrap_or((FrameAddress::InstructionPointer(ip), UnwindRegsX86_64::new(ip, sp, bp)));
     let walked = TRAILS.try_with(|trails| {
         let mut trails = trails.try_borrow_mut().map_err(|_| ())?;
+        trails.captures += 1;
+        let serial = trails.captures;
         let (previous, trail) = trails.split();
         // A trail left unfinished is never read: the next capture starts it over.
-        walk(set, caches, own_code, start, &word_at, previous, trail)?;
+        let whole_stack_repeated = walk(set, caches, own_code, start, &word_at, previous, trail)?;
         stack.set(trail.frames());
+        stack.serial = serial;
+        stack.repeats = if whole_stack_repeated { previous.serial } else { 0 };
+        trail.serial = serial;
         trails.flip();
         Ok(())
     });
@@ -98,6 +103,8 @@ pub fn capture(own_code: (u64, u64), entry: Entry, stack: &mut CapturedStack) ->
 struct Trails {
     pair: [Trail; 2],
     last: usize,
+    /// Fast captures made on this thread, the serial of the latest.
+    captures: u64,
 }
 
 impl Trails {
@@ -116,12 +123,12 @@ impl Trails {
 }
 
 thread_local! {
-    static TRAILS: RefCell<Trails> = const { RefCell::new(Trails { pair: [Trail::EMPTY, Trail::EMPTY], last: 0 }) };
+    static TRAILS: RefCell<Trails> = const { RefCell::new(Trails { pair: [Trail::EMPTY, Trail::EMPTY], last: 0, captures: 0 }) };
 }
 
 /// Unwinds from `start` (a frame and its registers) into `trail`, frames
 /// inside `own_code` left out, stopping early where the stack meets the
-/// `previous` trail.
+/// `previous` trail; true when the whole stack is the previous one.
 fn walk(
     set: &ModuleSet,
     caches: &mut RuleCaches,
@@ -130,7 +137,7 @@ fn walk(
     word_at: &impl Fn(u64) -> Option<u64>,
     previous: &Trail,
     trail: &mut Trail,
-) -> Result<(), ()> {
+) -> Result<bool, ()> {
     trail.start(set.events());
     let (mut frame, mut regs) = start;
     let mut last_object = (0, 0, false);
@@ -145,16 +152,20 @@ fn walk(
             };
             trail.push_frame(address, regs.sp(), regs.bp());
             if let Some(p) = trail.meeting_point(previous, &mut cursor, word_at) {
+                // The same frames inside the meeting point too (where they
+                // differ only in registers, such as a frame pointer that code
+                // built without one uses as a scratch register).
+                let whole_stack = trail.frames().len() == p + 1 && trail.frames()[..p] == previous.frames()[..p];
                 trail.adopt_rest(previous, p);
-                return Ok(());
+                return Ok(whole_stack);
             }
             if trail.is_full() {
                 trail.note_truncated();
-                return Ok(());
+                return Ok(false);
             }
             match set.place(address - 1, &mut last_object) {
                 Place::Unwindable => {}
-                Place::NoTables => return Ok(()),
+                Place::NoTables => return Ok(false),
                 Place::Unknown => {
                     if module_set::object_is_loaded(address - 1) {
                         // Loaded behind the hooks' back (glibc's own dlopen,
@@ -162,7 +173,7 @@ fn walk(
                         module_set::note_unlisted_object(set);
                         return Err(());
                     }
-                    return Ok(()); // code outside every object (JIT): the stack ends here
+                    return Ok(false); // code outside every object (JIT): the stack ends here
                 }
             }
         }
@@ -174,9 +185,9 @@ fn walk(
         match set.unwinder.unwind_frame(frame, &mut regs, caches.for_address(address), &mut read_stack) {
             Ok(Some(return_address)) => match FrameAddress::from_return_address(return_address) {
                 Some(next) => frame = next,
-                None => return Ok(()),
+                None => return Ok(false),
             },
-            Ok(None) | Err(_) => return Ok(()),
+            Ok(None) | Err(_) => return Ok(false),
         }
     }
 }

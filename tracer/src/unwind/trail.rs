@@ -20,6 +20,8 @@ use super::MAX_FRAMES;
 const MAX_READS: usize = 2 * MAX_FRAMES;
 
 pub struct Trail {
+    /// The capture's number among this thread's fast captures.
+    pub serial: u64,
     /// The object set's load-event count the unwind rules came from.
     events: u64,
     len: usize,
@@ -40,6 +42,7 @@ pub struct Trail {
 
 impl Trail {
     pub const EMPTY: Trail = Trail {
+        serial: 0,
         events: 0,
         len: 0,
         truncated: false,
