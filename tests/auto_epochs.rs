@@ -133,6 +133,48 @@ fn training_passes_cut_the_epochs_with_forked_workers() {
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     // Each pass of both loaders forks its workers.
     assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS);
+    assert_code_records_only_for_named_code(&run);
+}
+
+/// Each file holds the code objects its stacks name, each before the first
+/// stack node naming it, and no others: a worker forked from a process
+/// that imported torch holds a few of its parent's thousands.
+fn assert_code_records_only_for_named_code(run: &TracedRun) {
+    let mut worker_codes = Vec::new();
+    for file in run.trace_files().into_iter().filter(|t| t.extension().is_none_or(|e| e != "svg")) {
+        let (records, _) = read_trace(&file);
+        let mut recorded = std::collections::HashSet::new();
+        let mut named = std::collections::HashSet::new();
+        for record in &records {
+            match record {
+                trace_format::Record::PyCode(code) => {
+                    assert!(recorded.insert(code.id), "{}: code {} twice", file.display(), code.id)
+                }
+                trace_format::Record::StackNodes(nodes) => {
+                    for node in &nodes.nodes {
+                        if let trace_format::Frame::Python(frame) = node.frame {
+                            assert!(
+                                recorded.contains(&frame.code),
+                                "{}: node {} before code {}",
+                                file.display(),
+                                node.id,
+                                frame.code
+                            );
+                            named.insert(frame.code);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(recorded, named, "{}: code records no stack names", file.display());
+        if file != run.trace {
+            worker_codes.push(recorded.len());
+        }
+    }
+    let (main_codes, _) = read_trace(&run.trace);
+    let main_codes = main_codes.iter().filter(|r| matches!(r, trace_format::Record::PyCode(_))).count();
+    assert!(worker_codes.iter().all(|&n| n * 4 < main_codes), "workers {worker_codes:?}, main {main_codes}");
 }
 
 #[test]

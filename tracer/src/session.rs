@@ -5,7 +5,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use trace_format::{End, EndReason, EpochCause, Notice, Process, Record, Snapshot, StackNodes};
+use trace_format::{End, EndReason, EpochCause, Frame, Notice, Process, Record, Snapshot, StackNode, StackNodes};
 
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR};
@@ -15,7 +15,7 @@ use crate::python::{Glance, LoaderFrames, PyStack, Python};
 use crate::recorder::Recorder;
 use crate::sampling::Sampling;
 use crate::sites::Scope;
-use crate::stacks::{StackId, StackKind, StackTable, WrittenNodes};
+use crate::stacks::{StackId, StackKind, StackTable, WrittenIds};
 use crate::unwind::{CapturedStack, Entry};
 use crate::writer::TraceWriter;
 use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
@@ -72,7 +72,9 @@ struct Output {
     /// The next snapshot must list every counter (a new file starts from scratch).
     next_is_full: bool,
     /// Stack nodes this file already holds.
-    written: WrittenNodes,
+    written: WrittenIds,
+    /// Code objects this file already holds.
+    written_codes: WrittenIds,
     /// Allocations born before this epoch are not this file's to report: a
     /// forked child reports what it allocated itself, not its parent's heap.
     first_birth_epoch: u32,
@@ -149,7 +151,8 @@ pub fn start() {
             modules: ModuleMap::default(),
             forked_from: None,
             next_is_full: false,
-            written: WrittenNodes::default(),
+            written: WrittenIds::default(),
+            written_codes: WrittenIds::default(),
             first_birth_epoch: 0,
         }),
         stop_reported: AtomicBool::new(false),
@@ -485,9 +488,6 @@ impl Session {
         let mapped = self.mappings.collect(scope, &mut counters);
         counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
         let mut records: Vec<Record> = output.modules.newly_loaded().into_iter().map(Record::Module).collect();
-        // Every code object a counted stack names was queued before the
-        // counters were collected, so codes go out ahead of their stacks.
-        records.extend(self.python.take_unwritten_codes().into_iter().map(Record::PyCode));
         // The first snapshot of a process importing torch names millions of
         // nodes: they go out in records of a bounded size as they are found,
         // rather than all held (and then all encoded) at once.
@@ -495,14 +495,14 @@ impl Session {
         for counter in &counters {
             self.stacks.unwritten_path(counter.stack, &mut output.written, &mut nodes);
             if nodes.len() >= NODES_PER_RECORD {
-                records.push(Record::StackNodes(StackNodes { nodes: std::mem::take(&mut nodes) }));
+                self.push_nodes(&mut output.written_codes, &mut records, std::mem::take(&mut nodes));
                 if !self.write(&mut output, &std::mem::take(&mut records)) {
                     return;
                 }
             }
         }
         if !nodes.is_empty() {
-            records.push(Record::StackNodes(StackNodes { nodes }));
+            self.push_nodes(&mut output.written_codes, &mut records, nodes);
         }
         records.push(Record::Snapshot(Snapshot {
             epoch: closing,
@@ -522,13 +522,14 @@ impl Session {
         self.write(&mut output, &records);
     }
 
-    /// A forked child's own file: header, process, every module and code object.
+    /// A forked child's own file: header, process, every module.
     fn open_child_file(&self, output: &mut Output) -> bool {
         let candidates = self.config.output_candidates(true, sys::pid());
         match TraceWriter::create(candidates, true) {
             Ok(writer) => {
                 output.writer = Some(writer);
                 output.written.clear();
+                output.written_codes.clear();
                 self.write_preamble(output)
             }
             Err((path, err)) => {
@@ -578,8 +579,28 @@ impl Session {
         };
         let mut records = vec![Record::Process(process)];
         records.extend(output.modules.newly_loaded().into_iter().map(Record::Module));
-        records.extend(self.python.all_codes().into_iter().map(Record::PyCode));
         self.write(output, &records)
+    }
+
+    /// Appends `nodes` as a record, after the records of the code objects
+    /// they name that this file lacks. Codes go out with the first stack
+    /// that names them: a DataLoader worker's file holds the few its own
+    /// stacks name, not the thousands (megabytes of line tables) of a
+    /// process that imported torch.
+    fn push_nodes(&self, written_codes: &mut WrittenIds, records: &mut Vec<Record>, nodes: Vec<StackNode>) {
+        let mut named: Vec<u64> = nodes
+            .iter()
+            .filter_map(|node| match node.frame {
+                Frame::Python(frame) => Some(frame.code),
+                _ => None,
+            })
+            .filter(|&code| !written_codes.contains(code as u32))
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        named.iter().for_each(|&code| written_codes.insert(code as u32));
+        records.extend(self.python.code_records(&named).into_iter().map(Record::PyCode));
+        records.push(Record::StackNodes(StackNodes { nodes }));
     }
 
     /// How epochs are cut, as the Process record says.

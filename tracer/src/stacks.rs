@@ -285,7 +285,7 @@ impl StackTable {
     /// Appends to `out` the nodes of `stack`'s paths that `written` does not
     /// hold yet, each after its parent and after the Python leaf it names,
     /// and marks them written.
-    pub fn unwritten_path(&self, stack: StackId, written: &mut WrittenNodes, out: &mut Vec<StackNode>) {
+    pub fn unwritten_path(&self, stack: StackId, written: &mut WrittenIds, out: &mut Vec<StackNode>) {
         let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let start = out.len();
         // Python nodes after the native ones, so that each list ends up
@@ -301,7 +301,7 @@ impl Tree {
     /// Appends the nodes from `id` towards the root, innermost first, until
     /// one `written` holds, marking them written; returns the Python leaf a
     /// join among them names.
-    fn push_unwritten(&self, mut id: u32, written: &mut WrittenNodes, out: &mut Vec<StackNode>) -> Option<u32> {
+    fn push_unwritten(&self, mut id: u32, written: &mut WrittenIds, out: &mut Vec<StackNode>) -> Option<u32> {
         let mut python_leaf = None;
         while id != 0 && !written.contains(id) {
             let Some((parent, word)) = self.node(id) else { break };
@@ -362,18 +362,19 @@ fn finish(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-/// Which nodes the current trace file already holds.
+/// Which ids (of stack nodes, or of code objects) the current trace file
+/// already holds.
 #[derive(Default)]
-pub struct WrittenNodes {
+pub struct WrittenIds {
     bits: Vec<u64>,
 }
 
-impl WrittenNodes {
-    fn contains(&self, id: u32) -> bool {
+impl WrittenIds {
+    pub fn contains(&self, id: u32) -> bool {
         self.bits.get(id as usize / 64).is_some_and(|word| word & (1 << (id % 64)) != 0)
     }
 
-    fn insert(&mut self, id: u32) {
+    pub fn insert(&mut self, id: u32) {
         let index = id as usize / 64;
         if index >= self.bits.len() {
             self.bits.resize(index + 1, 0);
@@ -393,7 +394,7 @@ mod tests {
 
     fn path_of(table: &StackTable, stack: StackId) -> Vec<StackNode> {
         let mut out = Vec::new();
-        table.unwritten_path(stack, &mut WrittenNodes::default(), &mut out);
+        table.unwritten_path(stack, &mut WrittenIds::default(), &mut out);
         out
     }
 
@@ -489,7 +490,7 @@ mod tests {
         let table = StackTable::default();
         let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
         let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
-        let mut written = WrittenNodes::default();
+        let mut written = WrittenIds::default();
         let mut out = Vec::new();
         table.unwritten_path(a, &mut written, &mut out);
         table.unwritten_path(b, &mut written, &mut out);

@@ -76,17 +76,11 @@ pub struct Types {
 }
 
 #[derive(Default)]
-struct Written {
-    records: Vec<PyCode>,
-    /// How many of `records` the current trace file already holds.
-    written: usize,
-}
-
-#[derive(Default)]
 pub struct CodeTable {
     ids: DashMap<u64, Cached, BuildWordHasher>,
-    next_id: AtomicU64,
-    records: Mutex<Written>,
+    /// Every code record, at the index of its id: a trace file gets those
+    /// its stacks name, when it first writes one of them.
+    records: Mutex<Vec<PyCode>>,
     /// Address of the `DataLoader.__iter__` code object; 0 until it is known.
     data_loader_iter: AtomicU64,
 }
@@ -161,16 +155,17 @@ impl CodeTable {
         Some(code)
     }
 
-    /// Assigns the next id and queues the record; called with the map entry
-    /// held, before the id is published, so a stack naming the id is always
-    /// written after the code record.
-    /// `None` once the ids that fit a packed frame (30 bits) are used up.
+    /// Assigns the next id and keeps the record; called with the map entry
+    /// held, before the id is published, so a stack naming the id always
+    /// finds its record. `None` once the ids that fit a packed frame (30
+    /// bits) are used up.
     fn queue(&self, record: PyCode) -> Option<u64> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut records = lock(&self.records);
+        let id = records.len() as u64;
         if id >= MAX_CODE_IDS {
             return None;
         }
-        lock(&self.records).records.push(PyCode { id, ..record });
+        records.push(PyCode { id, ..record });
         Some(id)
     }
 
@@ -179,19 +174,10 @@ impl CodeTable {
         self.data_loader_iter.load(Ordering::Relaxed)
     }
 
-    /// Code records not yet in the current trace file.
-    pub fn take_unwritten(&self) -> Vec<PyCode> {
-        let mut records = lock(&self.records);
-        let start = records.written;
-        records.written = records.records.len();
-        records.records[start..].to_vec()
-    }
-
-    /// Every code record, for a trace file that starts from scratch.
-    pub fn all(&self) -> Vec<PyCode> {
-        let mut records = lock(&self.records);
-        records.written = records.records.len();
-        records.records.clone()
+    /// The records of the code objects with these ids (the known ones).
+    pub fn records_of(&self, ids: &[u64]) -> Vec<PyCode> {
+        let records = lock(&self.records);
+        ids.iter().filter_map(|&id| records.get(id as usize).cloned()).collect()
     }
 }
 

@@ -229,12 +229,9 @@ impl Python {
         }
     }
 
-    pub fn take_unwritten_codes(&self) -> Vec<PyCode> {
-        self.walker.as_ref().map(|w| w.codes.take_unwritten()).unwrap_or_default()
-    }
-
-    pub fn all_codes(&self) -> Vec<PyCode> {
-        self.walker.as_ref().map(|w| w.codes.all()).unwrap_or_default()
+    /// The records of the code objects with these ids.
+    pub fn code_records(&self, ids: &[u64]) -> Vec<PyCode> {
+        self.walker.as_ref().map(|w| w.codes.records_of(ids)).unwrap_or_default()
     }
 }
 
