@@ -89,9 +89,8 @@ impl CodeTable {
     /// The code object at `code` (whose type was checked), copied on first
     /// sight; `None` when its fields do not look like a code object's.
     pub fn code_at(&self, code: u64, layout: &Layout, types: &Types) -> Option<Code> {
-        // The fields read lie before the bytecode. Of the line table only the
-        // header and the words holding its first min(len, 32) bytes are read,
-        // all inside its allocation; the block is just their upper bound.
+        // The fields read lie before the bytecode; the line table is not
+        // read here (only when the object is first copied).
         let object = memory::block(code, layout.code_adaptive)?;
         let identity = Identity {
             filename: object.word(layout.code_filename),
