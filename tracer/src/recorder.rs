@@ -152,14 +152,17 @@ impl Recorder {
     /// totals include what this process inherited and still holds.
     pub fn collect(&self, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
         let current = self.current.load(Ordering::Relaxed);
-        let own = self.own();
-        let mut totals = own.sites.collect(scope, counters);
-        if current > 0 {
-            let inherited = self.live_totals(current - 1);
-            totals.live_bytes += inherited.live_bytes.saturating_sub(own.freed_inherited_bytes.load(Ordering::Relaxed));
-            totals.live_count += inherited.live_count.saturating_sub(own.freed_inherited_count.load(Ordering::Relaxed));
-        }
-        totals
+        self.with_inherited(current, self.own().sites.collect(scope, counters))
+    }
+
+    /// `own`, the totals of generation `generation`'s own sites, plus what it
+    /// inherited and has not freed.
+    fn with_inherited(&self, generation: usize, mut own: Totals) -> Totals {
+        let Some(tables) = self.tables(generation).filter(|_| generation > 0) else { return own };
+        let inherited = self.live_totals(generation - 1);
+        own.live_bytes += inherited.live_bytes.saturating_sub(tables.freed_inherited_bytes.load(Ordering::Relaxed));
+        own.live_count += inherited.live_count.saturating_sub(tables.freed_inherited_count.load(Ordering::Relaxed));
+        own
     }
 
     /// The live totals generation `generation` had when the next one forked
@@ -168,17 +171,7 @@ impl Recorder {
         let (Some(tables), Some(successor)) = (self.tables(generation), self.tables(generation + 1)) else {
             return Totals::default();
         };
-        *successor.inherited.get_or_init(|| {
-            let mut totals = tables.sites.totals();
-            if generation > 0 {
-                let inherited = self.live_totals(generation - 1);
-                let freed_bytes = tables.freed_inherited_bytes.load(Ordering::Relaxed);
-                let freed_count = tables.freed_inherited_count.load(Ordering::Relaxed);
-                totals.live_bytes += inherited.live_bytes.saturating_sub(freed_bytes);
-                totals.live_count += inherited.live_count.saturating_sub(freed_count);
-            }
-            totals
-        })
+        *successor.inherited.get_or_init(|| self.with_inherited(generation, tables.sites.totals()))
     }
 }
 
