@@ -588,17 +588,14 @@ impl Session {
     /// stacks name, not the thousands (megabytes of line tables) of a
     /// process that imported torch.
     fn push_nodes(&self, written_codes: &mut WrittenIds, records: &mut Vec<Record>, nodes: Vec<StackNode>) {
-        let mut named: Vec<u64> = nodes
+        let named: Vec<u64> = nodes
             .iter()
             .filter_map(|node| match node.frame {
                 Frame::Python(frame) => Some(frame.code),
                 _ => None,
             })
-            .filter(|&code| !written_codes.contains(code as u32))
+            .filter(|&code| written_codes.insert(code as u32))
             .collect();
-        named.sort_unstable();
-        named.dedup();
-        named.iter().for_each(|&code| written_codes.insert(code as u32));
         records.extend(self.python.code_records(&named).into_iter().map(Record::PyCode));
         records.push(Record::StackNodes(StackNodes { nodes }));
     }

@@ -374,12 +374,16 @@ impl WrittenIds {
         self.bits.get(id as usize / 64).is_some_and(|word| word & (1 << (id % 64)) != 0)
     }
 
-    pub fn insert(&mut self, id: u32) {
+    /// Marks `id` held; false if it already was.
+    pub fn insert(&mut self, id: u32) -> bool {
         let index = id as usize / 64;
         if index >= self.bits.len() {
             self.bits.resize(index + 1, 0);
         }
-        self.bits[index] |= 1 << (id % 64);
+        let bit = 1 << (id % 64);
+        let new = self.bits[index] & bit == 0;
+        self.bits[index] |= bit;
+        new
     }
 
     /// A new trace file holds nothing yet.
