@@ -51,7 +51,8 @@ pub struct CapturedStack {
     /// This capture's number on its thread; 0 when it does not have one.
     serial: u64,
     /// The number of the thread's earlier capture this one repeats frame for
-    /// frame (found where the unwinder met it at the first frame); 0 if none.
+    /// frame (the unwinder met it at the same depth, the frames inside the
+    /// meeting point the same); 0 if none.
     repeats: u64,
 }
 
