@@ -18,6 +18,9 @@ use std::sync::{Mutex, MutexGuard};
 use trace_format::SiteCounters;
 
 use crate::sites::{Scope, Sites, Totals};
+
+/// The table's lock orders every mapping change: one stripe of counters.
+const MAPPING_STRIPE: u8 = 0;
 use crate::stacks::StackId;
 
 /// Whose memory a range is.
@@ -92,7 +95,7 @@ impl Locked<'_> {
         table.next_mapping += 1;
         let owner = Owner { stack, birth_epoch, mapping };
         table.insert(start, end, owner);
-        self.sites.born(stack, birth_epoch, 1, (end - start) as u64);
+        self.sites.born(MAPPING_STRIPE, stack, birth_epoch, 1, (end - start) as u64);
     }
 
     /// Pages `[start, start + len)` were unmapped, or replaced by a mapping
@@ -108,7 +111,13 @@ impl Locked<'_> {
             } else {
                 0
             };
-            self.sites.released(piece.owner.stack, piece.owner.birth_epoch, count, (piece.end - piece.start) as u64);
+            self.sites.released(
+                MAPPING_STRIPE,
+                piece.owner.stack,
+                piece.owner.birth_epoch,
+                count,
+                (piece.end - piece.start) as u64,
+            );
         }
     }
 

@@ -18,14 +18,34 @@ use trace_format::SiteCounters;
 
 use crate::fast_hash::BuildWordHasher;
 use crate::sampling::Sampling;
-use crate::sites::{Scope, Sites, Totals};
+use crate::sites::{Scope, Sites, Totals, STRIPES};
 use crate::stacks::StackId;
+use crate::thread_state;
 
 #[derive(Clone, Copy)]
 struct LiveAllocation {
-    size: u64,
+    /// The size in the low bits, the stripe of its site counters in the top
+    /// byte (no allocation reaches 2^56 bytes): the entry stays 16 bytes.
+    size_and_stripe: u64,
     stack: StackId,
     birth_epoch: u32,
+}
+
+const STRIPE_SHIFT: u32 = 56;
+
+impl LiveAllocation {
+    fn new(size: usize, stripe: u8, stack: StackId, birth_epoch: u32) -> LiveAllocation {
+        let size = (size as u64).min((1 << STRIPE_SHIFT) - 1);
+        LiveAllocation { size_and_stripe: size | u64::from(stripe) << STRIPE_SHIFT, stack, birth_epoch }
+    }
+
+    fn size(&self) -> u64 {
+        self.size_and_stripe & ((1 << STRIPE_SHIFT) - 1)
+    }
+
+    fn stripe(&self) -> u8 {
+        (self.size_and_stripe >> STRIPE_SHIFT) as u8
+    }
 }
 
 /// Fork generations with tables of their own; a deeper descendant keeps
@@ -98,7 +118,7 @@ impl Recorder {
 
     pub fn allocated(&self, address: usize, size: usize, stack: StackId, birth_epoch: u32) {
         let own = self.own();
-        let allocation = LiveAllocation { size: size as u64, stack, birth_epoch };
+        let allocation = LiveAllocation::new(size, thread_state::stripe(STRIPES), stack, birth_epoch);
         // An address that is still in the table was freed by a path the hooks
         // never saw; count it as freed rather than leaking it forever. (Only
         // this process's table is checked: an inherited block freed that way
@@ -107,8 +127,8 @@ impl Recorder {
         if let Some(stale) = own.live.insert(address, allocation) {
             self.release(own, stale);
         }
-        let (count, bytes) = self.weight(allocation.size);
-        own.sites.born(stack, birth_epoch, count, bytes);
+        let (count, bytes) = self.weight(allocation.size());
+        own.sites.born(allocation.stripe(), stack, birth_epoch, count, bytes);
     }
 
     /// Records that `address` was freed; false when the tracer never saw it allocated.
@@ -120,7 +140,7 @@ impl Recorder {
         }
         let Some(allocation) = self.inherited_allocation(address) else { return false };
         if own.freed_inherited.insert(address, ()).is_none() {
-            let (count, bytes) = self.weight(allocation.size);
+            let (count, bytes) = self.weight(allocation.size());
             own.freed_inherited_count.fetch_add(count, Ordering::Relaxed);
             own.freed_inherited_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
@@ -144,8 +164,8 @@ impl Recorder {
     }
 
     fn release(&self, own: &Tables, allocation: LiveAllocation) {
-        let (count, bytes) = self.weight(allocation.size);
-        own.sites.released(allocation.stack, allocation.birth_epoch, count, bytes);
+        let (count, bytes) = self.weight(allocation.size());
+        own.sites.released(allocation.stripe(), allocation.stack, allocation.birth_epoch, count, bytes);
     }
 
     /// The heap's counters for a snapshot (see [`Sites::collect`]); the

@@ -1,5 +1,12 @@
 //! Per-(stack, birth epoch) counters, the form in which snapshots report
 //! memory: the heap's allocations and the anonymous mappings keep a set each.
+//!
+//! Threads that allocate at the same stack would all update one pair's
+//! counters, and the cache line holding them (and its shard's lock) would
+//! move between their cores at every allocation. Each thread writes its own
+//! stripe instead: a table of its own, holding its part of each pair it
+//! touched. A snapshot adds a pair's parts up; a process whose threads all
+//! write one stripe (most, and every single-threaded one) pays nothing for it.
 
 use dashmap::DashMap;
 use trace_format::SiteCounters;
@@ -7,7 +14,7 @@ use trace_format::SiteCounters;
 use crate::fast_hash::BuildWordHasher;
 use crate::stacks::StackId;
 
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct SiteState {
     live_count: u64,
     live_bytes: u64,
@@ -39,15 +46,21 @@ pub struct Totals {
     pub live_count: u64,
 }
 
+/// Stripes of a pair's counters; threads past this many share them.
+pub const STRIPES: u8 = 8;
+
+type Stripe = DashMap<u64, SiteState, BuildWordHasher>;
+
 #[derive(Default)]
 pub struct Sites {
-    sites: DashMap<u64, SiteState, BuildWordHasher>,
+    stripes: [Stripe; STRIPES as usize],
 }
 
 impl Sites {
-    /// `count` new objects of `bytes` in all, born in `birth_epoch` at `stack`.
-    pub fn born(&self, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
-        let mut site = self.sites.entry(site_key(stack, birth_epoch)).or_default();
+    /// `count` new objects of `bytes` in all, born in `birth_epoch` at
+    /// `stack`, counted in stripe `stripe` (below [`STRIPES`]).
+    pub fn born(&self, stripe: u8, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
+        let mut site = self.stripe(stripe).entry(site_key(stack, birth_epoch)).or_default();
         site.live_count += count;
         site.live_bytes += bytes;
         site.allocated_count += count;
@@ -57,8 +70,9 @@ impl Sites {
 
     /// `count` objects and `bytes` of the pair are gone. A count of 0 with
     /// bytes is an object that shrank (part of a mapping unmapped).
-    pub fn released(&self, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
-        if let Some(mut site) = self.sites.get_mut(&site_key(stack, birth_epoch)) {
+    /// They were counted in stripe `stripe`.
+    pub fn released(&self, stripe: u8, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
+        if let Some(mut site) = self.stripe(stripe).get_mut(&site_key(stack, birth_epoch)) {
             site.live_count = site.live_count.saturating_sub(count);
             site.live_bytes = site.live_bytes.saturating_sub(bytes);
             site.dirty = true;
@@ -69,11 +83,14 @@ impl Sites {
     /// tables a forked child inherited, whose pages it must not copy).
     pub fn totals(&self) -> Totals {
         let mut totals = Totals::default();
-        for site in self.sites.iter() {
-            totals.live_bytes += site.live_bytes;
-            totals.live_count += site.live_count;
+        for site in self.stripes.iter().flat_map(|stripe| stripe.iter()) {
+            totals.add(&site);
         }
         totals
+    }
+
+    fn stripe(&self, stripe: u8) -> &Stripe {
+        &self.stripes[usize::from(stripe) % self.stripes.len()]
     }
 
     /// Appends to `counters` the pairs that changed since the last collection
@@ -83,26 +100,172 @@ impl Sites {
     /// dropped after being reported, so the table holds only what is alive or
     /// current.
     pub fn collect(&self, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
-        let Scope { current_epoch, everything, first_birth_epoch } = scope;
-        let mut totals = Totals::default();
-        self.sites.retain(|&key, site| {
-            let stack = (key >> 32) as StackId;
-            let birth_epoch = key as u32;
-            totals.live_bytes += site.live_bytes;
-            totals.live_count += site.live_count;
-            if (site.dirty || everything) && birth_epoch >= first_birth_epoch {
-                counters.push(SiteCounters {
-                    stack,
-                    birth_epoch,
-                    live_count: site.live_count,
-                    live_bytes: site.live_bytes,
-                    allocated_count: site.allocated_count,
-                    allocated_bytes: site.allocated_bytes,
-                });
-                site.dirty = false;
+        let in_use: Vec<&Stripe> = self.stripes.iter().filter(|stripe| !stripe.is_empty()).collect();
+        match in_use[..] {
+            [] => Totals::default(),
+            [stripe] => collect_one(stripe, scope, counters),
+            _ => collect_striped(&in_use, scope, counters),
+        }
+    }
+}
+
+impl Totals {
+    fn add(&mut self, site: &SiteState) {
+        self.live_bytes += site.live_bytes;
+        self.live_count += site.live_count;
+    }
+}
+
+impl Scope {
+    fn reports(&self, site: &SiteState, birth_epoch: u32) -> bool {
+        (site.dirty || self.everything) && birth_epoch >= self.first_birth_epoch
+    }
+
+    /// Whether a pair whose parts are all `dead` can be dropped.
+    fn retires(&self, dead: bool, birth_epoch: u32) -> bool {
+        dead && birth_epoch < self.current_epoch
+    }
+}
+
+fn split_key(key: u64) -> (StackId, u32) {
+    ((key >> 32) as StackId, key as u32)
+}
+
+fn counters_of(key: u64, site: &SiteState) -> SiteCounters {
+    let (stack, birth_epoch) = split_key(key);
+    SiteCounters {
+        stack,
+        birth_epoch,
+        live_count: site.live_count,
+        live_bytes: site.live_bytes,
+        allocated_count: site.allocated_count,
+        allocated_bytes: site.allocated_bytes,
+    }
+}
+
+/// [`Sites::collect`] when one stripe holds every pair whole.
+fn collect_one(stripe: &Stripe, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
+    let mut totals = Totals::default();
+    stripe.retain(|&key, site| {
+        let (_, birth_epoch) = split_key(key);
+        totals.add(site);
+        if scope.reports(site, birth_epoch) {
+            counters.push(counters_of(key, site));
+            site.dirty = false;
+        }
+        !scope.retires(site.live_count == 0, birth_epoch)
+    });
+    totals
+}
+
+/// [`Sites::collect`] when pairs may be split over several stripes: a pair
+/// is reported whole when any part changed, and dropped only when every part
+/// is dead (a part dropped early would take its allocations out of the
+/// pair's allocated counts).
+fn collect_striped(in_use: &[&Stripe], scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
+    let mut totals = Totals::default();
+    let mut pairs = Vec::new();
+    for stripe in in_use {
+        for part in stripe.iter() {
+            let (_, birth_epoch) = split_key(*part.key());
+            totals.add(&part);
+            if scope.reports(&part, birth_epoch) || scope.retires(part.live_count == 0, birth_epoch) {
+                pairs.push(*part.key());
             }
-            site.live_count != 0 || birth_epoch >= current_epoch
-        });
-        totals
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    for key in pairs {
+        let (_, birth_epoch) = split_key(key);
+        let mut whole = SiteState::default();
+        for stripe in in_use {
+            if let Some(mut part) = stripe.get_mut(&key) {
+                whole.live_count += part.live_count;
+                whole.live_bytes += part.live_bytes;
+                whole.allocated_count += part.allocated_count;
+                whole.allocated_bytes += part.allocated_bytes;
+                whole.dirty |= part.dirty;
+                part.dirty = false;
+            }
+        }
+        if scope.reports(&whole, birth_epoch) {
+            counters.push(counters_of(key, &whole));
+        }
+        // A pair born before the current epoch gets no new parts: what is
+        // dead in all of them stays dead.
+        if scope.retires(whole.live_count == 0, birth_epoch) {
+            for stripe in in_use {
+                stripe.remove(&key);
+            }
+        }
+    }
+    totals
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(sites: &Sites, current_epoch: u32, everything: bool) -> (Vec<SiteCounters>, Totals) {
+        let mut counters = Vec::new();
+        let totals = sites.collect(Scope { current_epoch, everything, first_birth_epoch: 0 }, &mut counters);
+        counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
+        (counters, totals)
+    }
+
+    fn live_and_allocated(c: &SiteCounters) -> (u64, u64, u64, u64) {
+        (c.live_count, c.live_bytes, c.allocated_count, c.allocated_bytes)
+    }
+
+    #[test]
+    fn a_pair_counted_in_several_stripes_is_reported_whole() {
+        let sites = Sites::default();
+        sites.born(0, 7, 0, 1, 100);
+        sites.born(3, 7, 0, 2, 40);
+        sites.born(3, 8, 0, 1, 5);
+        let (counters, totals) = collect(&sites, 1, false);
+        assert_eq!(counters.len(), 2);
+        assert_eq!(live_and_allocated(&counters[0]), (3, 140, 3, 140));
+        assert_eq!((totals.live_count, totals.live_bytes), (4, 145));
+
+        // Only stripe 3's part changes; the report still adds stripe 0's.
+        sites.released(3, 7, 0, 1, 20);
+        let (counters, _) = collect(&sites, 2, false);
+        assert_eq!(counters.len(), 1);
+        assert_eq!(live_and_allocated(&counters[0]), (2, 120, 3, 140));
+    }
+
+    #[test]
+    fn a_dead_part_stays_while_another_part_of_its_pair_lives() {
+        let sites = Sites::default();
+        sites.born(0, 7, 0, 1, 100);
+        sites.born(1, 7, 0, 1, 10);
+        sites.released(1, 7, 0, 1, 10);
+        collect(&sites, 1, false);
+        collect(&sites, 2, false);
+        sites.released(0, 7, 0, 1, 100);
+        let (counters, _) = collect(&sites, 3, false);
+        assert_eq!(live_and_allocated(&counters[0]), (0, 0, 2, 110), "stripe 1's allocation is still counted");
+
+        // Dead in every part and from a past epoch: gone from all stripes.
+        sites.born(1, 9, 3, 1, 1);
+        let (counters, totals) = collect(&sites, 4, true);
+        assert_eq!(counters.iter().map(|c| c.stack).collect::<Vec<_>>(), [9]);
+        assert_eq!((totals.live_count, totals.live_bytes), (1, 1));
+        assert!(sites.stripes.iter().all(|stripe| !stripe.contains_key(&site_key(7, 0))));
+    }
+
+    #[test]
+    fn a_full_collection_reports_every_pair_whole_and_totals_add_all_stripes() {
+        let sites = Sites::default();
+        sites.born(2, 5, 1, 1, 8);
+        sites.born(5, 5, 1, 1, 8);
+        sites.born(5, 6, 1, 1, 3);
+        collect(&sites, 2, false);
+        let (counters, totals) = collect(&sites, 2, true);
+        assert_eq!(counters.iter().map(live_and_allocated).collect::<Vec<_>>(), [(2, 16, 2, 16), (1, 3, 1, 3)]);
+        assert_eq!(totals, sites.totals());
+        assert_eq!((totals.live_count, totals.live_bytes), (3, 19));
     }
 }

@@ -21,7 +21,11 @@ struct ThreadFlags {
     bytes_until_sample: Cell<u64>,
     /// xorshift64* state for the sampling gaps; 0 until seeded.
     random: Cell<u64>,
+    /// Which stripe of the site counters this thread writes; `NO_STRIPE` until given one.
+    stripe: Cell<u8>,
 }
+
+const NO_STRIPE: u8 = u8::MAX;
 
 thread_local! {
     static FLAGS: ThreadFlags = const {
@@ -32,6 +36,7 @@ thread_local! {
             loader_pass: Cell::new(0),
             bytes_until_sample: Cell::new(0),
             random: Cell::new(0),
+            stripe: Cell::new(NO_STRIPE),
         }
     };
 }
@@ -126,4 +131,21 @@ pub fn next_random_unit() -> f64 {
             ((x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
         })
         .unwrap_or(1.0)
+}
+
+/// This thread's stripe of the site counters, below `stripes`: threads get
+/// them in turn as they first allocate, so the first (usually the main
+/// thread) has stripe 0 and two threads share one only past `stripes` threads.
+pub fn stripe(stripes: u8) -> u8 {
+    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    FLAGS
+        .try_with(|flags| {
+            let mut stripe = flags.stripe.get();
+            if stripe == NO_STRIPE {
+                stripe = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % stripes;
+                flags.stripe.set(stripe);
+            }
+            stripe
+        })
+        .unwrap_or(0)
 }
