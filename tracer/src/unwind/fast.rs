@@ -77,22 +77,40 @@ pub fn capture(own_code: (u64, u64), entry: Entry, stack: &mut CapturedStack) ->
     let program_frame = word_at(entry.stack_pointer)
         .filter(|&return_address| !(own_code.0 <= return_address && return_address < own_code.1))
         .and_then(|return_address| {
-            let regs = UnwindRegsX86_64::new(return_address, entry.stack_pointer + 8, entry.frame_pointer);
-            Some((FrameAddress::from_return_address(return_address)?, regs))
+            let registers = Registers { ip: return_address, sp: entry.stack_pointer + 8, bp: entry.frame_pointer };
+            Some((FrameAddress::from_return_address(return_address)?, registers))
         });
-    let start = program_frame.unwrap_or((FrameAddress::InstructionPointer(ip), UnwindRegsX86_64::new(ip, sp, bp)));
+    let start = program_frame.unwrap_or((FrameAddress::InstructionPointer(ip), Registers { ip, sp, bp }));
     let walked = TRAILS.try_with(|trails| {
         let mut trails = trails.try_borrow_mut().map_err(|_| ())?;
         trails.captures += 1;
         let serial = trails.captures;
         let (previous, trail) = trails.split();
         // A trail left unfinished is never read: the next capture starts it over.
-        let whole_stack_repeated = walk(set, caches, own_code, start, &word_at, previous, trail)?;
-        stack.set(trail.frames());
+        let walked = walk(set, caches, own_code, start, &word_at, previous, trail)?;
         stack.serial = serial;
-        stack.repeats = if whole_stack_repeated { previous.serial } else { 0 };
-        trail.serial = serial;
-        trails.flip();
+        match walked {
+            // The same frames as the previous capture's, inside the meeting
+            // point too, where they may differ in registers only (code built
+            // without frame pointers uses that one as a scratch register):
+            // the previous trail, its inside updated, stands for this capture.
+            Walked::Met(p) if previous.repeated_inside(trail, p) => {
+                stack.set(previous.frames());
+                stack.repeats = previous.serial;
+                let (current, previous) = trails.split_for_update();
+                previous.take_inner(current);
+                previous.serial = serial;
+            }
+            walked => {
+                if let Walked::Met(p) = walked {
+                    trail.adopt_rest(previous, p);
+                }
+                stack.set(trail.frames());
+                stack.repeats = 0;
+                trail.serial = serial;
+                trails.flip();
+            }
+        }
         Ok(())
     });
     walked.unwrap_or(Err(()))
@@ -108,9 +126,19 @@ struct Trails {
 }
 
 impl Trails {
+    /// The last trail, and the one being made.
     fn split(&mut self) -> (&Trail, &mut Trail) {
+        self.read_and_write(self.last)
+    }
+
+    /// The trail being made, and the last one to change.
+    fn split_for_update(&mut self) -> (&Trail, &mut Trail) {
+        self.read_and_write(1 - self.last)
+    }
+
+    fn read_and_write(&mut self, read: usize) -> (&Trail, &mut Trail) {
         let [first, second] = &mut self.pair;
-        if self.last == 0 {
+        if read == 0 {
             (first, second)
         } else {
             (second, first)
@@ -126,20 +154,38 @@ thread_local! {
     static TRAILS: RefCell<Trails> = const { RefCell::new(Trails { pair: [Trail::EMPTY, Trail::EMPTY], last: 0, captures: 0 }) };
 }
 
+/// Where a walk starts. framehop's register set is 136 bytes, moved by a
+/// `memcpy` call each time it changes hands: it is made once, in `walk`.
+#[derive(Clone, Copy)]
+struct Registers {
+    ip: u64,
+    sp: u64,
+    bp: u64,
+}
+
+/// How a walk ended.
+enum Walked {
+    /// The trail's last frame met the previous trail's frame at this index.
+    Met(usize),
+    /// The trail holds a stack that did not meet the previous one.
+    End,
+}
+
 /// Unwinds from `start` (a frame and its registers) into `trail`, frames
 /// inside `own_code` left out, stopping early where the stack meets the
-/// `previous` trail; true when the whole stack is the previous one.
+/// `previous` trail.
 fn walk(
     set: &ModuleSet,
     caches: &mut RuleCaches,
     own_code: (u64, u64),
-    start: (FrameAddress, UnwindRegsX86_64),
+    start: (FrameAddress, Registers),
     word_at: &impl Fn(u64) -> Option<u64>,
     previous: &Trail,
     trail: &mut Trail,
-) -> Result<bool, ()> {
+) -> Result<Walked, ()> {
     trail.start(set.events());
-    let (mut frame, mut regs) = start;
+    let (mut frame, Registers { ip, sp, bp }) = start;
+    let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
     let mut last_object = (0, 0, false);
     let mut in_tracer = true;
     let mut cursor = 0;
@@ -152,20 +198,15 @@ fn walk(
             };
             trail.push_frame(address, regs.sp(), regs.bp());
             if let Some(p) = trail.meeting_point(previous, &mut cursor, word_at) {
-                // The same frames inside the meeting point too (where they
-                // differ only in registers, such as a frame pointer that code
-                // built without one uses as a scratch register).
-                let whole_stack = trail.frames().len() == p + 1 && trail.frames()[..p] == previous.frames()[..p];
-                trail.adopt_rest(previous, p);
-                return Ok(whole_stack);
+                return Ok(Walked::Met(p));
             }
             if trail.is_full() {
                 trail.note_truncated();
-                return Ok(false);
+                return Ok(Walked::End);
             }
             match set.place(address - 1, &mut last_object) {
                 Place::Unwindable => {}
-                Place::NoTables => return Ok(false),
+                Place::NoTables => return Ok(Walked::End),
                 Place::Unknown => {
                     if module_set::object_is_loaded(address - 1) {
                         // Loaded behind the hooks' back (glibc's own dlopen,
@@ -173,7 +214,7 @@ fn walk(
                         module_set::note_unlisted_object(set);
                         return Err(());
                     }
-                    return Ok(false); // code outside every object (JIT): the stack ends here
+                    return Ok(Walked::End); // code outside every object (JIT): the stack ends here
                 }
             }
         }
@@ -185,9 +226,9 @@ fn walk(
         match set.unwinder.unwind_frame(frame, &mut regs, caches.for_address(address), &mut read_stack) {
             Ok(Some(return_address)) => match FrameAddress::from_return_address(return_address) {
                 Some(next) => frame = next,
-                None => return Ok(false),
+                None => return Ok(Walked::End),
             },
-            Ok(None) | Err(_) => return Ok(false),
+            Ok(None) | Err(_) => return Ok(Walked::End),
         }
     }
 }

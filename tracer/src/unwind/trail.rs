@@ -129,6 +129,28 @@ impl Trail {
         unchanged.then_some(p)
     }
 
+    /// Whether `current`, whose last frame met this trail's frame `p`, has
+    /// the same frames inside it and made as many reads: then adopting this
+    /// trail's rest would give this trail with only `current`'s registers and
+    /// reads inside `p` put in, which [`Trail::take_inner`] does in place.
+    pub fn repeated_inside(&self, current: &Trail, p: usize) -> bool {
+        current.len == p + 1
+            && current.frames[..p] == self.frames[..p]
+            && current.reads == usize::from(self.first_read[p])
+    }
+
+    /// Takes `current`'s frames and reads (see [`Trail::repeated_inside`]).
+    pub fn take_inner(&mut self, current: &Trail) {
+        let (n, reads) = (current.len, current.reads);
+        self.frames[..n].copy_from_slice(&current.frames[..n]);
+        self.stack_pointers[..n].copy_from_slice(&current.stack_pointers[..n]);
+        self.frame_pointers[..n].copy_from_slice(&current.frame_pointers[..n]);
+        self.first_read[..n].copy_from_slice(&current.first_read[..n]);
+        self.read_addresses[..reads].copy_from_slice(&current.read_addresses[..reads]);
+        self.read_values[..reads].copy_from_slice(&current.read_values[..reads]);
+        self.overflowed |= current.overflowed;
+    }
+
     /// Appends the frames of `previous` outside its frame `p` (where this
     /// trail's last frame met it), with what the next capture needs of them.
     /// Frames beyond the room left are dropped, as the unwinder would.
@@ -238,6 +260,40 @@ mod tests {
         let mut deeper = trail(&[(0x01, 0x080), (0x02, 0x0c0)]);
         deeper.push_frame(0x20, 0x180, 0);
         assert_eq!(deeper.meeting_point(&previous, &mut 0, &read), Some(1));
+    }
+
+    #[test]
+    fn taking_a_repeat_inside_equals_adopting_the_rest() {
+        let previous = trail(&[(0x10, 0x100), (0x20, 0x180), (0x30, 0x200), (0x40, 0x280)]);
+        let mut current = Trail::EMPTY;
+        current.start(1);
+        current.push_frame(0x10, 0x100, 0x77);
+        current.log_read(0xf8, 0x20);
+        current.push_frame(0x20, 0x180, 0);
+        let p = current.meeting_point(&previous, &mut 0, stack_of(&previous)).expect("meets");
+        assert!(previous.repeated_inside(&current, p));
+        let mut adopted = Trail::EMPTY;
+        adopted.start(1);
+        adopted.push_frame(0x10, 0x100, 0x77);
+        adopted.log_read(0xf8, 0x20);
+        adopted.push_frame(0x20, 0x180, 0);
+        adopted.adopt_rest(&previous, p);
+        let mut patched = trail(&[(0x10, 0x100), (0x20, 0x180), (0x30, 0x200), (0x40, 0x280)]);
+        patched.take_inner(&current);
+        assert_eq!(patched.frames(), adopted.frames());
+        assert_eq!(patched.frame_pointers, adopted.frame_pointers);
+        assert_eq!(patched.stack_pointers, adopted.stack_pointers);
+        assert_eq!(patched.first_read, adopted.first_read);
+        assert_eq!(patched.reads, adopted.reads);
+        assert_eq!(patched.read_addresses[..patched.reads], adopted.read_addresses[..adopted.reads]);
+        assert_eq!(patched.read_values[..patched.reads], adopted.read_values[..adopted.reads]);
+
+        let mut other = Trail::EMPTY;
+        other.start(1);
+        other.push_frame(0x11, 0x100, 0);
+        other.log_read(0xf8, 0x20);
+        other.push_frame(0x20, 0x180, 0);
+        assert!(!previous.repeated_inside(&other, 1), "another frame inside");
     }
 
     #[test]
