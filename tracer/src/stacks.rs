@@ -149,14 +149,37 @@ impl Tree {
         self.parents.push(parent);
         self.frames.push(word);
         let id = self.parents.len() as u32;
-        let (parents, frames) = (&self.parents, &self.frames);
-        self.children.insert_unique(edge_hash(parent, word), id, |&id| {
-            let index = id as usize - 1;
-            edge_hash(parents[index], frames[index])
-        });
+        if self.children.len() == self.children.capacity() {
+            self.rebuild_children();
+        } else {
+            let (parents, frames) = (&self.parents, &self.frames);
+            self.children.insert_unique(edge_hash(parent, word), id, |&id| {
+                let index = id as usize - 1;
+                edge_hash(parents[index], frames[index])
+            });
+        }
         id
     }
+
+    /// Replaces the full index with one twice its size, filled in id order:
+    /// growing it in place would visit the ids in bucket order, each a cache
+    /// miss in both node arrays, where in id order they are read in sequence.
+    fn rebuild_children(&mut self) {
+        let (parents, frames) = (&self.parents, &self.frames);
+        let hash = |&id: &u32| {
+            let index = id as usize - 1;
+            edge_hash(parents[index], frames[index])
+        };
+        let mut children = HashTable::with_capacity((2 * parents.len()).max(MIN_INDEX_CAPACITY));
+        for id in 1..=parents.len() as u32 {
+            children.insert_unique(hash(&id), id, hash);
+        }
+        self.children = children;
+    }
 }
+
+/// Nodes the index first makes room for.
+const MIN_INDEX_CAPACITY: usize = 1024;
 
 fn edge_hash(parent: u32, word: FrameWord) -> u64 {
     finish((u64::from(parent).rotate_left(32) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15))
