@@ -141,7 +141,11 @@ impl Tree {
         Some((*self.parents.get(index)?, self.frames[index]))
     }
 
-    fn child(&self, parent: u32, word: FrameWord) -> Option<u32> {
+    /// The child of `parent` with `word`, if the index holds it.
+    fn indexed_child(&self, parent: u32, word: FrameWord) -> Option<u32> {
+        if ends_a_stack(word) {
+            return None;
+        }
         self.children.find(edge_hash(parent, word), |&id| self.node(id) == Some((parent, word))).copied()
     }
 
@@ -149,6 +153,9 @@ impl Tree {
         self.parents.push(parent);
         self.frames.push(word);
         let id = self.parents.len() as u32;
+        if ends_a_stack(word) {
+            return id;
+        }
         if self.children.len() == self.children.capacity() {
             self.rebuild_children();
         } else {
@@ -161,7 +168,7 @@ impl Tree {
         id
     }
 
-    /// Replaces the full index with one twice its size, filled in id order:
+    /// Replaces the full index with one of twice the buckets, filled in id order:
     /// growing it in place would visit the ids in bucket order, each a cache
     /// miss in both node arrays, where in id order they are read in sequence.
     fn rebuild_children(&mut self) {
@@ -170,12 +177,27 @@ impl Tree {
             let index = id as usize - 1;
             edge_hash(parents[index], frames[index])
         };
-        let mut children = HashTable::with_capacity((2 * parents.len()).max(MIN_INDEX_CAPACITY));
-        for id in 1..=parents.len() as u32 {
-            children.insert_unique(hash(&id), id, hash);
+        // One more than fits now: twice the buckets.
+        let mut children = HashTable::with_capacity((self.children.capacity() + 1).max(MIN_INDEX_CAPACITY));
+        for (index, &word) in frames.iter().enumerate() {
+            if !ends_a_stack(word) {
+                let id = index as u32 + 1;
+                children.insert_unique(hash(&id), id, hash);
+            }
         }
         self.children = children;
     }
+}
+
+/// Whether a node of `word` is the last of a stack's path and never a step
+/// inside another: a join naming a Python leaf (before a mapping marker at
+/// most) or a mapping marker. Such a node is only ever reached through the
+/// whole stack's hash or a thread's last path, so the child index leaves it
+/// out: a million fewer inserts while torch imports. (Where neither finds
+/// it, the rare mapping stack whose heap twin was interned first by another
+/// path gets a join of its own, which costs a node, not correctness.)
+fn ends_a_stack(word: FrameWord) -> bool {
+    word == MAPPING || word & (PYTHON_TAG | PYTHON_LEAF_TAG) == PYTHON_LEAF_TAG
 }
 
 /// Nodes the index first makes room for.
@@ -279,7 +301,7 @@ impl StackTable {
     fn descend(&self, path: &[FrameWord], mut known: usize, mut node: u32, nodes: &mut [u32]) -> u32 {
         {
             let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-            while let Some(child) = path.get(known).and_then(|&word| tree.child(node, word)) {
+            while let Some(child) = path.get(known).and_then(|&word| tree.indexed_child(node, word)) {
                 node = child;
                 nodes[known] = node;
                 known += 1;
@@ -291,7 +313,7 @@ impl StackTable {
             // look; below a node added here, nothing can exist yet.
             let mut added = false;
             for (step, &word) in path.iter().enumerate().skip(known) {
-                let existing = if added { None } else { tree.child(node, word) };
+                let existing = if added { None } else { tree.indexed_child(node, word) };
                 node = match existing {
                     Some(child) => child,
                     None => {
@@ -577,6 +599,30 @@ mod tests {
         let from_python = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]);
         assert_eq!(frames_of(&table, from_python), (vec![0x20, 0x10], vec![f]));
         assert_eq!(path_of(&table, from_python).last().unwrap().frame, Frame::Mapping);
+    }
+
+    #[test]
+    fn the_ends_of_stacks_stay_out_of_the_child_index_and_are_found_by_the_stack() {
+        let table = StackTable::default();
+        let (f, g) = (python::pack(3, 1, true), python::pack(4, 2, false));
+        let heap = table.intern(StackKind::Heap, &[0x20, 0x10], &[f]);
+        let mapping = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]);
+        let other = table.intern(StackKind::Heap, &[0x20, 0x10], &[g]);
+        let native_only = table.intern(StackKind::Mapping, &[0x30], &[]);
+        // Interned again after other stacks, from another starting path.
+        for (kind, native, python, id) in [
+            (StackKind::Heap, &[0x20, 0x10][..], &[f][..], heap),
+            (StackKind::Mapping, &[0x30], &[], native_only),
+            (StackKind::Mapping, &[0x20, 0x10], &[f], mapping),
+            (StackKind::Heap, &[0x20, 0x10], &[g], other),
+        ] {
+            assert_eq!(table.intern(kind, native, python), id);
+        }
+        let tree = table.tree.read().unwrap();
+        let indexed = tree.children.len();
+        let ends = tree.frames.iter().filter(|&&word| ends_a_stack(word)).count();
+        assert_eq!(ends, 4, "two joins, two mapping markers");
+        assert_eq!(indexed + ends, tree.len());
     }
 
     #[test]
