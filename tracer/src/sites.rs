@@ -14,14 +14,36 @@ use trace_format::SiteCounters;
 use crate::fast_hash::BuildWordHasher;
 use crate::stacks::StackId;
 
+/// A pair's counters in 32 bytes: with its key an entry is 40, not 48
+/// (a torch process holds over a million).
 #[derive(Default, Clone, Copy)]
 struct SiteState {
-    live_count: u64,
+    /// The live count, and in the top bit whether the pair changed since
+    /// the last snapshot.
+    live_count_and_dirty: u64,
     live_bytes: u64,
     allocated_count: u64,
     allocated_bytes: u64,
-    /// Changed since the last snapshot.
-    dirty: bool,
+}
+
+const DIRTY: u64 = 1 << 63;
+
+impl SiteState {
+    fn live_count(&self) -> u64 {
+        self.live_count_and_dirty & !DIRTY
+    }
+
+    fn dirty(&self) -> bool {
+        self.live_count_and_dirty & DIRTY != 0
+    }
+
+    fn set_live_count(&mut self, count: u64, dirty: bool) {
+        self.live_count_and_dirty = count.min(!DIRTY) | if dirty { DIRTY } else { 0 };
+    }
+
+    fn clean(&mut self) {
+        self.live_count_and_dirty &= !DIRTY;
+    }
 }
 
 fn site_key(stack: StackId, birth_epoch: u32) -> u64 {
@@ -61,11 +83,11 @@ impl Sites {
     /// `stack`, counted in stripe `stripe` (below [`STRIPES`]).
     pub fn born(&self, stripe: u8, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
         let mut site = self.stripe(stripe).entry(site_key(stack, birth_epoch)).or_default();
-        site.live_count += count;
+        let live_count = site.live_count() + count;
+        site.set_live_count(live_count, true);
         site.live_bytes += bytes;
         site.allocated_count += count;
         site.allocated_bytes += bytes;
-        site.dirty = true;
     }
 
     /// `count` objects and `bytes` of the pair are gone. A count of 0 with
@@ -73,9 +95,9 @@ impl Sites {
     /// They were counted in stripe `stripe`.
     pub fn released(&self, stripe: u8, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
         if let Some(mut site) = self.stripe(stripe).get_mut(&site_key(stack, birth_epoch)) {
-            site.live_count = site.live_count.saturating_sub(count);
+            let live_count = site.live_count().saturating_sub(count);
+            site.set_live_count(live_count, true);
             site.live_bytes = site.live_bytes.saturating_sub(bytes);
-            site.dirty = true;
         }
     }
 
@@ -112,13 +134,13 @@ impl Sites {
 impl Totals {
     fn add(&mut self, site: &SiteState) {
         self.live_bytes += site.live_bytes;
-        self.live_count += site.live_count;
+        self.live_count += site.live_count();
     }
 }
 
 impl Scope {
     fn reports(&self, site: &SiteState, birth_epoch: u32) -> bool {
-        (site.dirty || self.everything) && birth_epoch >= self.first_birth_epoch
+        (site.dirty() || self.everything) && birth_epoch >= self.first_birth_epoch
     }
 
     /// Whether a pair whose parts are all `dead` can be dropped.
@@ -148,7 +170,7 @@ fn counters_of(key: u64, site: &SiteState) -> SiteCounters {
     SiteCounters {
         stack,
         birth_epoch,
-        live_count: site.live_count,
+        live_count: site.live_count(),
         live_bytes: site.live_bytes,
         allocated_count: site.allocated_count,
         allocated_bytes: site.allocated_bytes,
@@ -163,9 +185,9 @@ fn collect_one(stripe: &Stripe, scope: Scope, counters: &mut Vec<SiteCounters>) 
         totals.add(site);
         if scope.reports(site, birth_epoch) {
             counters.push(counters_of(key, site));
-            site.dirty = false;
+            site.clean();
         }
-        !scope.retires(site.live_count == 0, birth_epoch)
+        !scope.retires(site.live_count() == 0, birth_epoch)
     });
     totals
 }
@@ -181,7 +203,7 @@ fn collect_striped(in_use: &[&Stripe], scope: Scope, counters: &mut Vec<SiteCoun
         scan(stripe, |&key, part| {
             let (_, birth_epoch) = split_key(key);
             totals.add(part);
-            if scope.reports(part, birth_epoch) || scope.retires(part.live_count == 0, birth_epoch) {
+            if scope.reports(part, birth_epoch) || scope.retires(part.live_count() == 0, birth_epoch) {
                 pairs.push(key);
             }
         });
@@ -193,12 +215,11 @@ fn collect_striped(in_use: &[&Stripe], scope: Scope, counters: &mut Vec<SiteCoun
         let mut whole = SiteState::default();
         for stripe in in_use {
             if let Some(mut part) = stripe.get_mut(&key) {
-                whole.live_count += part.live_count;
+                whole.set_live_count(whole.live_count() + part.live_count(), whole.dirty() || part.dirty());
                 whole.live_bytes += part.live_bytes;
                 whole.allocated_count += part.allocated_count;
                 whole.allocated_bytes += part.allocated_bytes;
-                whole.dirty |= part.dirty;
-                part.dirty = false;
+                part.clean();
             }
         }
         if scope.reports(&whole, birth_epoch) {
@@ -206,7 +227,7 @@ fn collect_striped(in_use: &[&Stripe], scope: Scope, counters: &mut Vec<SiteCoun
         }
         // A pair born before the current epoch gets no new parts: what is
         // dead in all of them stays dead.
-        if scope.retires(whole.live_count == 0, birth_epoch) {
+        if scope.retires(whole.live_count() == 0, birth_epoch) {
             for stripe in in_use {
                 stripe.remove(&key);
             }
