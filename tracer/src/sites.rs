@@ -5,8 +5,9 @@
 //! counters, and the cache line holding them (and its shard's lock) would
 //! move between their cores at every allocation. Each thread writes its own
 //! stripe instead: a table of its own, holding its part of each pair it
-//! touched. A snapshot adds a pair's parts up; a process whose threads all
-//! write one stripe (most, and every single-threaded one) pays nothing for it.
+//! touched since the last snapshot. A snapshot first folds every other
+//! stripe into the home stripe (the first thread's), where each pair is
+//! then whole; a release whose part was folded away finds it at home.
 
 use dashmap::DashMap;
 use trace_format::SiteCounters;
@@ -43,6 +44,23 @@ impl SiteState {
 
     fn clean(&mut self) {
         self.live_count_and_dirty &= !DIRTY;
+    }
+
+    /// Takes up to `count` objects and `bytes` out of the live ones; returns
+    /// what was left to take.
+    fn release(&mut self, count: u64, bytes: u64) -> (u64, u64) {
+        let (taken_count, taken_bytes) = (count.min(self.live_count()), bytes.min(self.live_bytes));
+        self.set_live_count(self.live_count() - taken_count, true);
+        self.live_bytes -= taken_bytes;
+        (count - taken_count, bytes - taken_bytes)
+    }
+
+    /// Adds `part`'s counters, and its change, to this pair's.
+    fn take(&mut self, part: &SiteState) {
+        self.set_live_count(self.live_count() + part.live_count(), self.dirty() || part.dirty());
+        self.live_bytes += part.live_bytes;
+        self.allocated_count += part.allocated_count;
+        self.allocated_bytes += part.allocated_bytes;
     }
 }
 
@@ -92,12 +110,24 @@ impl Sites {
 
     /// `count` objects and `bytes` of the pair are gone. A count of 0 with
     /// bytes is an object that shrank (part of a mapping unmapped).
-    /// They were counted in stripe `stripe`.
+    ///
+    /// They were counted in stripe `stripe`, whose part of the pair may
+    /// have been folded into the home stripe since: what the stripe's
+    /// current part cannot cover is taken from home. The pair's sum comes
+    /// out the same whichever part an object is taken from.
     pub fn released(&self, stripe: u8, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
-        if let Some(mut site) = self.stripe(stripe).get_mut(&site_key(stack, birth_epoch)) {
-            let live_count = site.live_count().saturating_sub(count);
-            site.set_live_count(live_count, true);
-            site.live_bytes = site.live_bytes.saturating_sub(bytes);
+        let key = site_key(stack, birth_epoch);
+        let counted = self.stripe(stripe);
+        let (mut count, mut bytes) = (count, bytes);
+        if let Some(mut part) = counted.get_mut(&key) {
+            (count, bytes) = part.release(count, bytes);
+        }
+        // The guard above is gone: no thread waits for a home shard while it
+        // holds another stripe's (a fold does the reverse).
+        if (count, bytes) != (0, 0) && !std::ptr::eq(counted, self.home()) {
+            if let Some(mut site) = self.home().get_mut(&key) {
+                site.release(count, bytes);
+            }
         }
     }
 
@@ -115,6 +145,27 @@ impl Sites {
         &self.stripes[usize::from(stripe) % self.stripes.len()]
     }
 
+    /// Where every pair is whole after a snapshot's fold.
+    fn home(&self) -> &Stripe {
+        &self.stripes[0]
+    }
+
+    /// Adds every other stripe's parts into the home stripe's pairs and
+    /// empties them. A part is moved under its stripe shard's lock, which a
+    /// release of it waits for, and then finds the part at home.
+    fn fold_into_home(&self) {
+        let home = self.home();
+        for stripe in &self.stripes[1..] {
+            if stripe.is_empty() {
+                continue;
+            }
+            stripe.retain(|&key, part| {
+                home.entry(key).or_default().take(part);
+                false
+            });
+        }
+    }
+
     /// Appends to `counters` the pairs that changed since the last collection
     /// (all of them when `scope.everything`) born in `scope.first_birth_epoch`
     /// or later, and returns the totals of all pairs. Pairs that can never
@@ -122,12 +173,22 @@ impl Sites {
     /// dropped after being reported, so the table holds only what is alive or
     /// current.
     pub fn collect(&self, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
-        let in_use: Vec<&Stripe> = self.stripes.iter().filter(|stripe| !stripe.is_empty()).collect();
-        match in_use[..] {
-            [] => Totals::default(),
-            [stripe] => collect_one(stripe, scope, counters),
-            _ => collect_striped(&in_use, scope, counters),
+        self.fold_into_home();
+        let mut totals = Totals::default();
+        self.home().retain(|&key, site| {
+            let (_, birth_epoch) = split_key(key);
+            totals.add(site);
+            if scope.reports(site, birth_epoch) {
+                counters.push(counters_of(key, site));
+                site.clean();
+            }
+            !scope.retires(site.live_count() == 0, birth_epoch)
+        });
+        // Parts counted since the fold: in the totals now, reported next time.
+        for stripe in &self.stripes[1..] {
+            scan(stripe, |_, part| totals.add(part));
         }
+        totals
     }
 }
 
@@ -143,7 +204,7 @@ impl Scope {
         (site.dirty() || self.everything) && birth_epoch >= self.first_birth_epoch
     }
 
-    /// Whether a pair whose parts are all `dead` can be dropped.
+    /// Whether a pair that is `dead` can be dropped.
     fn retires(&self, dead: bool, birth_epoch: u32) -> bool {
         dead && birth_epoch < self.current_epoch
     }
@@ -175,65 +236,6 @@ fn counters_of(key: u64, site: &SiteState) -> SiteCounters {
         allocated_count: site.allocated_count,
         allocated_bytes: site.allocated_bytes,
     }
-}
-
-/// [`Sites::collect`] when one stripe holds every pair whole.
-fn collect_one(stripe: &Stripe, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
-    let mut totals = Totals::default();
-    stripe.retain(|&key, site| {
-        let (_, birth_epoch) = split_key(key);
-        totals.add(site);
-        if scope.reports(site, birth_epoch) {
-            counters.push(counters_of(key, site));
-            site.clean();
-        }
-        !scope.retires(site.live_count() == 0, birth_epoch)
-    });
-    totals
-}
-
-/// [`Sites::collect`] when pairs may be split over several stripes: a pair
-/// is reported whole when any part changed, and dropped only when every part
-/// is dead (a part dropped early would take its allocations out of the
-/// pair's allocated counts).
-fn collect_striped(in_use: &[&Stripe], scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
-    let mut totals = Totals::default();
-    let mut pairs = Vec::new();
-    for stripe in in_use {
-        scan(stripe, |&key, part| {
-            let (_, birth_epoch) = split_key(key);
-            totals.add(part);
-            if scope.reports(part, birth_epoch) || scope.retires(part.live_count() == 0, birth_epoch) {
-                pairs.push(key);
-            }
-        });
-    }
-    pairs.sort_unstable();
-    pairs.dedup();
-    for key in pairs {
-        let (_, birth_epoch) = split_key(key);
-        let mut whole = SiteState::default();
-        for stripe in in_use {
-            if let Some(mut part) = stripe.get_mut(&key) {
-                whole.set_live_count(whole.live_count() + part.live_count(), whole.dirty() || part.dirty());
-                whole.live_bytes += part.live_bytes;
-                whole.allocated_count += part.allocated_count;
-                whole.allocated_bytes += part.allocated_bytes;
-                part.clean();
-            }
-        }
-        if scope.reports(&whole, birth_epoch) {
-            counters.push(counters_of(key, &whole));
-        }
-        // A pair born before the current epoch gets no new parts: what is
-        // dead in all of them stays dead.
-        if scope.retires(whole.live_count() == 0, birth_epoch) {
-            for stripe in in_use {
-                stripe.remove(&key);
-            }
-        }
-    }
-    totals
 }
 
 #[cfg(test)]
@@ -287,6 +289,20 @@ mod tests {
         assert_eq!(counters.iter().map(|c| c.stack).collect::<Vec<_>>(), [9]);
         assert_eq!((totals.live_count, totals.live_bytes), (1, 1));
         assert!(sites.stripes.iter().all(|stripe| !stripe.contains_key(&site_key(7, 0))));
+    }
+
+    #[test]
+    fn a_release_after_its_part_was_folded_home_is_counted_there() {
+        let sites = Sites::default();
+        sites.born(4, 7, 0, 2, 64);
+        collect(&sites, 1, false);
+        assert!(sites.stripes[4].is_empty(), "folded into the home stripe");
+        sites.born(4, 7, 0, 1, 32);
+        sites.released(4, 7, 0, 1, 32);
+        sites.released(4, 7, 0, 1, 32);
+        let (counters, totals) = collect(&sites, 2, false);
+        assert_eq!(live_and_allocated(&counters[0]), (1, 32, 3, 96));
+        assert_eq!((totals.live_count, totals.live_bytes), (1, 32));
     }
 
     #[test]
