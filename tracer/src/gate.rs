@@ -5,38 +5,52 @@
 //! locks in a consistent, unlocked state whatever the other threads of a
 //! multi-threaded parent were doing. A thread that arrives while the gate is
 //! closed waits outside, holding nothing the forking thread needs.
+//!
+//! The threads inside are counted in slots of their own, each on its own
+//! cache line: one shared counter, written twice at every allocation by
+//! every thread, moved between their cores each time.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use crate::thread_state;
+
 static CLOSED: AtomicBool = AtomicBool::new(false);
-static INSIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads past this many share slots.
+const SLOTS: usize = 64;
+
+#[repr(align(128))]
+struct Slot(AtomicUsize);
+
+static INSIDE: [Slot; SLOTS] = [const { Slot(AtomicUsize::new(0)) }; SLOTS];
 
 /// A pass through the gate; the gate cannot close until it is dropped.
-pub struct Pass(());
+pub struct Pass(&'static AtomicUsize);
 
 impl Drop for Pass {
     fn drop(&mut self) {
-        INSIDE.fetch_sub(1, Ordering::Release);
+        self.0.fetch_sub(1, Ordering::Release);
     }
 }
 
 pub fn pass() -> Pass {
+    let inside = &INSIDE[thread_state::ordinal() % SLOTS].0;
     loop {
         while CLOSED.load(Ordering::Acquire) {
             std::thread::yield_now();
         }
-        INSIDE.fetch_add(1, Ordering::SeqCst);
+        inside.fetch_add(1, Ordering::SeqCst);
         if !CLOSED.load(Ordering::SeqCst) {
-            return Pass(());
+            return Pass(inside);
         }
-        INSIDE.fetch_sub(1, Ordering::SeqCst);
+        inside.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 /// Closes the gate and waits for the threads inside to leave.
 pub fn close() {
     CLOSED.store(true, Ordering::SeqCst);
-    while INSIDE.load(Ordering::SeqCst) != 0 {
+    while INSIDE.iter().any(|slot| slot.0.load(Ordering::SeqCst) != 0) {
         std::thread::yield_now();
     }
 }
@@ -47,6 +61,6 @@ pub fn open() {
 
 /// In a forked child only the forking thread exists: nobody is inside.
 pub fn reset_in_child() {
-    INSIDE.store(0, Ordering::SeqCst);
+    INSIDE.iter().for_each(|slot| slot.0.store(0, Ordering::SeqCst));
     CLOSED.store(false, Ordering::SeqCst);
 }

@@ -118,7 +118,8 @@ impl Recorder {
 
     pub fn allocated(&self, address: usize, size: usize, stack: StackId, birth_epoch: u32) {
         let own = self.own();
-        let allocation = LiveAllocation::new(size, thread_state::stripe(STRIPES), stack, birth_epoch);
+        let allocation =
+            LiveAllocation::new(size, (thread_state::ordinal() % usize::from(STRIPES)) as u8, stack, birth_epoch);
         // An address that is still in the table was freed by a path the hooks
         // never saw; count it as freed rather than leaking it forever. (Only
         // this process's table is checked: an inherited block freed that way

@@ -21,11 +21,12 @@ struct ThreadFlags {
     bytes_until_sample: Cell<u64>,
     /// xorshift64* state for the sampling gaps; 0 until seeded.
     random: Cell<u64>,
-    /// Which stripe of the site counters this thread writes; `NO_STRIPE` until given one.
-    stripe: Cell<u8>,
+    /// This thread's place among the threads that entered the tracer, in
+    /// order; `NO_ORDINAL` until it first asks.
+    ordinal: Cell<u32>,
 }
 
-const NO_STRIPE: u8 = u8::MAX;
+const NO_ORDINAL: u32 = u32::MAX;
 
 thread_local! {
     static FLAGS: ThreadFlags = const {
@@ -36,7 +37,7 @@ thread_local! {
             loader_pass: Cell::new(0),
             bytes_until_sample: Cell::new(0),
             random: Cell::new(0),
-            stripe: Cell::new(NO_STRIPE),
+            ordinal: Cell::new(NO_ORDINAL),
         }
     };
 }
@@ -133,19 +134,20 @@ pub fn next_random_unit() -> f64 {
         .unwrap_or(1.0)
 }
 
-/// This thread's stripe of the site counters, below `stripes`: threads get
-/// them in turn as they first allocate, so the first (usually the main
-/// thread) has stripe 0 and two threads share one only past `stripes` threads.
-pub fn stripe(stripes: u8) -> u8 {
-    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// This thread's place in the order in which threads first asked, which
+/// spreads them over per-thread slots (site counter stripes, the fork
+/// gate's counters): the first thread, usually the main one, is 0.
+pub fn ordinal() -> usize {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     FLAGS
         .try_with(|flags| {
-            let mut stripe = flags.stripe.get();
-            if stripe == NO_STRIPE {
-                stripe = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % stripes;
-                flags.stripe.set(stripe);
+            let mut ordinal = flags.ordinal.get();
+            if ordinal == NO_ORDINAL {
+                // Wrapping past the sentinel, never onto it.
+                ordinal = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % NO_ORDINAL;
+                flags.ordinal.set(ordinal);
             }
-            stripe
+            ordinal as usize
         })
         .unwrap_or(0)
 }
