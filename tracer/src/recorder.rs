@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use dashmap::DashMap;
 use trace_format::SiteCounters;
 
-use crate::fast_hash::BuildWordHasher;
+use crate::fast_hash::{BuildAddressHasher, BuildWordHasher};
 use crate::sampling::Sampling;
 use crate::sites::{Scope, Sites, Totals, STRIPES};
 use crate::stacks::StackId;
@@ -55,7 +55,7 @@ const GENERATIONS: usize = 8;
 /// What one process of a fork lineage records.
 #[derive(Default)]
 struct Tables {
-    live: DashMap<usize, LiveAllocation, BuildWordHasher>,
+    live: DashMap<usize, LiveAllocation, BuildAddressHasher>,
     sites: Sites,
     /// Inherited allocations this process freed (their addresses).
     freed_inherited: DashMap<usize, (), BuildWordHasher>,
