@@ -65,9 +65,11 @@ impl AutoEpochs {
     }
 }
 
-/// Called in a forked child on the forking thread, the child's only one.
-pub fn forked_inside_parents_pass() {
-    thread_state::update_loader_pass(|_| (INHERITED, ()));
+/// Called in a forked child on the forking thread, the child's only one;
+/// true when that thread was inside a DataLoader pass (the child is one of
+/// the pass's workers).
+pub fn forked_inside_parents_pass() -> bool {
+    thread_state::update_loader_pass(|current| (INHERITED, current != 0)).unwrap_or(false)
 }
 
 /// A thread's new pass state, and the place of a pass that has just started.

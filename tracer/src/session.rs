@@ -389,7 +389,12 @@ pub fn after_fork_in_child() {
     gate::reset_in_child();
     thread_state::set_forking(false);
     let Some(_inside) = thread_state::enter() else { return };
-    auto_epochs::forked_inside_parents_pass();
+    if auto_epochs::forked_inside_parents_pass() {
+        // A DataLoader worker lives inside one of its parent's epochs; the
+        // default time slices, inherited from a parent that had not yet seen
+        // its loader repeat, would cut the worker's trace by how long it ran.
+        session.end_default_time_slices();
+    }
     session.recorder.forked();
     let parent = session.pid.swap(sys::pid(), Ordering::Relaxed);
     let mut output = lock(&session.output);
