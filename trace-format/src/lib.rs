@@ -73,5 +73,48 @@ pub fn frame_record_of_version(version: u16, record: &Record, out: &mut Vec<u8>)
     out.extend_from_slice(&crc.to_le_bytes());
 }
 
+/// A snapshot's counters, encoded one by one as they are found: a first
+/// snapshot under torch has over a million, which as [`SiteCounters`] would
+/// take 40 bytes each on top of their encoding.
+#[derive(Default)]
+pub struct EncodedCounters {
+    bytes: Vec<u8>,
+    count: u64,
+}
+
+impl EncodedCounters {
+    pub fn push(&mut self, counters: &SiteCounters) {
+        counters.encode(&mut Encoder::new(&mut self.bytes));
+        self.count += 1;
+    }
+
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// The frame of `snapshot` holding `counters` instead of its own (which
+/// must be empty), in three pieces to write one after the other: the
+/// length, kind, header and count; the counters; the checksum. Together
+/// they are, byte for byte, [`frame_record`] of the snapshot holding them.
+pub fn snapshot_frame<'a>(snapshot: &Snapshot, counters: &'a EncodedCounters) -> (Vec<u8>, &'a [u8], [u8; 4]) {
+    debug_assert!(snapshot.counters.is_empty());
+    let mut head = vec![0; 4];
+    head.push(RecordKind::Snapshot as u8);
+    let mut encoder = Encoder::new(&mut head);
+    snapshot.encode_header(FORMAT_VERSION, &mut encoder);
+    encoder.u64(counters.count);
+    let payload_len = (head.len() - 5 + counters.bytes.len()) as u32;
+    head[..4].copy_from_slice(&payload_len.to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&head[4..]);
+    crc.update(&counters.bytes);
+    (head, &counters.bytes, crc.finalize().to_le_bytes())
+}
+
 #[cfg(test)]
 mod tests;

@@ -192,6 +192,17 @@ pub struct SiteCounters {
     pub allocated_bytes: u64,
 }
 
+impl SiteCounters {
+    pub(crate) fn encode(&self, e: &mut Encoder) {
+        e.u32(self.stack);
+        e.u32(self.birth_epoch);
+        e.u64(self.live_count);
+        e.u64(self.live_bytes);
+        e.u64(self.allocated_count);
+        e.u64(self.allocated_bytes);
+    }
+}
+
 /// The end of an epoch: process totals and the counters that changed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
@@ -217,6 +228,25 @@ pub struct Snapshot {
     /// changed since the previous snapshot, and pairs not listed are unchanged.
     pub full: bool,
     pub counters: Vec<SiteCounters>,
+}
+
+impl Snapshot {
+    /// Everything before the counters.
+    pub(crate) fn encode_header(&self, version: u16, e: &mut Encoder) {
+        e.u32(self.epoch);
+        e.byte(self.cause.to_byte());
+        e.str(&self.label);
+        e.u64(self.elapsed_ns);
+        e.u64(self.rss_bytes);
+        e.u64(self.heap_live_bytes);
+        e.u64(self.heap_live_count);
+        if version >= VERSION_3 {
+            e.u64(self.mapped_live_bytes);
+            e.u64(self.mapped_live_count);
+        }
+        e.u64(self.tracer_bytes);
+        e.bool(self.full);
+    }
 }
 
 /// Something the tracer wants the reader of the report to know (it stopped
@@ -316,28 +346,9 @@ impl Record {
                 e.bytes(&c.linetable);
             }
             Record::Snapshot(s) => {
-                e.u32(s.epoch);
-                e.byte(s.cause.to_byte());
-                e.str(&s.label);
-                e.u64(s.elapsed_ns);
-                e.u64(s.rss_bytes);
-                e.u64(s.heap_live_bytes);
-                e.u64(s.heap_live_count);
-                if version >= VERSION_3 {
-                    e.u64(s.mapped_live_bytes);
-                    e.u64(s.mapped_live_count);
-                }
-                e.u64(s.tracer_bytes);
-                e.bool(s.full);
+                s.encode_header(version, e);
                 e.u64(s.counters.len() as u64);
-                for c in &s.counters {
-                    e.u32(c.stack);
-                    e.u32(c.birth_epoch);
-                    e.u64(c.live_count);
-                    e.u64(c.live_bytes);
-                    e.u64(c.allocated_count);
-                    e.u64(c.allocated_bytes);
-                }
+                s.counters.iter().for_each(|c| c.encode(e));
             }
             Record::Notice(n) => {
                 e.u64(n.elapsed_ns);

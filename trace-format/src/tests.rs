@@ -186,3 +186,28 @@ fn a_version_3_frame_kind_in_a_version_2_trace_is_damage() {
         );
     }
 }
+
+#[test]
+fn a_snapshot_framed_in_pieces_is_the_framed_record() {
+    for record in sample_records() {
+        let Record::Snapshot(whole) = record else { continue };
+        let mut counters = EncodedCounters::default();
+        let more = (0..300).map(|k| SiteCounters {
+            stack: k,
+            birth_epoch: k / 7,
+            live_count: u64::from(k) << 40,
+            ..Default::default()
+        });
+        let all: Vec<SiteCounters> = whole.counters.iter().cloned().chain(more).collect();
+        all.iter().for_each(|c| counters.push(c));
+        assert_eq!(counters.len(), all.len() as u64);
+        let header = Snapshot { counters: Vec::new(), ..whole.clone() };
+        let (head, body, tail) = snapshot_frame(&header, &counters);
+        let pieces = [head.as_slice(), body, &tail].concat();
+        let mut framed = Vec::new();
+        frame_record(&Record::Snapshot(Snapshot { counters: all, ..whole }), &mut framed);
+        assert_eq!(pieces, framed);
+        return;
+    }
+    panic!("no snapshot among the sample records");
+}

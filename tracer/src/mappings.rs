@@ -76,10 +76,10 @@ impl Mappings {
     }
 
     /// The mappings' counters for a snapshot (see [`Sites::collect`]).
-    pub fn collect(&self, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
+    pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Totals {
         // Under the lock, so that the totals never see half of a change.
         let _table = crate::lock(&self.table);
-        self.sites.collect(scope, counters)
+        self.sites.collect(scope, report)
     }
 }
 
@@ -187,7 +187,7 @@ mod tests {
     fn live(mappings: &Mappings) -> (Totals, Vec<SiteCounters>) {
         let mut counters = Vec::new();
         let scope = Scope { current_epoch: 1, everything: true, first_birth_epoch: 0 };
-        let totals = mappings.collect(scope, &mut counters);
+        let totals = mappings.collect(scope, &mut |c| counters.push(c));
         counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
         (totals, counters)
     }

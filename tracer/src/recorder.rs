@@ -171,9 +171,9 @@ impl Recorder {
 
     /// The heap's counters for a snapshot (see [`Sites::collect`]); the
     /// totals include what this process inherited and still holds.
-    pub fn collect(&self, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
+    pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Totals {
         let current = self.current.load(Ordering::Relaxed);
-        self.with_inherited(current, self.own().sites.collect(scope, counters))
+        self.with_inherited(current, self.own().sites.collect(scope, report))
     }
 
     /// `own`, the totals of generation `generation`'s own sites, plus what it
@@ -208,7 +208,8 @@ mod tests {
 
     fn collect(recorder: &Recorder, current_epoch: u32, everything: bool, first_birth_epoch: u32) -> Collected {
         let mut counters = Vec::new();
-        let totals = recorder.collect(Scope { current_epoch, everything, first_birth_epoch }, &mut counters);
+        let scope = Scope { current_epoch, everything, first_birth_epoch };
+        let totals = recorder.collect(scope, &mut |c| counters.push(c));
         counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
         Collected { counters, live_bytes: totals.live_bytes, live_count: totals.live_count }
     }

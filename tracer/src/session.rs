@@ -5,7 +5,10 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use trace_format::{End, EndReason, EpochCause, Frame, Notice, Process, Record, Snapshot, StackNode, StackNodes};
+use trace_format::{
+    EncodedCounters, End, EndReason, EpochCause, Frame, Notice, Process, Record, SiteCounters, Snapshot, StackNode,
+    StackNodes,
+};
 
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR};
@@ -488,17 +491,25 @@ impl Session {
             everything: output.next_is_full,
             first_birth_epoch: output.first_birth_epoch,
         };
-        let mut counters = Vec::new();
-        let heap = self.recorder.collect(scope, &mut counters);
-        let mapped = self.mappings.collect(scope, &mut counters);
-        counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
+        // Encoded as they are collected, with their stacks kept apart for
+        // the nodes that must precede them.
+        let mut counters = EncodedCounters::default();
+        let mut stacks = Vec::new();
+        let mut take = |c: SiteCounters| {
+            stacks.push(c.stack);
+            counters.push(&c);
+        };
+        let heap = self.recorder.collect(scope, &mut take);
+        let mapped = self.mappings.collect(scope, &mut take);
+        stacks.sort_unstable();
+        stacks.dedup();
         let mut records: Vec<Record> = output.modules.newly_loaded().into_iter().map(Record::Module).collect();
         // The first snapshot of a process importing torch names millions of
         // nodes: they go out in records of a bounded size as they are found,
         // rather than all held (and then all encoded) at once.
         let mut nodes = Vec::new();
-        for counter in &counters {
-            self.stacks.unwritten_path(counter.stack, &mut output.written, &mut nodes);
+        for &stack in &stacks {
+            self.stacks.unwritten_path(stack, &mut output.written, &mut nodes);
             if nodes.len() >= NODES_PER_RECORD {
                 self.push_nodes(&mut output.written_codes, &mut records, std::mem::take(&mut nodes));
                 if !self.write(&mut output, &std::mem::take(&mut records)) {
@@ -509,7 +520,7 @@ impl Session {
         if !nodes.is_empty() {
             self.push_nodes(&mut output.written_codes, &mut records, nodes);
         }
-        records.push(Record::Snapshot(Snapshot {
+        let snapshot = Snapshot {
             epoch: closing,
             cause,
             label,
@@ -521,10 +532,12 @@ impl Session {
             mapped_live_count: mapped.live_count,
             tracer_bytes: real_alloc::tracer_bytes(),
             full: output.next_is_full,
-            counters,
-        }));
+            counters: Vec::new(),
+        };
         output.next_is_full = false;
-        self.write(&mut output, &records);
+        if self.write(&mut output, &records) {
+            self.write_with(&mut output, |writer| writer.write_snapshot(&snapshot, &counters));
+        }
     }
 
     /// A forked child's own file: header, process, every module.
@@ -624,9 +637,16 @@ impl Session {
 
     /// Appends and flushes; on failure tracing stops and the program goes on.
     fn write(&self, output: &mut Output, records: &[Record]) -> bool {
+        self.write_with(output, |writer| {
+            records.iter().for_each(|record| writer.append(record));
+            writer.flush()
+        })
+    }
+
+    /// Runs `write` on the trace file; a failure stops recording.
+    fn write_with(&self, output: &mut Output, write: impl FnOnce(&mut TraceWriter) -> std::io::Result<()>) -> bool {
         let Some(writer) = output.writer.as_mut() else { return false };
-        records.iter().for_each(|record| writer.append(record));
-        match writer.flush() {
+        match write(writer) {
             Ok(()) => true,
             Err(err) => {
                 let message = format!("cannot write the trace file {}: {err}", writer.path().display());

@@ -166,20 +166,20 @@ impl Sites {
         }
     }
 
-    /// Appends to `counters` the pairs that changed since the last collection
+    /// Hands `report` the pairs that changed since the last collection
     /// (all of them when `scope.everything`) born in `scope.first_birth_epoch`
     /// or later, and returns the totals of all pairs. Pairs that can never
     /// change again (nothing alive, born before `scope.current_epoch`) are
     /// dropped after being reported, so the table holds only what is alive or
     /// current.
-    pub fn collect(&self, scope: Scope, counters: &mut Vec<SiteCounters>) -> Totals {
+    pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Totals {
         self.fold_into_home();
         let mut totals = Totals::default();
         self.home().retain(|&key, site| {
             let (_, birth_epoch) = split_key(key);
             totals.add(site);
             if scope.reports(site, birth_epoch) {
-                counters.push(counters_of(key, site));
+                report(counters_of(key, site));
                 site.clean();
             }
             !scope.retires(site.live_count() == 0, birth_epoch)
@@ -244,7 +244,8 @@ mod tests {
 
     fn collect(sites: &Sites, current_epoch: u32, everything: bool) -> (Vec<SiteCounters>, Totals) {
         let mut counters = Vec::new();
-        let totals = sites.collect(Scope { current_epoch, everything, first_birth_epoch: 0 }, &mut counters);
+        let totals =
+            sites.collect(Scope { current_epoch, everything, first_birth_epoch: 0 }, &mut |c| counters.push(c));
         counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
         (counters, totals)
     }

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use trace_format::{file_header, frame_record, Record};
+use trace_format::{file_header, frame_record, snapshot_frame, EncodedCounters, Record, Snapshot};
 
 use crate::sys;
 
@@ -50,9 +50,21 @@ impl TraceWriter {
     pub fn flush(&mut self) -> io::Result<()> {
         let result = sys::write_all(self.fd, &self.pending);
         self.pending.clear();
-        // A first snapshot can be tens of MiB; later ones are small.
+        // A first snapshot's stack nodes take MiBs; later flushes are small.
         self.pending.shrink_to(KEPT_CAPACITY);
         result
+    }
+
+    /// Flushes what was appended, then writes `snapshot` holding `counters`
+    /// straight from their buffer (tens of MiB at a first snapshot, not
+    /// copied again). A process killed meanwhile leaves it as the torn
+    /// record at the end.
+    pub fn write_snapshot(&mut self, snapshot: &Snapshot, counters: &EncodedCounters) -> io::Result<()> {
+        let (head, body, tail) = snapshot_frame(snapshot, counters);
+        self.pending.extend_from_slice(&head);
+        self.flush()?;
+        sys::write_all(self.fd, body)?;
+        sys::write_all(self.fd, &tail)
     }
 }
 
