@@ -4,7 +4,7 @@
 //! of sixty frames while it imports, and they share most of their outer
 //! frames. Each distinct (parent, frame) edge is stored and written once; a
 //! stack is named by its innermost node. The hot path looks a whole stack up
-//! by a 128-bit hash of its frames and touches the tree only for a stack it
+//! by a 96-bit hash of its frames and touches the tree only for a stack it
 //! has never seen. A node's (parent, frame) is stored once, in two arrays
 //! indexed by id; the index that finds a child by (parent, frame) holds only
 //! ids (12 + ~5 bytes a node: tens of millions of nodes stay affordable).
@@ -56,9 +56,14 @@ pub enum StackKind {
 }
 
 pub struct StackTable {
-    /// Keyed by two words rather than a u128, whose alignment would pad
-    /// each entry from 24 to 32 bytes.
-    by_hash: DashMap<(u64, u64), StackId, BuildWordHasher>,
+    /// Whole stacks by the first word of their hash, with 32 bits of the
+    /// second beside the id: 16 bytes an entry where the whole hash as key
+    /// took 24 (a torch process holds a million).
+    by_hash: DashMap<u64, (u32, StackId), BuildWordHasher>,
+    /// The rare stack whose first word is another's (among a million
+    /// stacks, a chance of about 3 in 10^8 that two share one), by its
+    /// whole hash.
+    colliding: DashMap<(u64, u64), StackId, BuildWordHasher>,
     tree: RwLock<Tree>,
     /// Tells this table's paths from another's in a thread's [`LastPath`].
     table_id: u32,
@@ -69,6 +74,7 @@ impl Default for StackTable {
         static NEXT_TABLE_ID: AtomicU32 = AtomicU32::new(1);
         StackTable {
             by_hash: DashMap::default(),
+            colliding: DashMap::default(),
             tree: RwLock::default(),
             table_id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
         }
@@ -239,8 +245,8 @@ impl StackTable {
     /// (innermost first) and packed Python frames (innermost first).
     pub fn intern(&self, kind: StackKind, native: &[u64], python: &[u64]) -> StackId {
         let hash = stack_hash(kind, native, python);
-        if let Some(id) = self.by_hash.get(&hash) {
-            return *id;
+        if let Some(id) = self.known(hash) {
+            return id;
         }
         let mut path = [0; MAX_PATH];
         let native = &native[..native.len().min(crate::unwind::MAX_FRAMES)];
@@ -269,7 +275,27 @@ impl StackTable {
             len += 1;
         }
         let node = self.path_node(NATIVE_PATH, &path[..len]);
-        *self.by_hash.entry(hash).or_insert(node)
+        self.remember(hash, node)
+    }
+
+    fn known(&self, (first, second): (u64, u64)) -> Option<StackId> {
+        let (check, id) = *self.by_hash.get(&first)?;
+        if check == second as u32 {
+            Some(id)
+        } else {
+            self.colliding.get(&(first, second)).map(|id| *id)
+        }
+    }
+
+    /// The id of the stack with `hash`: `node`, unless another thread
+    /// interned the same stack first.
+    fn remember(&self, (first, second): (u64, u64), node: StackId) -> StackId {
+        let (check, id) = *self.by_hash.entry(first).or_insert((second as u32, node));
+        if check == second as u32 {
+            id
+        } else {
+            *self.colliding.entry((first, second)).or_insert(node)
+        }
     }
 
     /// The node at the end of `path`, adding the nodes it lacks, starting
@@ -382,8 +408,10 @@ fn frame_of(word: FrameWord) -> Frame {
     }
 }
 
-/// Two independent 64-bit hashes of the whole stack: a collision (two stacks
-/// taken for one) is as likely as guessing a 128-bit key.
+/// Two independent 64-bit hashes of the whole stack, of which the table
+/// keeps 96 bits: a collision (two stacks taken for one) is as likely as
+/// guessing a 96-bit key: among ten million stacks, a chance of about one
+/// in 10^15.
 fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> (u64, u64) {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
@@ -623,6 +651,18 @@ mod tests {
         let ends = tree.frames.iter().filter(|&&word| ends_a_stack(word)).count();
         assert_eq!(ends, 4, "two joins, two mapping markers");
         assert_eq!(indexed + ends, tree.len());
+    }
+
+    #[test]
+    fn stacks_whose_hashes_share_the_first_word_are_told_apart() {
+        let table = StackTable::default();
+        assert_eq!(table.remember((1, 2), 5), 5);
+        assert_eq!(table.remember((1, 3), 6), 6);
+        assert_eq!(table.remember((1, 2), 9), 5, "interned first by another thread");
+        assert_eq!(table.remember((1, 3), 9), 6);
+        assert_eq!((table.known((1, 2)), table.known((1, 3))), (Some(5), Some(6)));
+        assert_eq!(table.known((1, 4)), None);
+        assert_eq!(table.known((7, 2)), None);
     }
 
     #[test]
