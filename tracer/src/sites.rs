@@ -9,11 +9,14 @@
 //! stripe into the home stripe (the first thread's), where each pair is
 //! then whole; a release whose part was folded away finds it at home.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use dashmap::DashMap;
 use trace_format::SiteCounters;
 
 use crate::fast_hash::BuildWordHasher;
 use crate::stacks::StackId;
+use crate::thread_state;
 
 /// A pair's counters in 32 bytes: with its key an entry is 40, not 48
 /// (a torch process holds over a million).
@@ -91,9 +94,34 @@ pub const STRIPES: u8 = 8;
 
 type Stripe = DashMap<u64, SiteState, BuildWordHasher>;
 
+/// Slots of the running live totals; threads past the last but one share
+/// the last.
+const LIVE_SLOTS: usize = 64;
+
+/// What one thread added to the live totals and took from them (wrapping:
+/// a thread may free more than it allocated; the sum of the slots does not
+/// wrap). Only its thread writes a slot below the last, with a plain load
+/// and store; the last is shared, with atomic adds.
+#[repr(align(128))]
 #[derive(Default)]
+struct LiveSlot {
+    count: AtomicU64,
+    bytes: AtomicU64,
+}
+
 pub struct Sites {
     stripes: [Stripe; STRIPES as usize],
+    /// The live totals kept as they change: a forked child adds up what it
+    /// inherited from these alone, where reading a million pairs took a
+    /// DataLoader worker longer than the tracer's work for all its own
+    /// allocations.
+    live: [LiveSlot; LIVE_SLOTS],
+}
+
+impl Default for Sites {
+    fn default() -> Self {
+        Sites { stripes: Default::default(), live: std::array::from_fn(|_| LiveSlot::default()) }
+    }
 }
 
 impl Sites {
@@ -106,6 +134,8 @@ impl Sites {
         site.live_bytes += bytes;
         site.allocated_count += count;
         site.allocated_bytes += bytes;
+        drop(site);
+        self.add_live(count, bytes);
     }
 
     /// `count` objects and `bytes` of the pair are gone. A count of 0 with
@@ -118,15 +148,31 @@ impl Sites {
     pub fn released(&self, stripe: u8, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
         let key = site_key(stack, birth_epoch);
         let counted = self.stripe(stripe);
-        let (mut count, mut bytes) = (count, bytes);
+        let mut left = (count, bytes);
         if let Some(mut part) = counted.get_mut(&key) {
-            (count, bytes) = part.release(count, bytes);
+            left = part.release(left.0, left.1);
         }
         // The guard above is gone: no thread waits for a home shard while it
         // holds another stripe's (a fold does the reverse).
-        if (count, bytes) != (0, 0) && !std::ptr::eq(counted, self.home()) {
+        if left != (0, 0) && !std::ptr::eq(counted, self.home()) {
             if let Some(mut site) = self.home().get_mut(&key) {
-                site.release(count, bytes);
+                left = site.release(left.0, left.1);
+            }
+        }
+        // What was taken, which is all of it unless the pair had less.
+        self.add_live(left.0.wrapping_sub(count), left.1.wrapping_sub(bytes));
+    }
+
+    /// Adds the wrapping `count` and `bytes` to this thread's slot.
+    fn add_live(&self, count: u64, bytes: u64) {
+        let ordinal = thread_state::ordinal();
+        let own = ordinal < LIVE_SLOTS - 1;
+        let slot = &self.live[ordinal.min(LIVE_SLOTS - 1)];
+        for (total, change) in [(&slot.count, count), (&slot.bytes, bytes)] {
+            if own {
+                total.store(total.load(Ordering::Relaxed).wrapping_add(change), Ordering::Relaxed);
+            } else {
+                total.fetch_add(change, Ordering::Relaxed);
             }
         }
     }
@@ -134,11 +180,12 @@ impl Sites {
     /// The live totals of all pairs, read without changing anything (for
     /// tables a forked child inherited, whose pages it must not copy).
     pub fn totals(&self) -> Totals {
-        let mut totals = Totals::default();
-        for stripe in &self.stripes {
-            scan(stripe, |_, site| totals.add(site));
+        let (mut live_count, mut live_bytes) = (0u64, 0u64);
+        for slot in &self.live {
+            live_count = live_count.wrapping_add(slot.count.load(Ordering::Relaxed));
+            live_bytes = live_bytes.wrapping_add(slot.bytes.load(Ordering::Relaxed));
         }
-        totals
+        Totals { live_bytes, live_count }
     }
 
     fn stripe(&self, stripe: u8) -> &Stripe {
@@ -174,28 +221,15 @@ impl Sites {
     /// current.
     pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Totals {
         self.fold_into_home();
-        let mut totals = Totals::default();
         self.home().retain(|&key, site| {
             let (_, birth_epoch) = split_key(key);
-            totals.add(site);
             if scope.reports(site, birth_epoch) {
                 report(counters_of(key, site));
                 site.clean();
             }
             !scope.retires(site.live_count() == 0, birth_epoch)
         });
-        // Parts counted since the fold: in the totals now, reported next time.
-        for stripe in &self.stripes[1..] {
-            scan(stripe, |_, part| totals.add(part));
-        }
-        totals
-    }
-}
-
-impl Totals {
-    fn add(&mut self, site: &SiteState) {
-        self.live_bytes += site.live_bytes;
-        self.live_count += site.live_count();
+        self.totals()
     }
 }
 
@@ -208,18 +242,6 @@ impl Scope {
     fn retires(&self, dead: bool, birth_epoch: u32) -> bool {
         dead && birth_epoch < self.current_epoch
     }
-}
-
-/// Visits every entry of `stripe`, a shard at a time. DashMap's iterator
-/// clones and drops a shard guard's `Arc` per entry (two atomic operations,
-/// over a million entries in a torch process, whose forked DataLoader
-/// workers each add up the table they inherit); `retain` keeping everything
-/// holds each shard's lock once and writes nothing but the lock.
-fn scan(stripe: &Stripe, mut visit: impl FnMut(&u64, &SiteState)) {
-    stripe.retain(|key, site| {
-        visit(key, site);
-        true
-    });
 }
 
 fn split_key(key: u64) -> (StackId, u32) {
@@ -304,6 +326,22 @@ mod tests {
         let (counters, totals) = collect(&sites, 2, false);
         assert_eq!(live_and_allocated(&counters[0]), (1, 32, 3, 96));
         assert_eq!((totals.live_count, totals.live_bytes), (1, 32));
+    }
+
+    #[test]
+    fn the_running_totals_hold_when_threads_free_each_others_objects() {
+        let sites = Sites::default();
+        std::thread::scope(|scope| {
+            scope.spawn(|| sites.born(1, 7, 0, 3, 300)).join().unwrap();
+            scope.spawn(|| sites.released(1, 7, 0, 2, 200)).join().unwrap();
+        });
+        assert_eq!(sites.totals(), Totals { live_count: 1, live_bytes: 100 });
+        // Releasing more than the pair holds takes only what it holds.
+        sites.released(1, 7, 0, 5, 500);
+        assert_eq!(sites.totals(), Totals::default());
+        let (counters, totals) = collect(&sites, 1, false);
+        assert_eq!(live_and_allocated(&counters[0]), (0, 0, 3, 300));
+        assert_eq!(totals, Totals::default());
     }
 
     #[test]
