@@ -10,6 +10,7 @@
 //! then whole; a release whose part was folded away finds it at home.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use dashmap::DashMap;
 use trace_format::SiteCounters;
@@ -109,8 +110,34 @@ struct LiveSlot {
     bytes: AtomicU64,
 }
 
+/// Keys a change log holds at most; past them a collection reads every pair.
+const LOGGED_CHANGES: usize = 1 << 16;
+
+/// The home stripe's pairs the next collection must look at: those that
+/// changed since the last one (each logged as it changes from clean), and
+/// those it left dead in an epoch still open. A first collection, or one
+/// after more changes than the log holds, reads every pair instead; later
+/// ones, in a long run with a million pairs, read only these.
+#[derive(Default)]
+struct ChangeLog {
+    keys: Vec<u64>,
+    overflowed: bool,
+}
+
+impl ChangeLog {
+    fn note(&mut self, key: u64) {
+        if self.keys.len() < LOGGED_CHANGES {
+            self.keys.push(key);
+        } else {
+            self.overflowed = true;
+        }
+    }
+}
+
 pub struct Sites {
     stripes: [Stripe; STRIPES as usize],
+    /// Taken while a home shard is held, never the other way round.
+    changes: Mutex<ChangeLog>,
     /// The live totals kept as they change: a forked child adds up what it
     /// inherited from these alone, where reading a million pairs took a
     /// DataLoader worker longer than the tracer's work for all its own
@@ -120,7 +147,12 @@ pub struct Sites {
 
 impl Default for Sites {
     fn default() -> Self {
-        Sites { stripes: Default::default(), live: std::array::from_fn(|_| LiveSlot::default()) }
+        Sites {
+            stripes: Default::default(),
+            // A first collection reads every pair.
+            changes: Mutex::new(ChangeLog { keys: Vec::new(), overflowed: true }),
+            live: std::array::from_fn(|_| LiveSlot::default()),
+        }
     }
 }
 
@@ -128,7 +160,10 @@ impl Sites {
     /// `count` new objects of `bytes` in all, born in `birth_epoch` at
     /// `stack`, counted in stripe `stripe` (below [`STRIPES`]).
     pub fn born(&self, stripe: u8, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
-        let mut site = self.stripe(stripe).entry(site_key(stack, birth_epoch)).or_default();
+        let key = site_key(stack, birth_epoch);
+        let counted = self.stripe(stripe);
+        let mut site = counted.entry(key).or_default();
+        self.log_change(counted, key, &site);
         let live_count = site.live_count() + count;
         site.set_live_count(live_count, true);
         site.live_bytes += bytes;
@@ -150,12 +185,14 @@ impl Sites {
         let counted = self.stripe(stripe);
         let mut left = (count, bytes);
         if let Some(mut part) = counted.get_mut(&key) {
+            self.log_change(counted, key, &part);
             left = part.release(left.0, left.1);
         }
         // The guard above is gone: no thread waits for a home shard while it
         // holds another stripe's (a fold does the reverse).
         if left != (0, 0) && !std::ptr::eq(counted, self.home()) {
             if let Some(mut site) = self.home().get_mut(&key) {
+                self.log_change(self.home(), key, &site);
                 left = site.release(left.0, left.1);
             }
         }
@@ -192,6 +229,13 @@ impl Sites {
         &self.stripes[usize::from(stripe) % self.stripes.len()]
     }
 
+    /// Logs a home pair about to change from clean; its shard is held.
+    fn log_change(&self, stripe: &Stripe, key: u64, site: &SiteState) {
+        if !site.dirty() && std::ptr::eq(stripe, self.home()) {
+            crate::lock(&self.changes).note(key);
+        }
+    }
+
     /// Where every pair is whole after a snapshot's fold.
     fn home(&self) -> &Stripe {
         &self.stripes[0]
@@ -207,7 +251,9 @@ impl Sites {
                 continue;
             }
             stripe.retain(|&key, part| {
-                home.entry(key).or_default().take(part);
+                let mut site = home.entry(key).or_default();
+                self.log_change(home, key, &site);
+                site.take(part);
                 false
             });
         }
@@ -221,14 +267,32 @@ impl Sites {
     /// current.
     pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Totals {
         self.fold_into_home();
-        self.home().retain(|&key, site| {
+        let home = self.home();
+        let logged = std::mem::take(&mut *crate::lock(&self.changes));
+        // Decides a pair's fate, and whether the next collection must see it.
+        let mut settle = |key: u64, site: &mut SiteState| {
             let (_, birth_epoch) = split_key(key);
             if scope.reports(site, birth_epoch) {
                 report(counters_of(key, site));
                 site.clean();
             }
-            !scope.retires(site.live_count() == 0, birth_epoch)
-        });
+            let dead = site.live_count() == 0;
+            if dead && !scope.retires(dead, birth_epoch) {
+                crate::lock(&self.changes).note(key);
+            }
+            !scope.retires(dead, birth_epoch)
+        };
+        if scope.everything || logged.overflowed {
+            home.retain(|&key, site| settle(key, site));
+        } else {
+            for key in logged.keys {
+                let Some(mut site) = home.get_mut(&key) else { continue };
+                if !settle(key, &mut site) {
+                    drop(site);
+                    home.remove(&key);
+                }
+            }
+        }
         self.totals()
     }
 }
@@ -342,6 +406,44 @@ mod tests {
         let (counters, totals) = collect(&sites, 1, false);
         assert_eq!(live_and_allocated(&counters[0]), (0, 0, 3, 300));
         assert_eq!(totals, Totals::default());
+    }
+
+    #[test]
+    fn later_collections_look_at_the_logged_pairs_and_still_drop_the_dead() {
+        let sites = Sites::default();
+        for stack in 1..=3 {
+            sites.born(0, stack, 0, 1, 10);
+        }
+        assert_eq!(collect(&sites, 1, false).0.len(), 3, "the first reads every pair");
+        assert!(crate::lock(&sites.changes).keys.is_empty());
+        sites.released(0, 2, 0, 1, 10);
+        sites.born(0, 3, 1, 1, 5);
+        assert_eq!(crate::lock(&sites.changes).keys, [site_key(2, 0), site_key(3, 1)]);
+        let (counters, totals) = collect(&sites, 2, false);
+        assert_eq!(counters.iter().map(|c| (c.stack, c.birth_epoch)).collect::<Vec<_>>(), [(2, 0), (3, 1)]);
+        assert_eq!((totals.live_count, totals.live_bytes), (3, 25));
+        assert!(!sites.home().contains_key(&site_key(2, 0)), "dead and old: dropped");
+
+        // Dead in the epoch still open: kept, and dropped by the next one.
+        sites.born(0, 4, 2, 1, 1);
+        sites.released(0, 4, 2, 1, 1);
+        assert_eq!(collect(&sites, 2, false).0.len(), 1);
+        assert!(sites.home().contains_key(&site_key(4, 2)));
+        assert!(collect(&sites, 3, false).0.is_empty());
+        assert!(!sites.home().contains_key(&site_key(4, 2)));
+    }
+
+    #[test]
+    fn more_changes_than_the_log_holds_make_a_collection_read_every_pair() {
+        let sites = Sites::default();
+        collect(&sites, 1, false);
+        let pairs = LOGGED_CHANGES as u32 + 10;
+        (0..pairs).for_each(|stack| sites.born(0, stack, 1, 1, 1));
+        assert!(crate::lock(&sites.changes).overflowed);
+        let (counters, totals) = collect(&sites, 2, false);
+        assert_eq!(counters.len(), pairs as usize);
+        assert_eq!(totals.live_count, u64::from(pairs));
+        assert!(!crate::lock(&sites.changes).overflowed);
     }
 
     #[test]
