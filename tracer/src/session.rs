@@ -535,9 +535,10 @@ impl Session {
             counters: Vec::new(),
         };
         output.next_is_full = false;
-        if self.write(&mut output, &records) {
-            self.write_with(&mut output, |writer| writer.write_snapshot(&snapshot, &counters));
-        }
+        self.write_with(&mut output, |writer| {
+            records.iter().for_each(|record| writer.append(record));
+            writer.write_snapshot(&snapshot, &counters)
+        });
     }
 
     /// A forked child's own file: header, process, every module.
