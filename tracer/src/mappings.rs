@@ -18,10 +18,10 @@ use std::sync::{Mutex, MutexGuard};
 use trace_format::SiteCounters;
 
 use crate::sites::{Scope, Sites, Totals};
+use crate::stacks::StackId;
 
 /// The table's lock orders every mapping change: one stripe of counters.
 const MAPPING_STRIPE: u8 = 0;
-use crate::stacks::StackId;
 
 /// Whose memory a range is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -59,6 +59,14 @@ impl SiteState {
         (count - taken_count, bytes - taken_bytes)
     }
 
+    /// `count` objects of `bytes` in all, just born: alive, allocated, changed.
+    fn born(count: u64, bytes: u64) -> SiteState {
+        let mut site =
+            SiteState { live_count_and_dirty: 0, live_bytes: bytes, allocated_count: count, allocated_bytes: bytes };
+        site.set_live_count(count, true);
+        site
+    }
+
     /// Adds `part`'s counters, and its change, to this pair's.
     fn take(&mut self, part: &SiteState) {
         self.set_live_count(self.live_count() + part.live_count(), self.dirty() || part.dirty());
@@ -164,11 +172,7 @@ impl Sites {
         let counted = self.stripe(stripe);
         let mut site = counted.entry(key).or_default();
         self.log_change(counted, key, &site);
-        let live_count = site.live_count() + count;
-        site.set_live_count(live_count, true);
-        site.live_bytes += bytes;
-        site.allocated_count += count;
-        site.allocated_bytes += bytes;
+        site.take(&SiteState::born(count, bytes));
         drop(site);
         self.add_live(count, bytes);
     }
@@ -277,10 +281,11 @@ impl Sites {
                 site.clean();
             }
             let dead = site.live_count() == 0;
-            if dead && !scope.retires(dead, birth_epoch) {
+            let retired = scope.retires(dead, birth_epoch);
+            if dead && !retired {
                 crate::lock(&self.changes).note(key);
             }
-            !scope.retires(dead, birth_epoch)
+            !retired
         };
         if scope.everything || logged.overflowed {
             home.retain(|&key, site| settle(key, site));
