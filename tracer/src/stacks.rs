@@ -166,10 +166,7 @@ impl Tree {
             self.rebuild_children();
         } else {
             let (parents, frames) = (&self.parents, &self.frames);
-            self.children.insert_unique(edge_hash(parent, word), id, |&id| {
-                let index = id as usize - 1;
-                edge_hash(parents[index], frames[index])
-            });
+            self.children.insert_unique(edge_hash(parent, word), id, |&id| node_hash(parents, frames, id));
         }
         id
     }
@@ -179,10 +176,7 @@ impl Tree {
     /// miss in both node arrays, where in id order they are read in sequence.
     fn rebuild_children(&mut self) {
         let (parents, frames) = (&self.parents, &self.frames);
-        let hash = |&id: &u32| {
-            let index = id as usize - 1;
-            edge_hash(parents[index], frames[index])
-        };
+        let hash = |&id: &u32| node_hash(parents, frames, id);
         // One more than fits now: twice the buckets.
         let mut children = HashTable::with_capacity((self.children.capacity() + 1).max(MIN_INDEX_CAPACITY));
         for (index, &word) in frames.iter().enumerate() {
@@ -208,6 +202,12 @@ fn ends_a_stack(word: FrameWord) -> bool {
 
 /// Nodes the index first makes room for.
 const MIN_INDEX_CAPACITY: usize = 1024;
+
+/// The index's hash of node `id`, from the node arrays.
+fn node_hash(parents: &[u32], frames: &[FrameWord], id: u32) -> u64 {
+    let index = id as usize - 1;
+    edge_hash(parents[index], frames[index])
+}
 
 fn edge_hash(parent: u32, word: FrameWord) -> u64 {
     finish((u64::from(parent).rotate_left(32) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15))
