@@ -264,21 +264,23 @@ mod tests {
 
     #[test]
     fn taking_a_repeat_inside_equals_adopting_the_rest() {
-        let previous = trail(&[(0x10, 0x100), (0x20, 0x180), (0x30, 0x200), (0x40, 0x280)]);
-        let mut current = Trail::EMPTY;
-        current.start(1);
-        current.push_frame(0x10, 0x100, 0x77);
-        current.log_read(0xf8, 0x20);
-        current.push_frame(0x20, 0x180, 0);
+        let outer = [(0x10, 0x100), (0x20, 0x180), (0x30, 0x200), (0x40, 0x280)];
+        let previous = trail(&outer);
+        // The same two frames, the innermost with another frame pointer.
+        let inner = || {
+            let mut current = Trail::EMPTY;
+            current.start(1);
+            current.push_frame(0x10, 0x100, 0x77);
+            current.log_read(0xf8, 0x20);
+            current.push_frame(0x20, 0x180, 0);
+            current
+        };
+        let current = inner();
         let p = current.meeting_point(&previous, &mut 0, stack_of(&previous)).expect("meets");
         assert!(previous.repeated_inside(&current, p));
-        let mut adopted = Trail::EMPTY;
-        adopted.start(1);
-        adopted.push_frame(0x10, 0x100, 0x77);
-        adopted.log_read(0xf8, 0x20);
-        adopted.push_frame(0x20, 0x180, 0);
+        let mut adopted = inner();
         adopted.adopt_rest(&previous, p);
-        let mut patched = trail(&[(0x10, 0x100), (0x20, 0x180), (0x30, 0x200), (0x40, 0x280)]);
+        let mut patched = trail(&outer);
         patched.take_inner(&current);
         assert_eq!(patched.frames(), adopted.frames());
         assert_eq!(patched.frame_pointers, adopted.frame_pointers);
