@@ -15,6 +15,14 @@
 
 use super::MAX_FRAMES;
 
+/// The stack a capture reads, where the words the last capture read are
+/// checked again.
+pub trait StackWords {
+    /// Whether every word at `addresses` may be read now and holds the value
+    /// at the same place in `values`.
+    fn all_hold(&self, addresses: &[u64], values: &[u64]) -> bool;
+}
+
 /// Stack words read per frame: a return address and at most a saved frame
 /// pointer, so twice the frames covers every stack the tracer keeps.
 const MAX_READS: usize = 2 * MAX_FRAMES;
@@ -99,12 +107,7 @@ impl Trail {
     /// `cursor` keeps the search's place across the frames of one capture
     /// (the stack pointers grow outwards in both trails); `read` gives a
     /// stack word if it may be read now.
-    pub fn meeting_point(
-        &self,
-        previous: &Trail,
-        cursor: &mut usize,
-        read: impl Fn(u64) -> Option<u64>,
-    ) -> Option<usize> {
+    pub fn meeting_point(&self, previous: &Trail, cursor: &mut usize, stack: &impl StackWords) -> Option<usize> {
         let i = self.len.checked_sub(1)?;
         if previous.events != self.events || previous.overflowed {
             return None;
@@ -123,10 +126,8 @@ impl Trail {
         if !same_frame || (previous.truncated && i < p) {
             return None;
         }
-        let from = usize::from(previous.first_read[p]);
-        let unchanged =
-            (from..previous.reads).all(|r| read(previous.read_addresses[r]) == Some(previous.read_values[r]));
-        unchanged.then_some(p)
+        let reads = usize::from(previous.first_read[p])..previous.reads;
+        stack.all_hold(&previous.read_addresses[reads.clone()], &previous.read_values[reads]).then_some(p)
     }
 
     /// Whether `current`, whose last frame met this trail's frame `p`, has
@@ -200,8 +201,20 @@ mod tests {
         trail
     }
 
-    fn stack_of(trail: &Trail) -> impl Fn(u64) -> Option<u64> + '_ {
-        move |address| (0..trail.reads).find(|&r| trail.read_addresses[r] == address).map(|r| trail.read_values[r])
+    /// A stack given as a function from an address to the word there, if readable.
+    struct Words<F>(F);
+
+    impl<F: Fn(u64) -> Option<u64>> StackWords for Words<F> {
+        fn all_hold(&self, addresses: &[u64], values: &[u64]) -> bool {
+            addresses.iter().zip(values).all(|(&address, &value)| (self.0)(address) == Some(value))
+        }
+    }
+
+    /// The stack `trail` read.
+    fn stack_of(trail: &Trail) -> Words<impl Fn(u64) -> Option<u64> + '_> {
+        Words(move |address| {
+            (0..trail.reads).find(|&r| trail.read_addresses[r] == address).map(|r| trail.read_values[r])
+        })
     }
 
     #[test]
@@ -210,7 +223,7 @@ mod tests {
         let mut current = trail(&[(0x11, 0x0f0), (0x21, 0x140)]);
         current.push_frame(0x30, 0x200, 0);
         let mut cursor = 0;
-        let p = current.meeting_point(&previous, &mut cursor, stack_of(&previous)).expect("meets");
+        let p = current.meeting_point(&previous, &mut cursor, &stack_of(&previous)).expect("meets");
         assert_eq!(p, 2);
         current.adopt_rest(&previous, p);
         assert_eq!(current.frames(), [0x11, 0x21, 0x30, 0x40]);
@@ -218,7 +231,7 @@ mod tests {
         let mut next = Trail::EMPTY;
         next.start(1);
         next.push_frame(0x30, 0x200, 0);
-        assert_eq!(next.meeting_point(&current, &mut 0, stack_of(&previous)), Some(2));
+        assert_eq!(next.meeting_point(&current, &mut 0, &stack_of(&previous)), Some(2));
     }
 
     #[test]
@@ -227,9 +240,10 @@ mod tests {
         let mut current = Trail::EMPTY;
         current.start(1);
         current.push_frame(0x20, 0x180, 0);
-        let changed = |address| if address == 0x1f8 { Some(0x31) } else { stack_of(&previous)(address) };
-        assert_eq!(current.meeting_point(&previous, &mut 0, changed), None);
-        assert_eq!(current.meeting_point(&previous, &mut 0, stack_of(&previous)), Some(1));
+        let read = stack_of(&previous);
+        let changed = Words(|address| if address == 0x1f8 { Some(0x31) } else { (read.0)(address) });
+        assert_eq!(current.meeting_point(&previous, &mut 0, &changed), None);
+        assert_eq!(current.meeting_point(&previous, &mut 0, &read), Some(1));
     }
 
     #[test]
@@ -276,7 +290,7 @@ mod tests {
             current
         };
         let current = inner();
-        let p = current.meeting_point(&previous, &mut 0, stack_of(&previous)).expect("meets");
+        let p = current.meeting_point(&previous, &mut 0, &stack_of(&previous)).expect("meets");
         assert!(previous.repeated_inside(&current, p));
         let mut adopted = inner();
         adopted.adopt_rest(&previous, p);
@@ -304,7 +318,7 @@ mod tests {
         let previous = trail(&outer);
         let mut current = trail(&[(0x1, 0x100), (0x2, 0x200)]);
         current.push_frame(outer[1].0, outer[1].1, 0);
-        let p = current.meeting_point(&previous, &mut 0, stack_of(&previous)).expect("meets");
+        let p = current.meeting_point(&previous, &mut 0, &stack_of(&previous)).expect("meets");
         current.adopt_rest(&previous, p);
         assert_eq!(current.frames().len(), MAX_FRAMES);
         assert!(current.truncated);
