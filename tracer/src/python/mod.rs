@@ -59,8 +59,19 @@ pub struct PyStack {
 }
 
 impl PyStack {
-    pub const fn new() -> Self {
-        PyStack { words: [MaybeUninit::uninit(); MAX_PY_FRAMES], len: 0, complete: false, outermost_loader: None }
+    pub fn new() -> Self {
+        // Built field by field: written as one struct, its uninitialized
+        // words were zeroed with the rest.
+        let mut stack = MaybeUninit::<PyStack>::uninit();
+        let fields = stack.as_mut_ptr();
+        // SAFETY: every field but `words` is written through a pointer to
+        // it, and `words`, an array of MaybeUninit, needs no initializing.
+        unsafe {
+            (&raw mut (*fields).len).write(0);
+            (&raw mut (*fields).complete).write(false);
+            (&raw mut (*fields).outermost_loader).write(None);
+            stack.assume_init()
+        }
     }
 
     pub fn words(&self) -> &[u64] {
