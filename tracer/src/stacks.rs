@@ -2,12 +2,13 @@
 //!
 //! A process such as a CUDA build of PyTorch makes a million distinct stacks
 //! of sixty frames while it imports, and they share most of their outer
-//! frames. Each distinct (parent, frame) edge is stored and written once; a
-//! stack is named by its innermost node. The hot path looks a whole stack up
-//! by a 96-bit hash of its frames and touches the tree only for a stack it
-//! has never seen. A node's (parent, frame) is stored once, in two arrays
-//! indexed by id; the index that finds a child by (parent, frame) holds only
-//! ids (12 + ~5 bytes a node: tens of millions of nodes stay affordable).
+//! frames. A (parent, frame) edge is stored and written once, or a few
+//! times where the index lost it (see [`EdgeIndex`]); a stack is named by
+//! its innermost node, and each distinct stack has one. The hot path looks
+//! a whole stack up by a 96-bit hash of its frames and touches the tree only
+//! for a stack it has never seen. A node's (parent, frame) is stored in two
+//! arrays indexed by id (12 bytes a node: tens of millions stay affordable);
+//! the index that finds a child by (parent, frame) is bounded.
 //!
 //! A stack with Python frames is two paths: its native frames and its Python
 //! frames, each in the tree with parents of its own kind, joined by a node
@@ -23,7 +24,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::RwLock;
 
 use dashmap::DashMap;
-use hashbrown::HashTable;
 use trace_format::{Frame, StackNode};
 
 use crate::fast_hash::BuildWordHasher;
@@ -132,8 +132,7 @@ thread_local! {
 struct Tree {
     parents: Vec<u32>,
     frames: Vec<FrameWord>,
-    /// Node ids, found by the hash of their (parent, frame).
-    children: HashTable<u32>,
+    children: EdgeIndex,
 }
 
 impl Tree {
@@ -152,7 +151,7 @@ impl Tree {
         if ends_a_stack(word) {
             return None;
         }
-        self.children.find(edge_hash(parent, word), |&id| self.node(id) == Some((parent, word))).copied()
+        self.children.find(parent, word)
     }
 
     fn add_child(&mut self, parent: u32, word: FrameWord) -> u32 {
@@ -162,30 +161,75 @@ impl Tree {
         if ends_a_stack(word) {
             return id;
         }
-        if self.children.len() == self.children.capacity() {
-            self.rebuild_children();
+        if self.children.wants_room(self.parents.len()) {
+            self.children.grow(&self.parents, &self.frames);
         } else {
-            let (parents, frames) = (&self.parents, &self.frames);
-            self.children.insert_unique(edge_hash(parent, word), id, |&id| node_hash(parents, frames, id));
+            self.children.put(parent, word, id);
         }
         id
     }
+}
 
-    /// Replaces the full index with one of twice the buckets, filled in id order:
-    /// growing it in place would visit the ids in bucket order, each a cache
-    /// miss in both node arrays, where in id order they are read in sequence.
-    fn rebuild_children(&mut self) {
-        let (parents, frames) = (&self.parents, &self.frames);
-        let hash = |&id: &u32| node_hash(parents, frames, id);
-        // One more than fits now: twice the buckets.
-        let mut children = HashTable::with_capacity((self.children.capacity() + 1).max(MIN_INDEX_CAPACITY));
-        for (index, &word) in frames.iter().enumerate() {
-            if !ends_a_stack(word) {
-                let id = index as u32 + 1;
-                children.insert_unique(hash(&id), id, hash);
+/// Finds a node by its (parent, frame), direct-mapped: each hash has one
+/// slot, which holds the newest edge of that hash, key and node together.
+/// A look is one cache miss; a probing table kept node ids only and read
+/// the node arrays to compare keys, three or four dependent misses for a
+/// node found, and a million-node import of torch spent a tenth of its
+/// time there. An edge pushed out by a newer one is simply not found: the
+/// stack that needs it again gets a node of its own, so an edge may be
+/// stored twice, while whole stacks stay unique through the stack hashes.
+/// The slots double, up to [`MAX_EDGE_SLOTS`], to stay at least twice the
+/// indexed nodes; zeroed pages never touched cost no memory.
+#[derive(Default)]
+struct EdgeIndex {
+    /// An edge's frame, then its parent in the low half of the second word
+    /// and its node in the high half (0 in an empty slot: no node is 0, the
+    /// root). Plain words, so that new slots come zeroed from calloc.
+    slots: Vec<[u64; 2]>,
+    /// Slots holding an edge.
+    occupied: usize,
+}
+
+const MIN_EDGE_SLOTS: usize = 1 << 16;
+/// 16 MiB of slots at most.
+const MAX_EDGE_SLOTS: usize = 1 << 20;
+
+impl EdgeIndex {
+    fn slot(&self, parent: u32, word: FrameWord) -> usize {
+        edge_hash(parent, word) as usize & (self.slots.len() - 1)
+    }
+
+    fn find(&self, parent: u32, word: FrameWord) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let [frame, ids] = self.slots[self.slot(parent, word)];
+        let child = (ids >> 32) as u32;
+        (child != 0 && ids as u32 == parent && frame == word).then_some(child)
+    }
+
+    fn put(&mut self, parent: u32, frame: FrameWord, child: u32) {
+        let slot = self.slot(parent, frame);
+        let edge = &mut self.slots[slot];
+        self.occupied += usize::from(edge[1] >> 32 == 0);
+        *edge = [frame, u64::from(child) << 32 | u64::from(parent)];
+    }
+
+    /// Whether a tree of `nodes` nodes should have more slots first.
+    fn wants_room(&self, nodes: usize) -> bool {
+        self.slots.len() < MAX_EDGE_SLOTS && 2 * nodes > self.slots.len()
+    }
+
+    /// Doubles the slots and puts the tree's edges in, in id order, so that
+    /// where two share a slot the newer stays.
+    fn grow(&mut self, parents: &[u32], frames: &[FrameWord]) {
+        let slots = (2 * self.slots.len()).clamp(MIN_EDGE_SLOTS, MAX_EDGE_SLOTS);
+        *self = EdgeIndex { slots: vec![[0; 2]; slots], occupied: 0 };
+        for (index, (&parent, &frame)) in parents.iter().zip(frames).enumerate() {
+            if !ends_a_stack(frame) {
+                self.put(parent, frame, index as u32 + 1);
             }
         }
-        self.children = children;
     }
 }
 
@@ -198,15 +242,6 @@ impl Tree {
 /// path gets a join of its own, which costs a node, not correctness.)
 fn ends_a_stack(word: FrameWord) -> bool {
     word == MAPPING || word & (PYTHON_TAG | PYTHON_LEAF_TAG) == PYTHON_LEAF_TAG
-}
-
-/// Nodes the index first makes room for.
-const MIN_INDEX_CAPACITY: usize = 1024;
-
-/// The index's hash of node `id`, from the node arrays.
-fn node_hash(parents: &[u32], frames: &[FrameWord], id: u32) -> u64 {
-    let index = id as usize - 1;
-    edge_hash(parents[index], frames[index])
 }
 
 fn edge_hash(parent: u32, word: FrameWord) -> u64 {
@@ -647,10 +682,28 @@ mod tests {
             assert_eq!(table.intern(kind, native, python), id);
         }
         let tree = table.tree.read().unwrap();
-        let indexed = tree.children.len();
+        let indexed = tree.children.occupied;
         let ends = tree.frames.iter().filter(|&&word| ends_a_stack(word)).count();
         assert_eq!(ends, 4, "two joins, two mapping markers");
         assert_eq!(indexed + ends, tree.len());
+    }
+
+    #[test]
+    fn an_edge_pushed_out_of_the_index_costs_a_node_never_a_stacks_identity() {
+        let table = StackTable::default();
+        let a = table.intern(StackKind::Heap, &[0xa1, 0x10], &[]);
+        // An outermost frame whose edge from the root takes 0x10's slot.
+        let slot_of = |word| table.tree.read().unwrap().children.slot(0, word);
+        let rival = (0x11..).find(|&word| slot_of(word) == slot_of(0x10)).unwrap();
+        let b = table.intern(StackKind::Heap, &[0xb1, rival], &[]);
+        // Neither this thread's last path (b's) nor the index leads to 0x10.
+        let c = table.intern(StackKind::Heap, &[0xc1, 0x10], &[]);
+        assert_eq!(table.tree.read().unwrap().len(), 6, "0x10 stored again");
+        assert_eq!(frames_of(&table, c), (vec![0xc1, 0x10], vec![]));
+        assert_ne!(path_of(&table, c)[0].id, path_of(&table, a)[0].id);
+        assert_eq!(table.intern(StackKind::Heap, &[0xa1, 0x10], &[]), a, "a stack keeps its id");
+        assert_eq!(table.intern(StackKind::Heap, &[0xb1, rival], &[]), b);
+        assert_eq!(table.intern(StackKind::Heap, &[0xc1, 0x10], &[]), c);
     }
 
     #[test]
