@@ -186,8 +186,6 @@ struct EdgeIndex {
     /// and its node in the high half (0 in an empty slot: no node is 0, the
     /// root). Plain words, so that new slots come zeroed from calloc.
     slots: Vec<[u64; 2]>,
-    /// Slots holding an edge.
-    occupied: usize,
 }
 
 const MIN_EDGE_SLOTS: usize = 1 << 16;
@@ -208,11 +206,11 @@ impl EdgeIndex {
         (child != 0 && ids as u32 == parent && frame == word).then_some(child)
     }
 
+    /// A store only, never a read of the slot first: the nodes a new stack
+    /// adds go in one after another without waiting for their slots' lines.
     fn put(&mut self, parent: u32, frame: FrameWord, child: u32) {
         let slot = self.slot(parent, frame);
-        let edge = &mut self.slots[slot];
-        self.occupied += usize::from(edge[1] >> 32 == 0);
-        *edge = [frame, u64::from(child) << 32 | u64::from(parent)];
+        self.slots[slot] = [frame, u64::from(child) << 32 | u64::from(parent)];
     }
 
     /// Whether a tree of `nodes` nodes should have more slots first.
@@ -224,7 +222,7 @@ impl EdgeIndex {
     /// where two share a slot the newer stays.
     fn grow(&mut self, parents: &[u32], frames: &[FrameWord]) {
         let slots = (2 * self.slots.len()).clamp(MIN_EDGE_SLOTS, MAX_EDGE_SLOTS);
-        *self = EdgeIndex { slots: vec![[0; 2]; slots], occupied: 0 };
+        *self = EdgeIndex { slots: vec![[0; 2]; slots] };
         for (index, (&parent, &frame)) in parents.iter().zip(frames).enumerate() {
             if !ends_a_stack(frame) {
                 self.put(parent, frame, index as u32 + 1);
@@ -682,7 +680,7 @@ mod tests {
             assert_eq!(table.intern(kind, native, python), id);
         }
         let tree = table.tree.read().unwrap();
-        let indexed = tree.children.occupied;
+        let indexed = tree.children.slots.iter().filter(|[_, ids]| ids >> 32 != 0).count();
         let ends = tree.frames.iter().filter(|&&word| ends_a_stack(word)).count();
         assert_eq!(ends, 4, "two joins, two mapping markers");
         assert_eq!(indexed + ends, tree.len());
