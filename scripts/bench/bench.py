@@ -7,7 +7,9 @@ of every configuration per round, the order rotated every round), and
 reports medians. A configuration that fails is reported as failed; the rest
 of the run goes on.
 
-Per run: wall time; peak RSS of the largest single process (GNU time's %M,
+Per run: wall time; CPU time (user + system of the run and of every
+descendant it waited for, which a shared machine's other load disturbs less
+than wall time); peak RSS of the largest single process (GNU time's %M,
 getrusage of the waited-for tree, i.e. the max over processes, never summed); peak RSS of the
 whole process tree (the sum over processes, sampled every 0.2 s: DataLoader
 workers, heaptrack_interpret and the like count; shared pages count once per
@@ -95,7 +97,7 @@ HANG_WINDOW_S = 60  # a tree that uses under 1% of a CPU for this long is hung
 
 
 def measure(cmd, env, cwd, log, timeout):
-    """Runs cmd; returns dict(rc, wall_s, maxrss_mib, tree_rss_mib, killed).
+    """Runs cmd; returns dict(rc, wall_s, cpu_s, maxrss_mib, tree_rss_mib, killed).
     The run is killed (killed: "timeout" or "hung") when it exceeds timeout
     seconds or when its whole process tree stops using CPU (a deadlock)."""
     with open(log, "ab") as out:
@@ -110,7 +112,7 @@ def measure(cmd, env, cwd, log, timeout):
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as e:
             out.write(f"cannot start: {e}\n".encode())
-            return {"rc": 127, "wall_s": 0.0, "maxrss_mib": 0.0, "tree_rss_mib": 0.0, "killed": None}
+            return {"rc": 127, "wall_s": 0.0, "cpu_s": 0.0, "maxrss_mib": 0.0, "tree_rss_mib": 0.0, "killed": None}
         peak = [0]
         killed = [None]
         done = threading.Event()
@@ -154,7 +156,10 @@ def measure(cmd, env, cwd, log, timeout):
         maxrss = int(found[-1]) if found else 0
         os.unlink(rssfile) if os.path.exists(rssfile) else None
         out.write(f"[rc {rc}, {wall:.3f} s, maxrss {maxrss} KiB, killed {killed[0]}]\n".encode())
-    return {"rc": rc, "wall_s": wall, "maxrss_mib": maxrss / 1024,
+    # GNU time's rusage: the run and every descendant it waited for
+    # (DataLoader workers, heaptrack_interpret, memray's reader).
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"rc": rc, "wall_s": wall, "cpu_s": cpu, "maxrss_mib": maxrss / 1024,
             "tree_rss_mib": max(peak[0], maxrss) / 1024, "killed": killed[0]}
 
 
@@ -395,7 +400,7 @@ def run_workload(workload, args, bindir, outdir, have_sampling):
             results[c.name].append(m)
             status = "ok" if not err else f"FAILED: {err}"
             extra = f", report {m['analysis_s']:.2f} s" if "analysis_s" in m else ""
-            print(f"  [{rep + 1}/{reps}] {c.name:32s} {m['wall_s']:8.2f} s  rss {m['maxrss_mib']:7.1f} MiB"
+            print(f"  [{rep + 1}/{reps}] {c.name:32s} {m['wall_s']:8.2f} s  cpu {m['cpu_s']:7.2f} s  rss {m['maxrss_mib']:7.1f} MiB"
                   f"  tree {m['tree_rss_mib']:7.1f} MiB  files {m['files_bytes'] / 2**20:8.2f} MiB{extra}  {status}",
                   flush=True)
             if not args.keep and rep + 1 < reps:
@@ -422,25 +427,25 @@ def med(runs, key):
 def table(w):
     steady = any("steady_s" in r for c in w["configs"] for r in c["runs"])
     lines = [f"**{w['title']}**, {w['reps']} rounds, medians", "",
-             "| configuration | wall time | vs untraced | "
+             "| configuration | wall time | vs untraced | CPU time (vs untraced) | "
              + ("epochs after the first (vs untraced) | " if steady else "")
              + "peak RSS, largest process | peak RSS, process tree | output files | report time (peak RSS) |",
-             "|---|---:|---:|" + ("---:|" if steady else "") + "---:|---:|---:|---:|"]
-    base = steady_base = None
+             "|---|---:|---:|---:|" + ("---:|" if steady else "") + "---:|---:|---:|---:|"]
+    base = steady_base = cpu_base = None
     for c in w["configs"]:
         if c["name"] == "untraced":
             ok = [r for r in c["runs"] if not r["error"]]
-            base, steady_base = med(ok, "wall_s"), med(ok, "steady_s")
+            base, steady_base, cpu_base = med(ok, "wall_s"), med(ok, "steady_s"), med(ok, "cpu_s")
     for c in w["configs"]:
         name = c["name"]
         if not c["available"]:
-            lines.append(f"| {name} | {c['why']} |" + " |" * (5 + steady))
+            lines.append(f"| {name} | {c['why']} |" + " |" * (6 + steady))
             continue
         ok = [r for r in c["runs"] if not r["error"]]
         failed = [r for r in c["runs"] if r["error"]]
         if not ok:
             reason = failed[0]["error"] if failed else "not run"
-            lines.append(f"| {name} | failed: {reason.replace('|', '/')[:160]} |" + " |" * (5 + steady))
+            lines.append(f"| {name} | failed: {reason.replace('|', '/')[:160]} |" + " |" * (6 + steady))
             continue
         wall = med(ok, "wall_s")
         walls = [r["wall_s"] for r in ok]
@@ -454,7 +459,9 @@ def table(w):
         if steady:
             s = med(ok, "steady_s")
             steady_cell = f"{s:.2f} s ({s / steady_base:.2f}x) | " if s is not None and steady_base else "- | "
-        lines.append(f"| {name}{note} | {wall:.2f} s{spread} | {ratio} | {steady_cell}{med(ok, 'maxrss_mib'):.0f} MiB | "
+        cpu = med(ok, "cpu_s")
+        cpu_cell = f"{cpu:.2f} s ({cpu / cpu_base:.2f}x)" if cpu is not None and cpu_base else "-"
+        lines.append(f"| {name}{note} | {wall:.2f} s{spread} | {ratio} | {cpu_cell} | {steady_cell}{med(ok, 'maxrss_mib'):.0f} MiB | "
                      f"{med(ok, 'tree_rss_mib'):.0f} MiB | {files} | {report} |")
     notes = []
     for c in w["configs"]:
@@ -543,6 +550,8 @@ def main():
           f"- versions: {env['versions']}",
           "- runs are interleaved (one run of every configuration per round, order rotated each round); "
           "the figures are medians over the successful runs, wall-time ranges in parentheses",
+          "- CPU time: user + system time of the run and of every descendant it waited for (GNU time's rusage), "
+          "all of a tool's helper processes included",
           "- peak RSS, largest process: GNU time's %M (getrusage of the waited-for process tree: the max over its processes, not a sum); "
           "process tree: the sum of RSS over the process and all descendants, sampled every 0.2 s "
           "(DataLoader workers, heaptrack_interpret and memray's forked children included)",
