@@ -170,59 +170,75 @@ impl Tree {
     }
 }
 
-/// Finds a node by its (parent, frame), direct-mapped: each hash has one
-/// slot, which holds the newest edge of that hash, key and node together.
-/// A look is one cache miss; a probing table kept node ids only and read
-/// the node arrays to compare keys, three or four dependent misses for a
-/// node found, and a million-node import of torch spent a tenth of its
-/// time there. An edge pushed out by a newer one is simply not found: the
-/// stack that needs it again gets a node of its own, so an edge may be
-/// stored twice, while whole stacks stay unique through the stack hashes.
-/// The slots double, up to [`MAX_EDGE_SLOTS`], to stay at least twice the
-/// indexed nodes; zeroed pages never touched cost no memory.
+/// Finds a node by its (parent, frame). Each hash picks a set of four
+/// slots in one cache line, each slot an edge's key with its node: a look
+/// is one cache miss. A probing table kept node ids only and read the node
+/// arrays to compare keys, three or four dependent misses for a node found,
+/// and a million-node import of torch spent a tenth of its time there. A
+/// new edge takes the way its node's id picks, written without reading the
+/// set first, so that the nodes a new stack adds go in without waiting for
+/// their lines. An edge pushed out is simply not found: the stack that needs
+/// it again gets a node of its own, so an edge may be stored twice, while
+/// whole stacks stay unique through the stack hashes. The slots double, up
+/// to [`MAX_EDGE_SLOTS`], to stay at least twice the indexed nodes; zeroed
+/// pages never touched cost no memory.
 #[derive(Default)]
 struct EdgeIndex {
     /// An edge's frame, then its parent in the low half of the second word
     /// and its node in the high half (0 in an empty slot: no node is 0, the
     /// root). Plain words, so that new slots come zeroed from calloc.
     slots: Vec<[u64; 2]>,
+    /// The slot set 0 starts at, on a cache line's first byte.
+    first: usize,
+    /// Sets of [`WAYS`] slots (a power of two; 0 before the first growth).
+    sets: usize,
 }
 
+/// Slots in a set: 4 x 16 bytes, one 64-byte cache line.
+const WAYS: usize = 4;
 const MIN_EDGE_SLOTS: usize = 1 << 16;
 /// 16 MiB of slots at most.
 const MAX_EDGE_SLOTS: usize = 1 << 20;
 
 impl EdgeIndex {
-    fn slot(&self, parent: u32, word: FrameWord) -> usize {
-        edge_hash(parent, word) as usize & (self.slots.len() - 1)
+    fn with_slots(slots: usize) -> EdgeIndex {
+        let line = WAYS * std::mem::size_of::<[u64; 2]>();
+        // A line's worth more, for set 0 to start where a line does.
+        let memory = vec![[0; 2]; slots + WAYS - 1];
+        let misalignment = memory.as_ptr() as usize % line;
+        let first = (line - misalignment) % line / std::mem::size_of::<[u64; 2]>();
+        EdgeIndex { slots: memory, first, sets: slots / WAYS }
+    }
+
+    fn set(&self, parent: u32, word: FrameWord) -> std::ops::Range<usize> {
+        let start = self.first + WAYS * (edge_hash(parent, word) as usize & (self.sets - 1));
+        start..start + WAYS
     }
 
     fn find(&self, parent: u32, word: FrameWord) -> Option<u32> {
-        if self.slots.is_empty() {
+        if self.sets == 0 {
             return None;
         }
-        let [frame, ids] = self.slots[self.slot(parent, word)];
-        let child = (ids >> 32) as u32;
-        (child != 0 && ids as u32 == parent && frame == word).then_some(child)
+        self.slots[self.set(parent, word)].iter().find_map(|&[frame, ids]| {
+            let child = (ids >> 32) as u32;
+            (child != 0 && ids as u32 == parent && frame == word).then_some(child)
+        })
     }
 
-    /// A store only, never a read of the slot first: the nodes a new stack
-    /// adds go in one after another without waiting for their slots' lines.
     fn put(&mut self, parent: u32, frame: FrameWord, child: u32) {
-        let slot = self.slot(parent, frame);
+        let slot = self.set(parent, frame).start + child as usize % WAYS;
         self.slots[slot] = [frame, u64::from(child) << 32 | u64::from(parent)];
     }
 
     /// Whether a tree of `nodes` nodes should have more slots first.
     fn wants_room(&self, nodes: usize) -> bool {
-        self.slots.len() < MAX_EDGE_SLOTS && 2 * nodes > self.slots.len()
+        let slots = self.sets * WAYS;
+        slots < MAX_EDGE_SLOTS && 2 * nodes > slots
     }
 
-    /// Doubles the slots and puts the tree's edges in, in id order, so that
-    /// where two share a slot the newer stays.
+    /// Doubles the slots and puts the tree's edges in, in id order.
     fn grow(&mut self, parents: &[u32], frames: &[FrameWord]) {
-        let slots = (2 * self.slots.len()).clamp(MIN_EDGE_SLOTS, MAX_EDGE_SLOTS);
-        *self = EdgeIndex { slots: vec![[0; 2]; slots] };
+        *self = EdgeIndex::with_slots((2 * self.sets * WAYS).clamp(MIN_EDGE_SLOTS, MAX_EDGE_SLOTS));
         for (index, (&parent, &frame)) in parents.iter().zip(frames).enumerate() {
             if !ends_a_stack(frame) {
                 self.put(parent, frame, index as u32 + 1);
@@ -690,13 +706,17 @@ mod tests {
     fn an_edge_pushed_out_of_the_index_costs_a_node_never_a_stacks_identity() {
         let table = StackTable::default();
         let a = table.intern(StackKind::Heap, &[0xa1, 0x10], &[]);
-        // An outermost frame whose edge from the root takes 0x10's slot.
-        let slot_of = |word| table.tree.read().unwrap().children.slot(0, word);
-        let rival = (0x11..).find(|&word| slot_of(word) == slot_of(0x10)).unwrap();
+        // An outermost frame whose edge from the root falls in 0x10's set,
+        // interned when the next id (5) picks the way 0x10's (1) took.
+        let set_of = |word| table.tree.read().unwrap().children.set(0, word);
+        let rival = (0x11..).find(|&word| set_of(word) == set_of(0x10)).unwrap();
+        let outsider = (0x11..).find(|&word| set_of(word) != set_of(0x10)).unwrap();
+        table.intern(StackKind::Heap, &[0xe1, outsider], &[]);
         let b = table.intern(StackKind::Heap, &[0xb1, rival], &[]);
+        assert_eq!(path_of(&table, b)[0].id % WAYS as u32, path_of(&table, a)[0].id % WAYS as u32);
         // Neither this thread's last path (b's) nor the index leads to 0x10.
         let c = table.intern(StackKind::Heap, &[0xc1, 0x10], &[]);
-        assert_eq!(table.tree.read().unwrap().len(), 6, "0x10 stored again");
+        assert_eq!(table.tree.read().unwrap().len(), 8, "0x10 stored again");
         assert_eq!(frames_of(&table, c), (vec![0xc1, 0x10], vec![]));
         assert_ne!(path_of(&table, c)[0].id, path_of(&table, a)[0].id);
         assert_eq!(table.intern(StackKind::Heap, &[0xa1, 0x10], &[]), a, "a stack keeps its id");
