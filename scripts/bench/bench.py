@@ -305,7 +305,8 @@ def memray_analyze(rundir):
 
 def configs_for(workload, args, have_sampling):
     min_epochs = {"alloc": 1 if args.quick else 2, "torch": 4, "demo": 4}[workload]
-    extra = {"TRACER_EPOCH_SECONDS": "0.1"} if workload == "alloc" else {}
+    # Slices short enough for a sampled run of a tenth of a second to have two.
+    extra = {"TRACER_EPOCH_SECONDS": "0.02"} if workload == "alloc" else {}
     sample_extra = dict(extra, TRACER_SAMPLE_BYTES=str(args.sample_bytes))
     cs = [
         Config("untraced", lambda c, e, d: (c, e)),
@@ -560,7 +561,7 @@ def main():
           "- report: tracer `analyzer report trace.bin` (text report + leak flamegraph); heaptrack "
           "`heaptrack_print --print-leaks 1 FILE`; memray `memray flamegraph --leaks memray.bin`; "
           "each on the main process's file",
-          "- tracer on alloc_heavy (which never calls tracer_mark): TRACER_EPOCH_SECONDS=0.1 for time-slice epochs; "
+          "- tracer on alloc_heavy (which never calls tracer_mark): TRACER_EPOCH_SECONDS=0.02 for time-slice epochs; "
           "on the training jobs the epochs are the programs' tracer_mark calls",
           ""]
     for w in results:
