@@ -231,8 +231,20 @@ struct LiveStack {
 }
 
 impl LiveStack {
+    /// The highest offset from `sp` that a whole word can start at; `None`
+    /// when not even one word fits.
+    fn last_offset(&self) -> Option<u64> {
+        self.top.checked_sub(8)?.checked_sub(self.sp)
+    }
+
+    /// Whether `[address, address + 8)` lies inside `[sp, top)`, given
+    /// `last_offset` (below `sp`, the offset wraps to far above it).
+    fn holds_at(&self, address: u64, last_offset: u64) -> bool {
+        address.wrapping_sub(self.sp) <= last_offset
+    }
+
     fn holds(&self, address: u64) -> bool {
-        address >= self.sp && address.checked_add(8).is_some_and(|end| end <= self.top)
+        self.last_offset().is_some_and(|last_offset| self.holds_at(address, last_offset))
     }
 
     fn word(&self, address: u64) -> Option<u64> {
@@ -249,13 +261,10 @@ impl StackWords for LiveStack {
     /// was a sixth of the tracer's time. A word outside the live stack is
     /// noted, and the stack pointer's word read in its place.
     fn all_hold(&self, addresses: &[u64], values: &[u64]) -> bool {
-        // The highest offset from `sp` that a whole word can start at.
-        let Some(last_offset) = self.top.checked_sub(8).and_then(|last| last.checked_sub(self.sp)) else {
-            return addresses.is_empty();
-        };
+        let Some(last_offset) = self.last_offset() else { return addresses.is_empty() };
         let (mut outside, mut differences) = (false, 0);
         for (&address, &value) in addresses.iter().zip(values) {
-            let inside = address.wrapping_sub(self.sp) <= last_offset;
+            let inside = self.holds_at(address, last_offset);
             outside |= !inside;
             let readable = if inside { address } else { self.sp };
             // SAFETY: `readable` is `sp` or an address at most `last_offset`
