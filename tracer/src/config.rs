@@ -62,7 +62,7 @@ impl Config {
                 Some(bytes) => Some(bytes),
                 None => {
                     warnings.push(format!(
-                        "TRACER_SAMPLE_BYTES={text:?} is not a number of bytes (use e.g. 524288 or 512k, or 0 to record every allocation); recording every allocation"
+                        "TRACER_SAMPLE_BYTES={text:?} is not a number of bytes (use e.g. 524288, 512k or 1m, or 0 to record every allocation); recording every allocation"
                     ));
                     None
                 }
@@ -110,17 +110,14 @@ impl Config {
     }
 }
 
-/// "524288", "512k", "2m" (binary units).
+/// "524288", "512k", "2m", "1g" (binary units).
 fn parse_bytes(text: &str) -> Option<u64> {
     let text = text.trim().to_ascii_lowercase();
-    let (digits, unit) = match text.strip_suffix('k') {
-        Some(d) => (d, 1 << 10),
-        None => match text.strip_suffix('m') {
-            Some(d) => (d, 1 << 20),
-            None => (text.as_str(), 1),
-        },
-    };
-    digits.parse::<u64>().ok()?.checked_mul(unit)
+    let (digits, shift) = [('k', 10), ('m', 20), ('g', 30)]
+        .into_iter()
+        .find_map(|(suffix, shift)| Some((text.strip_suffix(suffix)?, shift)))
+        .unwrap_or((text.as_str(), 0));
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -151,7 +148,10 @@ mod tests {
         assert_eq!(parse_bytes("524288"), Some(524288));
         assert_eq!(parse_bytes("512k"), Some(512 << 10));
         assert_eq!(parse_bytes(" 2M "), Some(2 << 20));
+        assert_eq!(parse_bytes("1g"), Some(1 << 30));
         assert_eq!(parse_bytes("lots"), None);
+        assert_eq!(parse_bytes("k"), None);
+        assert_eq!(parse_bytes("99999999999g"), None, "overflows");
     }
 
     #[test]
