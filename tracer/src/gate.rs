@@ -12,8 +12,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::thread_state;
-
 static CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Threads past this many share slots.
@@ -33,8 +31,9 @@ impl Drop for Pass {
     }
 }
 
-pub fn pass() -> Pass {
-    let inside = &INSIDE[thread_state::ordinal() % SLOTS].0;
+/// A pass for the thread of ordinal `ordinal` (see [`crate::thread_state::ordinal`]).
+pub fn pass(ordinal: usize) -> Pass {
+    let inside = &INSIDE[ordinal % SLOTS].0;
     loop {
         while CLOSED.load(Ordering::Acquire) {
             std::thread::yield_now();

@@ -94,14 +94,15 @@ fn active_session() -> Option<&'static Session> {
 /// fork, and never letting a failure reach the program.
 fn record(work: impl FnOnce(&'static Session)) {
     let Some(session) = active_session() else { return };
-    let Some(_inside) = thread_state::enter() else { return };
-    let _pass = gate::pass();
-    if STATE.load(Ordering::Acquire) != RECORDING {
-        return;
-    }
-    if panic::catch_unwind(AssertUnwindSafe(|| work(session))).is_err() {
-        session.stop("an internal error occurred");
-    }
+    thread_state::inside(|ordinal| {
+        let _pass = gate::pass(ordinal);
+        if STATE.load(Ordering::Acquire) != RECORDING {
+            return;
+        }
+        if panic::catch_unwind(AssertUnwindSafe(|| work(session))).is_err() {
+            session.stop("an internal error occurred");
+        }
+    });
 }
 
 /// Starts tracing this process; called once when the library is loaded.

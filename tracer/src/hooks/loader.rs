@@ -72,14 +72,14 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     }
     // SAFETY: `real` is glibc's dlclose, whose C signature Dlclose spells.
     let real: Dlclose = unsafe { std::mem::transmute::<usize, Dlclose>(real) };
-    match thread_state::enter() {
-        Some(_inside) => {
-            // Inside the gate, so that fork never copies a half-done wait.
-            let _pass = gate::pass();
-            module_set::closing(true);
-        }
+    let waited = thread_state::inside(|ordinal| {
+        // Inside the gate, so that fork never copies a half-done wait.
+        let _pass = gate::pass(ordinal);
+        module_set::closing(true);
+    });
+    if waited.is_none() {
         // Nested in the tracer's own work, or forking: no waiting here.
-        None => module_set::closing(false),
+        module_set::closing(false);
     }
     // SAFETY: forwarding the caller's handle unchanged.
     let result = unsafe { real(handle) };
