@@ -107,7 +107,11 @@ fn record(work: impl FnOnce(&'static Session)) {
 
 /// Starts tracing this process; called once when the library is loaded.
 pub fn start() {
-    let Some(_inside) = thread_state::enter() else { return };
+    thread_state::inside(|_| begin());
+}
+
+/// `start`'s work, with the thread inside the tracer.
+fn begin() {
     // Panics are caught and turned into one line; the default hook's report
     // would be noise in the traced program's stderr.
     panic::set_hook(Box::new(|_| {}));
@@ -392,7 +396,11 @@ pub fn after_fork_in_child() {
     let Some(session) = active_session() else { return };
     gate::reset_in_child();
     thread_state::set_forking(false);
-    let Some(_inside) = thread_state::enter() else { return };
+    thread_state::inside(|_| adopt_child(session));
+}
+
+/// `after_fork_in_child`'s work, with the thread inside the tracer.
+fn adopt_child(session: &Session) {
     if auto_epochs::forked_inside_parents_pass() {
         // A DataLoader worker lives inside one of its parent's epochs; the
         // default time slices, inherited from a parent that had not yet seen

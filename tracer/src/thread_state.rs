@@ -45,8 +45,8 @@ thread_local! {
 /// Runs `work` with this thread marked inside the tracer, handing it the
 /// thread's ordinal (see [`ordinal`]); `None`, without running it, if the
 /// thread already is inside (a nested call from the tracer's own work) or
-/// is in the middle of `fork`. One thread-local access where [`enter`], the
-/// ordinal and the guard's drop took three, at every allocation and free.
+/// is in the middle of `fork`. One thread-local access for the check, the
+/// ordinal and the clearing: this runs at every allocation and free.
 #[inline]
 pub fn inside<R>(work: impl FnOnce(usize) -> R) -> Option<R> {
     FLAGS
@@ -69,31 +69,6 @@ impl Drop for Leave<'_> {
     fn drop(&mut self) {
         self.0.set(false);
     }
-}
-
-/// Held while this thread is inside the tracer.
-pub struct InsideTracer(());
-
-impl Drop for InsideTracer {
-    fn drop(&mut self) {
-        let _ = FLAGS.try_with(|flags| flags.inside_tracer.set(false));
-    }
-}
-
-/// Marks this thread as inside the tracer; `None` if it already is (a nested
-/// call from the tracer's own work) or is in the middle of `fork`.
-pub fn enter() -> Option<InsideTracer> {
-    FLAGS
-        .try_with(|flags| {
-            if flags.inside_tracer.get() || flags.forking.get() {
-                None
-            } else {
-                flags.inside_tracer.set(true);
-                Some(InsideTracer(()))
-            }
-        })
-        .ok()
-        .flatten()
 }
 
 pub fn set_forking(forking: bool) {
