@@ -18,6 +18,7 @@
 mod hooks;
 
 mod auto_epochs;
+mod block_filter;
 mod config;
 mod fast_hash;
 mod gate;

@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 use dashmap::DashMap;
 use trace_format::SiteCounters;
 
+use crate::block_filter::BlockFilter;
 use crate::fast_hash::{BuildAddressHasher, BuildWordHasher};
 use crate::sampling::Sampling;
 use crate::sites::{Scope, Sites, Totals, STRIPES};
@@ -73,6 +74,9 @@ pub struct Recorder {
     current: AtomicUsize,
     /// When set, each recorded allocation stands for the many it was sampled from.
     sampling: Option<Sampling>,
+    /// When sampling, the addresses that may hold a recorded block, in this
+    /// process and the generations before it.
+    recorded_blocks: Option<BlockFilter>,
 }
 
 impl Default for Recorder {
@@ -83,7 +87,20 @@ impl Default for Recorder {
 
 impl Recorder {
     pub fn new(sampling: Option<Sampling>) -> Recorder {
-        Recorder { root: Tables::default(), descendants: Default::default(), current: AtomicUsize::new(0), sampling }
+        Recorder {
+            root: Tables::default(),
+            descendants: Default::default(),
+            current: AtomicUsize::new(0),
+            sampling,
+            recorded_blocks: sampling.map(|_| BlockFilter::default()),
+        }
+    }
+
+    /// Whether `address` may be a block this process recorded or inherited;
+    /// false means [`Recorder::freed`] would surely find nothing.
+    #[inline]
+    pub fn may_hold(&self, address: usize) -> bool {
+        self.recorded_blocks.as_ref().is_none_or(|filter| filter.may_hold(address))
     }
 
     fn tables(&self, generation: usize) -> Option<&Tables> {
@@ -125,8 +142,11 @@ impl Recorder {
         // this process's table is checked: an inherited block freed that way
         // stays in the inherited totals, which an extra look per allocation
         // in every worker would not be worth.)
+        if let Some(filter) = &self.recorded_blocks {
+            filter.add(address);
+        }
         if let Some(stale) = own.live.insert(address, allocation) {
-            self.release(own, stale);
+            self.release(own, address, stale);
         }
         let (count, bytes) = self.weight(allocation.size());
         own.sites.born(allocation.stripe(), stack, birth_epoch, count, bytes);
@@ -136,11 +156,12 @@ impl Recorder {
     pub fn freed(&self, address: usize) -> bool {
         let own = self.own();
         if let Some((_, allocation)) = own.live.remove(&address) {
-            self.release(own, allocation);
+            self.release(own, address, allocation);
             return true;
         }
         let Some(allocation) = self.inherited_allocation(address) else { return false };
         if own.freed_inherited.insert(address, ()).is_none() {
+            self.forget_block(address);
             let (count, bytes) = self.weight(allocation.size());
             own.freed_inherited_count.fetch_add(count, Ordering::Relaxed);
             own.freed_inherited_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -164,9 +185,16 @@ impl Recorder {
         None
     }
 
-    fn release(&self, own: &Tables, allocation: LiveAllocation) {
+    fn release(&self, own: &Tables, address: usize, allocation: LiveAllocation) {
+        self.forget_block(address);
         let (count, bytes) = self.weight(allocation.size());
         own.sites.released(allocation.stripe(), allocation.stack, allocation.birth_epoch, count, bytes);
+    }
+
+    fn forget_block(&self, address: usize) {
+        if let Some(filter) = &self.recorded_blocks {
+            filter.remove(address);
+        }
     }
 
     /// The heap's counters for a snapshot (see [`Sites::collect`]); the
@@ -300,5 +328,29 @@ mod tests {
         assert_eq!((totals.live_bytes, totals.live_count), (10 * (GENERATIONS as u64 + 2), GENERATIONS as u64 + 2));
         assert!(recorder.freed(0x1000));
         assert_eq!(collect(&recorder, 1, false, 0).live_count, GENERATIONS as u64 + 1);
+    }
+
+    #[test]
+    fn when_sampling_a_recorded_block_may_be_held_until_freed_in_any_generation() {
+        let recorder = Recorder::new(Some(Sampling::new(65536)));
+        assert!(!recorder.may_hold(0x1000), "nothing recorded yet");
+        recorder.allocated(0x1000, 100, 1, 0);
+        recorder.allocated(0x2000, 100, 1, 0);
+        recorder.allocated(0x2000, 30, 2, 0);
+        assert!(recorder.may_hold(0x1000) && recorder.may_hold(0x2000));
+        assert!(recorder.freed(0x2000));
+        assert!(!recorder.may_hold(0x2000), "a reused address's stale record is retired too");
+
+        recorder.forked();
+        assert!(recorder.may_hold(0x1000), "inherited");
+        assert!(recorder.freed(0x1000));
+        assert!(!recorder.may_hold(0x1000), "freed in the child");
+        recorder.allocated(0x1000, 8, 3, 1);
+        assert!(recorder.may_hold(0x1000), "the child's own block at the same address");
+    }
+
+    #[test]
+    fn without_sampling_every_address_may_be_held() {
+        assert!(Recorder::default().may_hold(0x1000));
     }
 }

@@ -209,7 +209,7 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
 }
 
 pub fn freed(address: *mut std::ffi::c_void) {
-    if address.is_null() {
+    if address.is_null() || !may_be_recorded(address) {
         return;
     }
     record(|session| {
@@ -217,10 +217,19 @@ pub fn freed(address: *mut std::ffi::c_void) {
     });
 }
 
+/// False when `address` surely holds no recorded block (when sampling, most
+/// do not): its free then skips the tracer, the fork gate and the live table.
+fn may_be_recorded(address: *mut std::ffi::c_void) -> bool {
+    active_session().is_some_and(|session| session.recorder.may_hold(address as usize))
+}
+
 /// Forgets `address` before realloc hands it back to glibc, so that another
 /// thread that receives the same address cannot have its record removed.
 /// Returns whether the tracer knew it, so a failed realloc can restore it.
 pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
+    if !may_be_recorded(address) {
+        return false;
+    }
     let mut known = false;
     record(|session| known = session.recorder.freed(address as usize));
     known
