@@ -285,6 +285,7 @@ fn the_text_report_shows_the_run_epochs_suspects_and_verdict() {
         "epochs     13",
         "TRACER_OUTPUT = trace.bin",
         "epoch 11",
+        "mapped      tracer",
         "Leak suspects: 1",
         "+100 KiB/epoch",
         "Verdict (heap_leak)",
@@ -292,6 +293,8 @@ fn the_text_report_shows_the_run_epochs_suspects_and_verdict() {
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
+    let epoch_11 = text.lines().find(|l| l.trim_start().starts_with("11 ")).unwrap_or_default();
+    assert!(epoch_11.ends_with("1.00 MiB"), "the tracer's own memory ends the epoch's row: {epoch_11:?}");
 }
 
 #[test]

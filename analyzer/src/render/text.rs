@@ -87,8 +87,8 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
     let label_width = trace.snapshots.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(5, 32);
     let _ = writeln!(
         out,
-        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}  {:>10}",
-        "epoch", "label", "cause", "elapsed", "RSS", "live heap", "live allocs", "mapped"
+        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}  {:>10}  {:>10}",
+        "epoch", "label", "cause", "elapsed", "RSS", "live heap", "live allocs", "mapped", "tracer"
     );
     let n = trace.snapshots.len();
     for (i, s) in trace.snapshots.iter().enumerate() {
@@ -111,7 +111,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         };
         let _ = writeln!(
             out,
-            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}  {:>10}{note}",
+            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}  {:>10}  {:>10}{note}",
             s.epoch,
             label,
             s.cause.name(),
@@ -120,6 +120,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             bytes(s.heap_live_bytes),
             count(s.heap_live_count),
             bytes(s.mapped_live_bytes),
+            bytes(s.tracer_bytes),
         );
     }
 }
