@@ -43,7 +43,7 @@ ALLOC_SRC = os.path.join(ROOT, "scripts/bench/alloc_heavy.c")
 # a 2-core machine.
 SIZES = {
     "alloc": {"full": ["2", "1000000", "24"], "quick": ["2", "20000", "24"]},
-    "torch": {"full": ["--epochs", "5", "--steps", "40"], "quick": ["--epochs", "4", "--steps", "6"]},
+    "torch": {"full": ["--epochs", "6", "--steps", "120"], "quick": ["--epochs", "4", "--steps", "6"]},
     "demo": {"full": ["--epochs", "6", "--steps", "100"], "quick": ["--epochs", "4", "--steps", "8"]},
 }
 COMMON = {
