@@ -21,14 +21,8 @@ impl Sampling {
         self.mean_bytes as u64
     }
 
-    /// Whether this thread's allocation of `size` bytes is one to record.
-    #[inline]
-    pub fn take(&self, size: usize) -> bool {
-        thread_state::count_down_sample(size as u64, || self.next_gap())
-    }
-
     /// Bytes to the next sampled byte: exponential with the mean.
-    fn next_gap(&self) -> u64 {
+    pub fn next_gap(&self) -> u64 {
         let uniform = thread_state::next_random_unit();
         (-uniform.ln() * self.mean_bytes).min(u64::MAX as f64 / 2.0) as u64 + 1
     }
@@ -60,7 +54,7 @@ mod tests {
     fn estimates_are_unbiased() {
         let sampling = Sampling::new(4096);
         let (size, n) = (100u64, 200_000u64);
-        let estimated: u64 = (0..n).filter(|_| sampling.take(size as usize)).map(|_| sampling.weight(size).1).sum();
+        let estimated: u64 = (0..n).filter(|_| thread_state::count_allocation(size, Some(|| sampling.next_gap())).1).map(|_| sampling.weight(size).1).sum();
         let truth = (size * n) as f64;
         assert!((estimated as f64 - truth).abs() / truth < 0.05, "estimated {estimated} for {truth}");
     }

@@ -184,9 +184,9 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
         return;
     }
     let Some(session) = active_session() else { return };
-    let sampled = session.sampling.as_ref().is_none_or(|sampling| sampling.take(size));
     // Every allocation paces the time slices and the DataLoader checks, sampled or not.
-    let count = thread_state::count_allocation();
+    let next_gap = session.sampling.as_ref().map(|sampling| move || sampling.next_gap());
+    let (count, sampled) = thread_state::count_allocation(size as u64, next_gap);
     let clock_due = count & CLOCK_CHECK_MASK == 0;
     let loader_walk_due = !sampled && session.loader_walk_due(count);
     if !sampled && !clock_due && !loader_walk_due {

@@ -75,18 +75,6 @@ pub fn set_forking(forking: bool) {
     let _ = FLAGS.try_with(|flags| flags.forking.set(forking));
 }
 
-/// Counts an allocation on this thread; returns how many it has made (wrapping),
-/// or 1 while its thread-locals are gone (never a multiple of a period).
-pub fn count_allocation() -> u32 {
-    FLAGS
-        .try_with(|flags| {
-            let n = flags.allocations.get().wrapping_add(1);
-            flags.allocations.set(n);
-            n
-        })
-        .unwrap_or(1)
-}
-
 /// Replaces this thread's DataLoader pass with `next(current)`; returns what `next` returned besides.
 pub fn update_loader_pass<T>(next: impl FnOnce(u64) -> (u64, T)) -> Option<T> {
     FLAGS
@@ -98,25 +86,32 @@ pub fn update_loader_pass<T>(next: impl FnOnce(u64) -> (u64, T)) -> Option<T> {
         .ok()
 }
 
-/// Subtracts `size` from this thread's bytes to the next sample; true when the
-/// allocation holds a sampled byte, and a new gap is drawn with `next_gap`.
+/// Counts an allocation of `size` bytes on this thread, in one thread-local
+/// access (this runs at every allocation). Returns how many it has made
+/// (wrapping; 1 while its thread-locals are gone, never a multiple of a
+/// period) and whether the allocation is one to record: always without
+/// `next_gap`; when sampling, whether it holds a sampled byte, the bytes to
+/// the next one being drawn with `next_gap`.
 #[inline]
-pub fn count_down_sample(size: u64, next_gap: impl Fn() -> u64) -> bool {
+pub fn count_allocation(size: u64, next_gap: Option<impl Fn() -> u64>) -> (u32, bool) {
     FLAGS
         .try_with(|flags| {
+            let n = flags.allocations.get().wrapping_add(1);
+            flags.allocations.set(n);
+            let Some(next_gap) = next_gap else { return (n, true) };
             let mut left = flags.bytes_until_sample.get();
             if left == 0 {
                 left = next_gap();
             }
             if size < left {
                 flags.bytes_until_sample.set(left - size);
-                false
+                (n, false)
             } else {
                 flags.bytes_until_sample.set(next_gap());
-                true
+                (n, true)
             }
         })
-        .unwrap_or(false)
+        .unwrap_or((1, false))
 }
 
 /// A uniform number in (0, 1] from this thread's generator.
