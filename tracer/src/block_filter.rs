@@ -37,10 +37,13 @@ impl Default for BlockFilter {
 
 impl BlockFilter {
     fn bucket(&self, address: usize) -> &AtomicU8 {
-        // malloc aligns to 16 bytes; the multiply moves every other bit of
-        // the address into the top bits, which pick the bucket.
-        let mixed = ((address >> 4) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        &self.counts[(mixed >> (64 - BUCKET_BITS)) as usize]
+        // malloc aligns to 16 bytes. Neighbouring blocks share a cache line
+        // of buckets, which a free finds warm far more often than a hashed
+        // one (a free is usually near recent allocations); the higher bits
+        // folded in keep the blocks mmap puts at the start of pages from
+        // all falling in the same few buckets.
+        let block = address >> 4;
+        &self.counts[(block ^ (block >> BUCKET_BITS)) & ((1 << BUCKET_BITS) - 1)]
     }
 
     /// Whether a recorded block may live at `address`; false means surely not.
