@@ -54,7 +54,10 @@ mod tests {
     fn estimates_are_unbiased() {
         let sampling = Sampling::new(4096);
         let (size, n) = (100u64, 200_000u64);
-        let estimated: u64 = (0..n).filter(|_| thread_state::count_allocation(size, Some(|| sampling.next_gap())).1).map(|_| sampling.weight(size).1).sum();
+        let estimated: u64 = (0..n)
+            .filter(|_| thread_state::count_allocation(size, Some(|| sampling.next_gap())).1)
+            .map(|_| sampling.weight(size).1)
+            .sum();
         let truth = (size * n) as f64;
         assert!((estimated as f64 - truth).abs() / truth < 0.05, "estimated {estimated} for {truth}");
     }
