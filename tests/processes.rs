@@ -77,6 +77,28 @@ fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
 }
 
 #[test]
+fn a_process_tree_with_unwritable_output_says_why_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new("sh")
+        .args(["-c", "sh -c 'sh -c \"echo innermost\"'; echo outer"])
+        .current_dir(dir.path())
+        .env("LD_PRELOAD", tracer_lib())
+        .env("TRACER_OUTPUT", "/nonexistent/dir/trace.bin")
+        .env("TRACER_EPOCH_SECONDS", "soon")
+        .env_remove("TRACER_INHERITED_OUTPUT")
+        .env_remove("TRACER_REPORTED")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "innermost\nouter\n");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "one warning and one failure for three processes:\n{stderr}");
+    assert!(lines[0].starts_with("tracer: TRACER_EPOCH_SECONDS=\"soon\""), "{stderr}");
+    assert!(lines[1].starts_with("tracer: cannot create the trace file /nonexistent/dir/trace.bin"), "{stderr}");
+}
+
+#[test]
 fn torn_trace_tail_is_detected_not_misread() {
     let program = compile("leaky.c");
     let run = run_traced(&program, &["8"]);

@@ -10,6 +10,12 @@ pub const DEFAULT_EPOCH_SECONDS: f64 = 10.0;
 /// Set by the first traced process for its descendants (forked or exec'd):
 /// the absolute path of its trace, which they suffix with their pid.
 pub const INHERITED_OUTPUT_VAR: &str = "TRACER_INHERITED_OUTPUT";
+/// Set by a traced process once it has printed what it had to say at start:
+/// `ok`, or `failed` when it could not create its trace. Its descendants
+/// read the same settings (the shells of a wrapper script such as a pyenv
+/// shim, exec'd or forked workers) and would print the same lines again.
+pub const REPORTED_VAR: &str = "TRACER_REPORTED";
+pub const REPORTED_FAILURE: &str = "failed";
 /// `0` keeps passes over a PyTorch DataLoader from closing epochs.
 pub const AUTO_EPOCHS_VAR: &str = "TRACER_AUTO_EPOCHS";
 
@@ -29,6 +35,8 @@ pub struct Config {
     pub auto_epochs: bool,
     /// Problems with the settings, to be reported once.
     pub warnings: Vec<String>,
+    /// What an ancestor already printed at its start (see [`REPORTED_VAR`]).
+    pub ancestor_reported: Option<String>,
 }
 
 impl Config {
@@ -89,6 +97,7 @@ impl Config {
             sample_bytes,
             auto_epochs,
             warnings,
+            ancestor_reported: env::var(REPORTED_VAR).ok(),
         }
     }
 
@@ -140,6 +149,7 @@ mod tests {
             sample_bytes: None,
             auto_epochs: true,
             warnings: vec![],
+            ancestor_reported: None,
         }
     }
 

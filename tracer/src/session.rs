@@ -11,7 +11,7 @@ use trace_format::{
 };
 
 use crate::auto_epochs::{self, AutoEpochs};
-use crate::config::{Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR};
+use crate::config::{Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR, REPORTED_FAILURE, REPORTED_VAR};
 use crate::mappings::{Locked, Mappings};
 use crate::modules::{self, ModuleMap};
 use crate::python::{Glance, LoaderFrames, PyStack, Python};
@@ -116,21 +116,27 @@ fn begin() {
     // would be noise in the traced program's stderr.
     panic::set_hook(Box::new(|_| {}));
     let config = Config::from_env();
-    for warning in &config.warnings {
-        sys::print_stderr(&format!("tracer: {warning}\n"));
+    if config.ancestor_reported.is_none() {
+        for warning in &config.warnings {
+            sys::print_stderr(&format!("tracer: {warning}\n"));
+        }
     }
     let candidates = config.output_candidates(config.is_descendant, sys::pid());
     let writer = match TraceWriter::create(candidates, config.is_descendant) {
         Ok(writer) => writer,
         Err((path, err)) => {
-            sys::print_stderr(&format!(
-                "tracer: cannot create the trace file {}: {err}; not tracing (set TRACER_OUTPUT to a writable path)\n",
-                path.display()
-            ));
+            if config.ancestor_reported.as_deref() != Some(REPORTED_FAILURE) {
+                sys::print_stderr(&format!(
+                    "tracer: cannot create the trace file {}: {err}; not tracing (set TRACER_OUTPUT to a writable path)\n",
+                    path.display()
+                ));
+            }
+            std::env::set_var(REPORTED_VAR, REPORTED_FAILURE);
             STATE.store(STOPPED, Ordering::Release);
             return;
         }
     };
+    std::env::set_var(REPORTED_VAR, "ok");
     if !config.is_descendant {
         // Descendants must not write this process's file; they add their pid.
         std::env::set_var(INHERITED_OUTPUT_VAR, &config.base_output);
