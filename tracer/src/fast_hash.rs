@@ -109,7 +109,7 @@ mod tests {
         let region = 0x7f4d_3800_0000u64;
         assert_eq!(shard_bits(region + 0xb70), shard_bits(region + 0x3ff_fff0));
         for k in 1..8 {
-            assert_ne!(shard_bits(region), shard_bits(region + (2 * k << REGION_SHIFT)), "{k} regions on");
+            assert_ne!(shard_bits(region), shard_bits(region + ((2 * k) << REGION_SHIFT)), "{k} regions on");
         }
         // The rest of the hash still tells the blocks of a region apart.
         let hash = |address: u64| BuildAddressHasher::default().hash_one(address as usize);
