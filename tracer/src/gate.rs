@@ -31,7 +31,7 @@ impl Drop for Pass {
     }
 }
 
-/// A pass for the thread of ordinal `ordinal` (see [`crate::thread_state::ordinal`]).
+/// A pass for the thread of ordinal `ordinal` (see [`crate::thread_state::inside`]).
 pub fn pass(ordinal: usize) -> Pass {
     let inside = &INSIDE[ordinal % SLOTS].0;
     loop {

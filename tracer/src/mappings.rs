@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use trace_format::SiteCounters;
 
-use crate::sites::{Scope, Sites, Totals};
+use crate::sites::{Scope, Sites, Totals, ANY_THREAD};
 use crate::stacks::StackId;
 
 /// The table's lock orders every mapping change: one stripe of counters.
@@ -95,7 +95,8 @@ impl Locked<'_> {
         table.next_mapping += 1;
         let owner = Owner { stack, birth_epoch, mapping };
         table.insert(start, end, owner);
-        self.sites.born(MAPPING_STRIPE, stack, birth_epoch, 1, (end - start) as u64);
+        // Mapping calls are rare: the shared slot of the live totals serves.
+        self.sites.born(MAPPING_STRIPE, ANY_THREAD, stack, birth_epoch, 1, (end - start) as u64);
     }
 
     /// Pages `[start, start + len)` were unmapped, or replaced by a mapping
@@ -113,6 +114,7 @@ impl Locked<'_> {
             };
             self.sites.released(
                 MAPPING_STRIPE,
+                ANY_THREAD,
                 piece.owner.stack,
                 piece.owner.birth_epoch,
                 count,

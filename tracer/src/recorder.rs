@@ -21,7 +21,6 @@ use crate::fast_hash::{BuildAddressHasher, BuildWordHasher};
 use crate::sampling::Sampling;
 use crate::sites::{Scope, Sites, Totals, STRIPES};
 use crate::stacks::StackId;
-use crate::thread_state;
 
 #[derive(Clone, Copy)]
 struct LiveAllocation {
@@ -133,10 +132,10 @@ impl Recorder {
         }
     }
 
-    pub fn allocated(&self, address: usize, size: usize, stack: StackId, birth_epoch: u32) {
+    /// `ordinal`: the calling thread's (see [`crate::thread_state::inside`]).
+    pub fn allocated(&self, ordinal: usize, address: usize, size: usize, stack: StackId, birth_epoch: u32) {
         let own = self.own();
-        let allocation =
-            LiveAllocation::new(size, (thread_state::ordinal() % usize::from(STRIPES)) as u8, stack, birth_epoch);
+        let allocation = LiveAllocation::new(size, (ordinal % usize::from(STRIPES)) as u8, stack, birth_epoch);
         // An address that is still in the table was freed by a path the hooks
         // never saw; count it as freed rather than leaking it forever. (Only
         // this process's table is checked: an inherited block freed that way
@@ -146,17 +145,18 @@ impl Recorder {
             filter.add(address);
         }
         if let Some(stale) = own.live.insert(address, allocation) {
-            self.release(own, address, stale);
+            self.release(own, ordinal, address, stale);
         }
         let (count, bytes) = self.weight(allocation.size());
-        own.sites.born(allocation.stripe(), stack, birth_epoch, count, bytes);
+        own.sites.born(allocation.stripe(), ordinal, stack, birth_epoch, count, bytes);
     }
 
-    /// Records that `address` was freed; false when the tracer never saw it allocated.
-    pub fn freed(&self, address: usize) -> bool {
+    /// Records that `address` was freed by the thread of ordinal `ordinal`;
+    /// false when the tracer never saw it allocated.
+    pub fn freed(&self, ordinal: usize, address: usize) -> bool {
         let own = self.own();
         if let Some((_, allocation)) = own.live.remove(&address) {
-            self.release(own, address, allocation);
+            self.release(own, ordinal, address, allocation);
             return true;
         }
         let Some(allocation) = self.inherited_allocation(address) else { return false };
@@ -185,10 +185,10 @@ impl Recorder {
         None
     }
 
-    fn release(&self, own: &Tables, address: usize, allocation: LiveAllocation) {
+    fn release(&self, own: &Tables, ordinal: usize, address: usize, allocation: LiveAllocation) {
         self.forget_block(address);
         let (count, bytes) = self.weight(allocation.size());
-        own.sites.released(allocation.stripe(), allocation.stack, allocation.birth_epoch, count, bytes);
+        own.sites.released(allocation.stripe(), ordinal, allocation.stack, allocation.birth_epoch, count, bytes);
     }
 
     fn forget_block(&self, address: usize) {
@@ -245,15 +245,15 @@ mod tests {
     #[test]
     fn snapshots_carry_only_changes_and_forget_dead_pairs() {
         let recorder = Recorder::default();
-        recorder.allocated(0x1000, 100, 7, 0);
-        recorder.allocated(0x2000, 50, 7, 0);
-        recorder.allocated(0x3000, 10, 8, 0);
+        recorder.allocated(0, 0x1000, 100, 7, 0);
+        recorder.allocated(0, 0x2000, 50, 7, 0);
+        recorder.allocated(0, 0x3000, 10, 8, 0);
         let first = collect(&recorder, 1, false, 0);
         assert_eq!(first.counters.len(), 2);
         assert_eq!((first.live_bytes, first.live_count), (160, 3));
 
-        assert!(recorder.freed(0x3000));
-        assert!(!recorder.freed(0x9999));
+        assert!(recorder.freed(0, 0x3000));
+        assert!(!recorder.freed(0, 0x9999));
         let second = collect(&recorder, 2, false, 0);
         assert_eq!(second.counters.len(), 1);
         assert_eq!(second.counters[0].stack, 8);
@@ -270,8 +270,8 @@ mod tests {
     #[test]
     fn pairs_born_before_the_first_birth_epoch_count_in_totals_only() {
         let recorder = Recorder::default();
-        recorder.allocated(0x1000, 100, 1, 0);
-        recorder.allocated(0x2000, 10, 2, 3);
+        recorder.allocated(0, 0x1000, 100, 1, 0);
+        recorder.allocated(0, 0x2000, 10, 2, 3);
         let collected = collect(&recorder, 4, true, 3);
         assert_eq!(collected.counters.len(), 1);
         assert_eq!(collected.counters[0].stack, 2);
@@ -281,8 +281,8 @@ mod tests {
     #[test]
     fn a_reused_address_retires_the_stale_allocation() {
         let recorder = Recorder::default();
-        recorder.allocated(0x1000, 100, 1, 0);
-        recorder.allocated(0x1000, 30, 2, 0);
+        recorder.allocated(0, 0x1000, 100, 1, 0);
+        recorder.allocated(0, 0x1000, 30, 2, 0);
         let collected = collect(&recorder, 1, false, 0);
         assert_eq!((collected.live_bytes, collected.live_count), (30, 1));
     }
@@ -290,14 +290,14 @@ mod tests {
     #[test]
     fn a_forked_child_leaves_the_inherited_tables_alone_and_counts_them_in_its_totals() {
         let recorder = Recorder::default();
-        recorder.allocated(0x1000, 100, 1, 0);
-        recorder.allocated(0x2000, 50, 2, 0);
+        recorder.allocated(0, 0x1000, 100, 1, 0);
+        recorder.allocated(0, 0x2000, 50, 2, 0);
         assert_eq!(collect(&recorder, 1, false, 0).live_bytes, 150);
 
         recorder.forked();
-        assert!(recorder.freed(0x1000), "an inherited allocation is known");
-        assert!(!recorder.freed(0x1000), "and freed only once");
-        recorder.allocated(0x3000, 7, 3, 2);
+        assert!(recorder.freed(0, 0x1000), "an inherited allocation is known");
+        assert!(!recorder.freed(0, 0x1000), "and freed only once");
+        recorder.allocated(0, 0x3000, 7, 3, 2);
         let child = collect(&recorder, 3, true, 2);
         assert_eq!(child.counters.iter().map(|c| c.stack).collect::<Vec<_>>(), [3], "only its own pairs");
         assert_eq!((child.live_bytes, child.live_count), (57, 2));
@@ -306,13 +306,13 @@ mod tests {
 
         // A grandchild inherits both: the root's 0x2000 and the child's 0x3000.
         recorder.forked();
-        assert!(!recorder.freed(0x1000), "freed by the child before it forked");
-        assert!(recorder.freed(0x3000));
-        assert!(recorder.freed(0x2000));
-        recorder.allocated(0x1000, 5, 4, 4);
+        assert!(!recorder.freed(0, 0x1000), "freed by the child before it forked");
+        assert!(recorder.freed(0, 0x3000));
+        assert!(recorder.freed(0, 0x2000));
+        recorder.allocated(0, 0x1000, 5, 4, 4);
         let grandchild = collect(&recorder, 5, true, 4);
         assert_eq!((grandchild.live_bytes, grandchild.live_count), (5, 1));
-        assert!(recorder.freed(0x1000), "its own allocation at an address an ancestor had");
+        assert!(recorder.freed(0, 0x1000), "its own allocation at an address an ancestor had");
         assert_eq!(collect(&recorder, 6, false, 4).live_bytes, 0);
     }
 
@@ -321,12 +321,12 @@ mod tests {
         let recorder = Recorder::default();
         for generation in 1..=GENERATIONS as u64 + 2 {
             recorder.forked();
-            recorder.allocated(0x1000 * generation as usize, 10, 1, 0);
+            recorder.allocated(0, 0x1000 * generation as usize, 10, 1, 0);
         }
         assert_eq!(recorder.current.load(Ordering::Relaxed), GENERATIONS - 1);
         let totals = collect(&recorder, 1, false, 0);
         assert_eq!((totals.live_bytes, totals.live_count), (10 * (GENERATIONS as u64 + 2), GENERATIONS as u64 + 2));
-        assert!(recorder.freed(0x1000));
+        assert!(recorder.freed(0, 0x1000));
         assert_eq!(collect(&recorder, 1, false, 0).live_count, GENERATIONS as u64 + 1);
     }
 
@@ -334,18 +334,18 @@ mod tests {
     fn when_sampling_a_recorded_block_may_be_held_until_freed_in_any_generation() {
         let recorder = Recorder::new(Some(Sampling::new(65536)));
         assert!(!recorder.may_hold(0x1000), "nothing recorded yet");
-        recorder.allocated(0x1000, 100, 1, 0);
-        recorder.allocated(0x2000, 100, 1, 0);
-        recorder.allocated(0x2000, 30, 2, 0);
+        recorder.allocated(0, 0x1000, 100, 1, 0);
+        recorder.allocated(0, 0x2000, 100, 1, 0);
+        recorder.allocated(0, 0x2000, 30, 2, 0);
         assert!(recorder.may_hold(0x1000) && recorder.may_hold(0x2000));
-        assert!(recorder.freed(0x2000));
+        assert!(recorder.freed(0, 0x2000));
         assert!(!recorder.may_hold(0x2000), "a reused address's stale record is retired too");
 
         recorder.forked();
         assert!(recorder.may_hold(0x1000), "inherited");
-        assert!(recorder.freed(0x1000));
+        assert!(recorder.freed(0, 0x1000));
         assert!(!recorder.may_hold(0x1000), "freed in the child");
-        recorder.allocated(0x1000, 8, 3, 1);
+        recorder.allocated(0, 0x1000, 8, 3, 1);
         assert!(recorder.may_hold(0x1000), "the child's own block at the same address");
     }
 

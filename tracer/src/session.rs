@@ -92,14 +92,15 @@ fn active_session() -> Option<&'static Session> {
 
 /// Runs recording work on behalf of a hook: not re-entrantly, not across a
 /// fork, and never letting a failure reach the program.
-fn record(work: impl FnOnce(&'static Session)) {
+/// `work` gets the thread's ordinal too (see [`thread_state::inside`]).
+fn record(work: impl FnOnce(&'static Session, usize)) {
     let Some(session) = active_session() else { return };
     thread_state::inside(|ordinal| {
         let _pass = gate::pass(ordinal);
         if STATE.load(Ordering::Acquire) != RECORDING {
             return;
         }
-        if panic::catch_unwind(AssertUnwindSafe(|| work(session))).is_err() {
+        if panic::catch_unwind(AssertUnwindSafe(|| work(session, ordinal))).is_err() {
             session.stop("an internal error occurred");
         }
     });
@@ -198,11 +199,11 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
     if !sampled && !clock_due && !loader_walk_due {
         return;
     }
-    record(|session| {
+    record(|session, ordinal| {
         if sampled {
             let stack_id = session.capture_stack(StackKind::Heap, entry);
             let epoch = session.epoch.load(Ordering::Relaxed);
-            session.recorder.allocated(address as usize, size, stack_id, epoch);
+            session.recorder.allocated(ordinal, address as usize, size, stack_id, epoch);
         } else if loader_walk_due {
             let mut python_frames = PyStack::new();
             session.python.capture(&mut python_frames);
@@ -218,8 +219,8 @@ pub fn freed(address: *mut std::ffi::c_void) {
     if address.is_null() || !may_be_recorded(address) {
         return;
     }
-    record(|session| {
-        session.recorder.freed(address as usize);
+    record(|session, ordinal| {
+        session.recorder.freed(ordinal, address as usize);
     });
 }
 
@@ -237,7 +238,7 @@ pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
         return false;
     }
     let mut known = false;
-    record(|session| known = session.recorder.freed(address as usize));
+    record(|session, ordinal| known = session.recorder.freed(ordinal, address as usize));
     known
 }
 
@@ -253,7 +254,7 @@ fn change_mappings<R: Copy>(
 ) -> R {
     let mut call = Some(call);
     let mut result = None;
-    record(|session| {
+    record(|session, _| {
         // Unwinding is slow; it happens before the lock is taken.
         let stack = with_stack.then(|| session.capture_stack(StackKind::Mapping, Entry::UNKNOWN));
         let mut table = session.mappings.lock();
@@ -346,7 +347,7 @@ pub fn remapping(
 
 /// `tracer_mark`: the program closes the current epoch.
 pub fn mark(label: Option<String>) {
-    record(|session| {
+    record(|session, _| {
         // The program marks its own epochs; time slices and DataLoader
         // passes would only cut them up.
         session.end_default_time_slices();
@@ -358,7 +359,7 @@ pub fn mark(label: Option<String>) {
 
 /// The process is ending or replacing its image: write the final snapshot.
 pub fn finish(reason: EndReason) {
-    record(|session| {
+    record(|session, _| {
         if session.pid.load(Ordering::Relaxed) != sys::pid() {
             return; // a vfork child: this memory is its parent's
         }
@@ -379,7 +380,7 @@ pub fn finish(reason: EndReason) {
 
 /// `exec` failed and the process goes on: say so in the trace.
 pub fn exec_failed() {
-    record(|session| {
+    record(|session, _| {
         let mut output = lock(&session.output);
         let notice = Notice { elapsed_ns: session.elapsed_ns(), text: "exec failed; the process went on".into() };
         session.write(&mut output, &[Record::Notice(notice)]);

@@ -17,7 +17,6 @@ use trace_format::SiteCounters;
 
 use crate::fast_hash::BuildWordHasher;
 use crate::stacks::StackId;
-use crate::thread_state;
 
 /// A pair's counters in 32 bytes: with its key an entry is 40, not 48
 /// (a torch process holds over a million).
@@ -106,6 +105,8 @@ type Stripe = DashMap<u64, SiteState, BuildWordHasher>;
 /// Slots of the running live totals; threads past the last but one share
 /// the last.
 const LIVE_SLOTS: usize = 64;
+/// An ordinal for counting from any thread: the shared slot's.
+pub const ANY_THREAD: usize = usize::MAX;
 
 /// What one thread added to the live totals and took from them (wrapping:
 /// a thread may free more than it allocated; the sum of the slots does not
@@ -166,15 +167,17 @@ impl Default for Sites {
 
 impl Sites {
     /// `count` new objects of `bytes` in all, born in `birth_epoch` at
-    /// `stack`, counted in stripe `stripe` (below [`STRIPES`]).
-    pub fn born(&self, stripe: u8, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
+    /// `stack`, counted in stripe `stripe` (below [`STRIPES`]) by the thread
+    /// of ordinal `ordinal` (see [`crate::thread_state::inside`]; or
+    /// [`ANY_THREAD`]).
+    pub fn born(&self, stripe: u8, ordinal: usize, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
         let key = site_key(stack, birth_epoch);
         let counted = self.stripe(stripe);
         let mut site = counted.entry(key).or_default();
         self.log_change(counted, key, &site);
         site.take(&SiteState::born(count, bytes));
         drop(site);
-        self.add_live(count, bytes);
+        self.add_live(ordinal, count, bytes);
     }
 
     /// `count` objects and `bytes` of the pair are gone. A count of 0 with
@@ -183,8 +186,9 @@ impl Sites {
     /// They were counted in stripe `stripe`, whose part of the pair may
     /// have been folded into the home stripe since: what the stripe's
     /// current part cannot cover is taken from home. The pair's sum comes
-    /// out the same whichever part an object is taken from.
-    pub fn released(&self, stripe: u8, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
+    /// out the same whichever part an object is taken from. `ordinal` is the
+    /// releasing thread's, as in [`Sites::born`].
+    pub fn released(&self, stripe: u8, ordinal: usize, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
         let key = site_key(stack, birth_epoch);
         let counted = self.stripe(stripe);
         let mut left = (count, bytes);
@@ -201,12 +205,12 @@ impl Sites {
             }
         }
         // What was taken, which is all of it unless the pair had less.
-        self.add_live(left.0.wrapping_sub(count), left.1.wrapping_sub(bytes));
+        self.add_live(ordinal, left.0.wrapping_sub(count), left.1.wrapping_sub(bytes));
     }
 
-    /// Adds the wrapping `count` and `bytes` to this thread's slot.
-    fn add_live(&self, count: u64, bytes: u64) {
-        let ordinal = thread_state::ordinal();
+    /// Adds the wrapping `count` and `bytes` to the slot of the thread of
+    /// ordinal `ordinal` (its caller: the caller already has it).
+    fn add_live(&self, ordinal: usize, count: u64, bytes: u64) {
         let own = ordinal < LIVE_SLOTS - 1;
         let slot = &self.live[ordinal.min(LIVE_SLOTS - 1)];
         for (total, change) in [(&slot.count, count), (&slot.bytes, bytes)] {
@@ -348,16 +352,16 @@ mod tests {
     #[test]
     fn a_pair_counted_in_several_stripes_is_reported_whole() {
         let sites = Sites::default();
-        sites.born(0, 7, 0, 1, 100);
-        sites.born(3, 7, 0, 2, 40);
-        sites.born(3, 8, 0, 1, 5);
+        sites.born(0, 0, 7, 0, 1, 100);
+        sites.born(3, 0, 7, 0, 2, 40);
+        sites.born(3, 0, 8, 0, 1, 5);
         let (counters, totals) = collect(&sites, 1, false);
         assert_eq!(counters.len(), 2);
         assert_eq!(live_and_allocated(&counters[0]), (3, 140, 3, 140));
         assert_eq!((totals.live_count, totals.live_bytes), (4, 145));
 
         // Only stripe 3's part changes; the report still adds stripe 0's.
-        sites.released(3, 7, 0, 1, 20);
+        sites.released(3, 0, 7, 0, 1, 20);
         let (counters, _) = collect(&sites, 2, false);
         assert_eq!(counters.len(), 1);
         assert_eq!(live_and_allocated(&counters[0]), (2, 120, 3, 140));
@@ -366,17 +370,17 @@ mod tests {
     #[test]
     fn a_dead_part_stays_while_another_part_of_its_pair_lives() {
         let sites = Sites::default();
-        sites.born(0, 7, 0, 1, 100);
-        sites.born(1, 7, 0, 1, 10);
-        sites.released(1, 7, 0, 1, 10);
+        sites.born(0, 0, 7, 0, 1, 100);
+        sites.born(1, 0, 7, 0, 1, 10);
+        sites.released(1, 0, 7, 0, 1, 10);
         collect(&sites, 1, false);
         collect(&sites, 2, false);
-        sites.released(0, 7, 0, 1, 100);
+        sites.released(0, 0, 7, 0, 1, 100);
         let (counters, _) = collect(&sites, 3, false);
         assert_eq!(live_and_allocated(&counters[0]), (0, 0, 2, 110), "stripe 1's allocation is still counted");
 
         // Dead in every part and from a past epoch: gone from all stripes.
-        sites.born(1, 9, 3, 1, 1);
+        sites.born(1, 0, 9, 3, 1, 1);
         let (counters, totals) = collect(&sites, 4, true);
         assert_eq!(counters.iter().map(|c| c.stack).collect::<Vec<_>>(), [9]);
         assert_eq!((totals.live_count, totals.live_bytes), (1, 1));
@@ -386,12 +390,12 @@ mod tests {
     #[test]
     fn a_release_after_its_part_was_folded_home_is_counted_there() {
         let sites = Sites::default();
-        sites.born(4, 7, 0, 2, 64);
+        sites.born(4, 0, 7, 0, 2, 64);
         collect(&sites, 1, false);
         assert!(sites.stripes[4].is_empty(), "folded into the home stripe");
-        sites.born(4, 7, 0, 1, 32);
-        sites.released(4, 7, 0, 1, 32);
-        sites.released(4, 7, 0, 1, 32);
+        sites.born(4, 0, 7, 0, 1, 32);
+        sites.released(4, 0, 7, 0, 1, 32);
+        sites.released(4, 0, 7, 0, 1, 32);
         let (counters, totals) = collect(&sites, 2, false);
         assert_eq!(live_and_allocated(&counters[0]), (1, 32, 3, 96));
         assert_eq!((totals.live_count, totals.live_bytes), (1, 32));
@@ -401,12 +405,12 @@ mod tests {
     fn the_running_totals_hold_when_threads_free_each_others_objects() {
         let sites = Sites::default();
         std::thread::scope(|scope| {
-            scope.spawn(|| sites.born(1, 7, 0, 3, 300)).join().unwrap();
-            scope.spawn(|| sites.released(1, 7, 0, 2, 200)).join().unwrap();
+            scope.spawn(|| sites.born(1, 1, 7, 0, 3, 300)).join().unwrap();
+            scope.spawn(|| sites.released(1, 2, 7, 0, 2, 200)).join().unwrap();
         });
         assert_eq!(sites.totals(), Totals { live_count: 1, live_bytes: 100 });
         // Releasing more than the pair holds takes only what it holds.
-        sites.released(1, 7, 0, 5, 500);
+        sites.released(1, 0, 7, 0, 5, 500);
         assert_eq!(sites.totals(), Totals::default());
         let (counters, totals) = collect(&sites, 1, false);
         assert_eq!(live_and_allocated(&counters[0]), (0, 0, 3, 300));
@@ -417,12 +421,12 @@ mod tests {
     fn later_collections_look_at_the_logged_pairs_and_still_drop_the_dead() {
         let sites = Sites::default();
         for stack in 1..=3 {
-            sites.born(0, stack, 0, 1, 10);
+            sites.born(0, 0, stack, 0, 1, 10);
         }
         assert_eq!(collect(&sites, 1, false).0.len(), 3, "the first reads every pair");
         assert!(crate::lock(&sites.changes).keys.is_empty());
-        sites.released(0, 2, 0, 1, 10);
-        sites.born(0, 3, 1, 1, 5);
+        sites.released(0, 0, 2, 0, 1, 10);
+        sites.born(0, 0, 3, 1, 1, 5);
         assert_eq!(crate::lock(&sites.changes).keys, [site_key(2, 0), site_key(3, 1)]);
         let (counters, totals) = collect(&sites, 2, false);
         assert_eq!(counters.iter().map(|c| (c.stack, c.birth_epoch)).collect::<Vec<_>>(), [(2, 0), (3, 1)]);
@@ -430,8 +434,8 @@ mod tests {
         assert!(!sites.home().contains_key(&site_key(2, 0)), "dead and old: dropped");
 
         // Dead in the epoch still open: kept, and dropped by the next one.
-        sites.born(0, 4, 2, 1, 1);
-        sites.released(0, 4, 2, 1, 1);
+        sites.born(0, 0, 4, 2, 1, 1);
+        sites.released(0, 0, 4, 2, 1, 1);
         assert_eq!(collect(&sites, 2, false).0.len(), 1);
         assert!(sites.home().contains_key(&site_key(4, 2)));
         assert!(collect(&sites, 3, false).0.is_empty());
@@ -443,7 +447,7 @@ mod tests {
         let sites = Sites::default();
         collect(&sites, 1, false);
         let pairs = LOGGED_CHANGES as u32 + 10;
-        (0..pairs).for_each(|stack| sites.born(0, stack, 1, 1, 1));
+        (0..pairs).for_each(|stack| sites.born(0, 0, stack, 1, 1, 1));
         assert!(crate::lock(&sites.changes).overflowed);
         let (counters, totals) = collect(&sites, 2, false);
         assert_eq!(counters.len(), pairs as usize);
@@ -454,9 +458,9 @@ mod tests {
     #[test]
     fn a_full_collection_reports_every_pair_whole_and_totals_add_all_stripes() {
         let sites = Sites::default();
-        sites.born(2, 5, 1, 1, 8);
-        sites.born(5, 5, 1, 1, 8);
-        sites.born(5, 6, 1, 1, 3);
+        sites.born(2, 0, 5, 1, 1, 8);
+        sites.born(5, 0, 5, 1, 1, 8);
+        sites.born(5, 0, 6, 1, 1, 3);
         collect(&sites, 2, false);
         let (counters, totals) = collect(&sites, 2, true);
         assert_eq!(counters.iter().map(live_and_allocated).collect::<Vec<_>>(), [(2, 16, 2, 16), (1, 3, 1, 3)]);

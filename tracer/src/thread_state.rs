@@ -43,7 +43,7 @@ thread_local! {
 }
 
 /// Runs `work` with this thread marked inside the tracer, handing it the
-/// thread's ordinal (see [`ordinal`]); `None`, without running it, if the
+/// thread's ordinal (see [`ordinal_of`]); `None`, without running it, if the
 /// thread already is inside (a nested call from the tracer's own work) or
 /// is in the middle of `fork`. One thread-local access for the check, the
 /// ordinal and the clearing: this runs at every allocation and free.
@@ -133,13 +133,10 @@ pub fn next_random_unit() -> f64 {
         .unwrap_or(1.0)
 }
 
-/// This thread's place in the order in which threads first asked, which
-/// spreads them over per-thread slots (site counter stripes, the fork
-/// gate's counters): the first thread, usually the main one, is 0.
-pub fn ordinal() -> usize {
-    FLAGS.try_with(ordinal_of).unwrap_or(0)
-}
-
+/// This thread's ordinal: its place in the order in which threads first
+/// entered the tracer, which spreads them over per-thread slots (site
+/// counter stripes, live totals, the fork gate's counters): the first
+/// thread, usually the main one, is 0.
 fn ordinal_of(flags: &ThreadFlags) -> usize {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let mut ordinal = flags.ordinal.get();
