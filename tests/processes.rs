@@ -78,15 +78,11 @@ fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
 
 #[test]
 fn a_process_tree_with_unwritable_output_says_why_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new("sh")
+    let (mut command, _dir) = traced_command(std::path::Path::new("sh"));
+    let output = command
         .args(["-c", "sh -c 'sh -c \"echo innermost\"'; echo outer"])
-        .current_dir(dir.path())
-        .env("LD_PRELOAD", tracer_lib())
         .env("TRACER_OUTPUT", "/nonexistent/dir/trace.bin")
         .env("TRACER_EPOCH_SECONDS", "soon")
-        .env_remove("TRACER_INHERITED_OUTPUT")
-        .env_remove("TRACER_REPORTED")
         .output()
         .unwrap();
     assert!(output.status.success());
