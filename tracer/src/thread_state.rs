@@ -8,6 +8,8 @@
 
 use std::cell::Cell;
 
+use crate::python::GlanceMemo;
+
 struct ThreadFlags {
     inside_tracer: Cell<bool>,
     /// This thread is running `fork` (between the prepare and parent handlers).
@@ -21,6 +23,8 @@ struct ThreadFlags {
     bytes_until_sample: Cell<u64>,
     /// xorshift64* state for the sampling gaps; 0 until seeded.
     random: Cell<u64>,
+    /// What this thread's latest conclusive glance for a DataLoader frame saw.
+    last_glance: Cell<GlanceMemo>,
     /// This thread's place among the threads that entered the tracer, in
     /// order; `NO_ORDINAL` until it first asks.
     ordinal: Cell<u32>,
@@ -37,6 +41,7 @@ thread_local! {
             loader_pass: Cell::new(0),
             bytes_until_sample: Cell::new(0),
             random: Cell::new(0),
+            last_glance: Cell::new(GlanceMemo::NONE),
             ordinal: Cell::new(NO_ORDINAL),
         }
     };
@@ -84,6 +89,13 @@ pub fn update_loader_pass<T>(next: impl FnOnce(u64) -> (u64, T)) -> Option<T> {
             result
         })
         .ok()
+}
+
+/// Runs `glance` with this thread's memo of its latest glance; `None` while
+/// its thread-locals are gone.
+#[inline]
+pub fn with_last_glance<R>(glance: impl FnOnce(&Cell<GlanceMemo>) -> R) -> Option<R> {
+    FLAGS.try_with(|flags| glance(&flags.last_glance)).ok()
 }
 
 /// Counts an allocation of `size` bytes on this thread, in one thread-local

@@ -7,8 +7,10 @@
 //! passes all start from one place, the evaluation loop's from another, even
 //! when each epoch builds a new loader object.
 
-use crate::fast_hash::WordHasher;
+use std::cell::Cell;
 use std::hash::Hasher;
+
+use crate::fast_hash::WordHasher;
 
 /// Where `DataLoader` is defined, as a code object's filename ends.
 const DATA_LOADER_FILE: &str = "torch/utils/data/dataloader.py";
@@ -50,6 +52,36 @@ pub enum Glance {
     Present,
 }
 
+/// A thread's latest conclusive glance: the innermost frame it started from
+/// (address, code object, instruction pointer) and whether it saw a
+/// `DataLoader.__iter__` frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlanceMemo {
+    innermost: [u64; 3],
+    loader_present: bool,
+}
+
+impl GlanceMemo {
+    /// Matches no frame: a frame's address is never 0.
+    pub const NONE: GlanceMemo = GlanceMemo { innermost: [0; 3], loader_present: false };
+}
+
+/// The outcome of a glance from the innermost frame `innermost`: the
+/// thread's previous one when it started from the same frame at the same
+/// instruction, else `follow`'s, remembered when conclusive.
+pub fn glance_once_per_frame(memo: &Cell<GlanceMemo>, innermost: [u64; 3], follow: impl FnOnce() -> Glance) -> Glance {
+    let last = memo.get();
+    if last.innermost == innermost {
+        return if last.loader_present { Glance::Present } else { Glance::Absent };
+    }
+    let glance = follow();
+    memo.set(match glance {
+        Glance::Present | Glance::Absent => GlanceMemo { innermost, loader_present: glance == Glance::Present },
+        Glance::Unknown | Glance::Unlearned => GlanceMemo::NONE,
+    });
+    glance
+}
+
 /// The key of the place a pass starts from: the packed frames outside the
 /// outermost `DataLoader.__iter__` frame, which are the same for every pass
 /// started by the same line of the same loop.
@@ -79,6 +111,28 @@ mod tests {
         assert!(!is_data_loader_iter("/job/torch/utils/data/dataloader.pyc", "DataLoader.__iter__"));
         assert!(is_data_loader_module(torch, "<module>"));
         assert!(!is_data_loader_module(torch, DATA_LOADER_CLASS));
+    }
+
+    #[test]
+    fn a_glance_from_the_same_frame_and_instruction_is_not_repeated() {
+        let memo = Cell::new(GlanceMemo::NONE);
+        let at = |instr| [0x7000_1000, 0x7000_2000, instr];
+        let follows = Cell::new(0);
+        let glance = |innermost, outcome| {
+            glance_once_per_frame(&memo, innermost, || {
+                follows.set(follows.get() + 1);
+                outcome
+            })
+        };
+        assert_eq!(glance(at(1), Glance::Absent), Glance::Absent);
+        assert_eq!(glance(at(1), Glance::Present), Glance::Absent, "the same frame and instruction: remembered");
+        assert_eq!(glance(at(2), Glance::Present), Glance::Present, "another instruction: followed");
+        assert_eq!(glance(at(2), Glance::Absent), Glance::Present);
+        assert_eq!(follows.get(), 2);
+        // An inconclusive glance is not remembered: the next one follows the chain again.
+        assert_eq!(glance(at(3), Glance::Unknown), Glance::Unknown);
+        assert_eq!(glance(at(3), Glance::Absent), Glance::Absent);
+        assert_eq!(follows.get(), 4);
     }
 
     #[test]

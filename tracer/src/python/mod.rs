@@ -33,9 +33,10 @@ use std::mem::MaybeUninit;
 use trace_format::{PyCode, PyFrame};
 
 use self::codes::{CodeTable, Types};
-pub use self::data_loader::{Glance, LoaderFrames};
+pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
 use crate::sys;
+use crate::thread_state;
 
 /// `TRACER_PYTHON_FRAMES=0` leaves Python frames out (stacks stay native).
 const DISABLE_VAR: &str = "TRACER_PYTHON_FRAMES";
@@ -311,32 +312,58 @@ impl Walker {
         Some(Innermost::Frame(memory::word(holder, l.current_frame)?))
     }
 
-    /// Follows the frame chain reading only each frame's code pointer.
+    /// Follows the frame chain reading only each frame's code pointer; the
+    /// frames further out are cold in the cache, a miss each. An allocation
+    /// at the instruction of the innermost frame (address and code object)
+    /// where the thread's previous glance started, as when one call into C
+    /// allocates several times, takes that glance's outcome: it is the same
+    /// activation but where that frame returned and the same code ran again
+    /// at the same address and instruction, and then the next allocation from
+    /// another instruction looks again.
     fn glance_for_data_loader(&self) -> Glance {
         let wanted = self.codes.data_loader_iter();
         if wanted == 0 {
             return Glance::Unlearned;
         }
-        let l = &self.layout;
-        let mut frame = match self.innermost_frame() {
+        let innermost = match self.innermost_frame() {
             Some(Innermost::Frame(frame)) => frame,
             Some(Innermost::NoPython) => return Glance::Absent,
             Some(Innermost::Finalizing) | None => return Glance::Unknown,
         };
+        let l = &self.layout;
+        let key = match (self.followable(innermost), memory::word(innermost, l.frame_instr)) {
+            (Some(code), Some(instr)) => [innermost, code, instr],
+            _ => return Glance::Unknown,
+        };
+        thread_state::with_last_glance(|memo| {
+            data_loader::glance_once_per_frame(memo, key, || self.follow_for_code(innermost, wanted))
+        })
+        .unwrap_or(Glance::Unknown)
+    }
+
+    /// `frame`'s code pointer, when the frame passes the checks a full walk
+    /// makes before it follows one.
+    #[inline]
+    fn followable(&self, frame: u64) -> Option<u64> {
+        let l = &self.layout;
+        if !memory::plausible(frame, 80, 8) || memory::u8_at(frame, l.frame_owner)? > OWNED_BY_CSTACK {
+            return None;
+        }
+        memory::word(frame, l.frame_code)
+    }
+
+    /// Whether a frame of code object `wanted` is in the chain from `frame` out.
+    fn follow_for_code(&self, mut frame: u64, wanted: u64) -> Glance {
         for _ in 0..MAX_WALK_STEPS {
             if frame == 0 {
                 return Glance::Absent;
             }
-            // The same checks as a full walk's before it follows a frame.
-            if !memory::plausible(frame, 80, 8)
-                || memory::u8_at(frame, l.frame_owner).is_none_or(|o| o > OWNED_BY_CSTACK)
-            {
-                return Glance::Unknown;
+            match self.followable(frame) {
+                Some(code) if code == wanted => return Glance::Present,
+                Some(_) => {}
+                None => return Glance::Unknown,
             }
-            if memory::word(frame, l.frame_code) == Some(wanted) {
-                return Glance::Present;
-            }
-            frame = match memory::word(frame, l.frame_previous) {
+            frame = match memory::word(frame, self.layout.frame_previous) {
                 Some(previous) => previous,
                 None => return Glance::Unknown,
             };
