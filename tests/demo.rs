@@ -22,6 +22,12 @@ const EPOCHS: usize = 4;
 /// slower under the tracer (every allocation unwinds a deep interpreter stack).
 const RUST_STEPS: usize = 48;
 const PYTHON_STEPS: usize = 16;
+/// Sampling at the rate a job left on for hours would use (Go's default
+/// profile rate): every leak must still be the top suspect. train.py runs
+/// as many steps as demo-trainer then, so that its smallest leak (about
+/// 1 MB an epoch) is sampled a few times an epoch.
+const ALWAYS_ON_SAMPLING: &[(&str, &str)] = &[("TRACER_SAMPLE_BYTES", "512k")];
+const SAMPLED_PYTHON_STEPS: usize = RUST_STEPS;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("repository root")
@@ -65,13 +71,14 @@ fn check(output: &Output, what: &str) -> String {
 }
 
 /// Runs `program args` under the tracer in a fresh temporary directory and
-/// returns the report of its trace with what it printed.
+/// returns the report of its trace with what it printed; `env` adds tracer
+/// settings.
 ///
 /// Epochs come from the jobs' marks only (TRACER_EPOCH_SECONDS=0): importing
 /// torch under the tracer takes longer than the tracer's default time slice,
 /// and slices cut before the first mark would count as epochs in which the
 /// planted leak did not yet grow.
-fn traced_report(program: &Path, args: &[&str]) -> (Value, String, tempfile::TempDir) {
+fn traced_report(program: &Path, args: &[&str], env: &[(&str, &str)]) -> (Value, String, tempfile::TempDir) {
     let (tracer, analyzer) = (tracer(), analyzer());
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("trace.bin");
@@ -81,9 +88,10 @@ fn traced_report(program: &Path, args: &[&str]) -> (Value, String, tempfile::Tem
         .env("LD_PRELOAD", &tracer)
         .env("TRACER_OUTPUT", &trace)
         .env("TRACER_EPOCH_SECONDS", "0")
+        .envs(env.iter().copied())
         .output()
         .expect("start the traced job");
-    let what = format!("{} {}", program.display(), args.join(" "));
+    let what = format!("{} {} (with {env:?})", program.display(), args.join(" "));
     let stdout = check(&output, &what);
     assert!(trace.exists(), "{what} wrote no trace at {}:\n{stdout}", trace.display());
 
@@ -147,11 +155,19 @@ fn trainer_args(leak: &str, steps: usize) -> Vec<String> {
         .collect()
 }
 
-fn rust_leak_is_found(leak: &str, function: &str) {
+/// The trace's settings say it was sampled exactly when `env` asked for it.
+fn assert_sampling_as_asked(report: &Value, env: &[(&str, &str)]) {
+    let sampling = report["process"]["settings"]["sampling"].as_str().unwrap_or_default();
+    let asked = env.iter().any(|(name, _)| *name == "TRACER_SAMPLE_BYTES");
+    assert_eq!(sampling.starts_with("Poisson by bytes"), asked, "settings say sampling {sampling:?}");
+}
+
+fn rust_leak_is_found(leak: &str, function: &str, env: &[(&str, &str)]) {
     let args = trainer_args(leak, RUST_STEPS);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (report, stdout, _dir) = traced_report(&trainer(), &args);
+    let (report, stdout, _dir) = traced_report(&trainer(), &args, env);
     assert_marked_epochs(&report, EPOCHS);
+    assert_sampling_as_asked(&report, env);
     let suspects = suspects(&report);
     let top = suspects.first().unwrap_or_else(|| panic!("no suspects for --leak {leak}:\n{stdout}"));
     assert!(
@@ -164,26 +180,51 @@ fn rust_leak_is_found(leak: &str, function: &str) {
 
 #[test]
 fn rust_trainer_loss_history_leak_is_found() {
-    rust_leak_is_found(LEAKS[0].0, LEAKS[0].1);
+    rust_leak_is_found(LEAKS[0].0, LEAKS[0].1, &[]);
 }
 
 #[test]
 fn rust_trainer_batch_cache_leak_is_found() {
-    rust_leak_is_found(LEAKS[1].0, LEAKS[1].1);
+    rust_leak_is_found(LEAKS[1].0, LEAKS[1].1, &[]);
 }
 
 #[test]
 fn rust_trainer_grad_snapshots_leak_is_found() {
-    rust_leak_is_found(LEAKS[2].0, LEAKS[2].1);
+    rust_leak_is_found(LEAKS[2].0, LEAKS[2].1, &[]);
+}
+
+#[test]
+fn rust_trainer_loss_history_leak_is_found_when_sampling() {
+    rust_leak_is_found(LEAKS[0].0, LEAKS[0].1, ALWAYS_ON_SAMPLING);
+}
+
+#[test]
+fn rust_trainer_batch_cache_leak_is_found_when_sampling() {
+    rust_leak_is_found(LEAKS[1].0, LEAKS[1].1, ALWAYS_ON_SAMPLING);
+}
+
+#[test]
+fn rust_trainer_grad_snapshots_leak_is_found_when_sampling() {
+    rust_leak_is_found(LEAKS[2].0, LEAKS[2].1, ALWAYS_ON_SAMPLING);
+}
+
+fn rust_trainer_has_no_suspects_without_a_leak(env: &[(&str, &str)]) {
+    let args = trainer_args("none", RUST_STEPS);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (report, _stdout, _dir) = traced_report(&trainer(), &args, env);
+    assert_marked_epochs(&report, EPOCHS);
+    assert_sampling_as_asked(&report, env);
+    assert!(suspects(&report).is_empty(), "a clean run has suspects:\n{}", summary(&report));
 }
 
 #[test]
 fn rust_trainer_without_a_leak_has_no_suspects() {
-    let args = trainer_args("none", RUST_STEPS);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (report, _stdout, _dir) = traced_report(&trainer(), &args);
-    assert_marked_epochs(&report, EPOCHS);
-    assert!(suspects(&report).is_empty(), "a clean run has suspects:\n{}", summary(&report));
+    rust_trainer_has_no_suspects_without_a_leak(&[]);
+}
+
+#[test]
+fn rust_trainer_without_a_leak_has_no_suspects_when_sampling() {
+    rust_trainer_has_no_suspects_without_a_leak(ALWAYS_ON_SAMPLING);
 }
 
 /// Without the tracer the trainer runs the same: marking is a no-op, and so
@@ -201,23 +242,24 @@ fn rust_trainer_runs_without_the_tracer() {
     assert!(!stdout.contains("empty failed"), "{stdout}");
 }
 
-fn python_job(leak: &str) -> (Value, String, tempfile::TempDir) {
+fn python_job(leak: &str, steps: usize, env: &[(&str, &str)]) -> (Value, String, tempfile::TempDir) {
     let python = venv_python();
     let script = require(root().join("scripts/train.py"), "scripts/train.py");
     let script = script.to_str().expect("UTF-8 path").to_string();
     let mut args = vec![script];
-    args.extend(trainer_args(leak, PYTHON_STEPS));
+    args.extend(trainer_args(leak, steps));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    traced_report(&python, &args)
+    traced_report(&python, &args, env)
 }
 
 /// The planted leak is the top suspect, and its merged stack names the
 /// planted function's line in train.py as a Python frame.
-fn python_leak_is_found(leak: &str) {
+fn python_leak_is_found(leak: &str, steps: usize, env: &[(&str, &str)]) {
     let function = LEAKS.iter().find(|(mode, _)| *mode == leak).expect("a planted leak").1;
-    let (report, stdout, _dir) = python_job(leak);
+    let (report, stdout, _dir) = python_job(leak, steps, env);
     assert!(stdout.contains("tracer loaded"), "{stdout}");
     assert_marked_epochs(&report, EPOCHS);
+    assert_sampling_as_asked(&report, env);
     let top = suspects(&report).first().unwrap_or_else(|| panic!("no suspects for train.py --leak {leak}:\n{stdout}"));
     assert!(
         top["growth_bytes_per_epoch"].as_f64().unwrap_or(0.0) > 0.0,
@@ -235,22 +277,37 @@ fn python_leak_is_found(leak: &str) {
 
 #[test]
 fn python_trainer_loss_history_leak_is_found_at_its_line() {
-    python_leak_is_found(LEAKS[0].0);
+    python_leak_is_found(LEAKS[0].0, PYTHON_STEPS, &[]);
+}
+
+#[test]
+fn python_trainer_loss_history_leak_is_found_at_its_line_when_sampling() {
+    python_leak_is_found(LEAKS[0].0, SAMPLED_PYTHON_STEPS, ALWAYS_ON_SAMPLING);
 }
 
 #[test]
 fn python_trainer_batch_cache_leak_is_found_at_its_line() {
-    python_leak_is_found(LEAKS[1].0);
+    python_leak_is_found(LEAKS[1].0, PYTHON_STEPS, &[]);
+}
+
+#[test]
+fn python_trainer_batch_cache_leak_is_found_at_its_line_when_sampling() {
+    python_leak_is_found(LEAKS[1].0, SAMPLED_PYTHON_STEPS, ALWAYS_ON_SAMPLING);
 }
 
 #[test]
 fn python_trainer_grad_snapshots_leak_is_found_at_its_line() {
-    python_leak_is_found(LEAKS[2].0);
+    python_leak_is_found(LEAKS[2].0, PYTHON_STEPS, &[]);
+}
+
+#[test]
+fn python_trainer_grad_snapshots_leak_is_found_at_its_line_when_sampling() {
+    python_leak_is_found(LEAKS[2].0, SAMPLED_PYTHON_STEPS, ALWAYS_ON_SAMPLING);
 }
 
 #[test]
 fn python_trainer_without_a_leak_completes() {
-    let (report, stdout, _dir) = python_job("none");
+    let (report, stdout, _dir) = python_job("none", PYTHON_STEPS, &[]);
     assert!(stdout.contains(&format!("epoch {EPOCHS}/{EPOCHS}:")), "{stdout}");
     assert_marked_epochs(&report, EPOCHS);
 }
