@@ -304,17 +304,38 @@ def memray_analyze(rundir):
             os.path.join(rundir, "memray.bin")]
 
 
+def sample_rates(text):
+    """--sample-bytes: comma-separated positive byte counts."""
+    try:
+        rates = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of byte counts")
+    if not rates or min(rates) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more byte counts above 0")
+    return rates
+
+
+def rate_label(n):
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
 def configs_for(workload, args, have_sampling):
     min_epochs = {"alloc": 1 if args.quick else 2, "torch": 4, "demo": 4}[workload]
     # Slices short enough for a sampled run of a tenth of a second to have two.
     extra = {"TRACER_EPOCH_SECONDS": "0.02"} if workload == "alloc" else {}
-    sample_extra = dict(extra, TRACER_SAMPLE_BYTES=str(args.sample_bytes))
     cs = [
         Config("untraced", lambda c, e, d: (c, e)),
         Config("tracer", tracer_env(extra), tracer_check(min_epochs, False), tracer_analyze),
-        Config(f"tracer, sampling {args.sample_bytes} B", tracer_env(sample_extra),
-               tracer_check(min_epochs, True), tracer_analyze, available=have_sampling,
-               why="not available (libtracer.so has no TRACER_SAMPLE_BYTES)"),
+    ]
+    cs += [Config(f"tracer, sampling {rate_label(rate)}",
+                  tracer_env(dict(extra, TRACER_SAMPLE_BYTES=str(rate))),
+                  tracer_check(min_epochs, True), tracer_analyze, available=have_sampling,
+                  why="not available (libtracer.so has no TRACER_SAMPLE_BYTES)")
+           for rate in args.sample_bytes]
+    cs += [
         Config("heaptrack", heaptrack_wrap, heaptrack_check, heaptrack_analyze,
                available=shutil.which("heaptrack") is not None, why="heaptrack not installed"),
     ]
@@ -507,7 +528,8 @@ def main():
     p.add_argument("--workloads", default="alloc,torch,demo", help="comma-separated: alloc, torch, demo")
     p.add_argument("--reps", type=int, default=0, help="rounds per workload (default: 5 alloc, 3 others)")
     p.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, one round")
-    p.add_argument("--sample-bytes", type=int, default=65536, help="TRACER_SAMPLE_BYTES for the sampling configuration")
+    p.add_argument("--sample-bytes", type=sample_rates, default="65536,524288",
+                   help="TRACER_SAMPLE_BYTES of the sampling configurations, comma-separated (one configuration each)")
     p.add_argument("--timeout", type=float, default=300,
                    help="a run is killed after max(this, 40x the untraced median) seconds, or when it hangs")
     p.add_argument("--out", default=os.path.join(ROOT, "out/bench"))
