@@ -18,7 +18,7 @@ fn sample_records() -> Vec<Record> {
         }),
         Record::StackNodes(StackNodes {
             nodes: vec![
-                StackNode { id: 1, parent: 0, frame: Frame::Native(0x4011_23) },
+                StackNode { id: 1, parent: 0, frame: Frame::Native(0x0040_1123) },
                 StackNode { id: 2, parent: 1, frame: Frame::Native(u64::MAX) },
                 StackNode { id: 3, parent: 2, frame: Frame::Python(PyFrame { code: 9, instruction: 17, entry: true }) },
                 StackNode { id: 4, parent: 3, frame: Frame::Mapping },
