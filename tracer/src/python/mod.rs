@@ -313,13 +313,14 @@ impl Walker {
     }
 
     /// Follows the frame chain reading only each frame's code pointer; the
-    /// frames further out are cold in the cache, a miss each. An allocation
-    /// at the instruction of the innermost frame (address and code object)
-    /// where the thread's previous glance started, as when one call into C
-    /// allocates several times, takes that glance's outcome: it is the same
-    /// activation but where that frame returned and the same code ran again
-    /// at the same address and instruction, and then the next allocation from
-    /// another instruction looks again.
+    /// frames further out are cold in the cache, a miss each. When the
+    /// innermost frame (address, code object, instruction) is the one the
+    /// thread's previous glance started from, as when one call into C
+    /// allocates several times, that glance's outcome is taken: the frames
+    /// outside it are the same ones unless, in between, that frame returned
+    /// and the same code was called again at the same address and reached
+    /// the same instruction; even then, the next allocation made from another
+    /// instruction looks again.
     fn glance_for_data_loader(&self) -> Glance {
         let wanted = self.codes.data_loader_iter();
         if wanted == 0 {
