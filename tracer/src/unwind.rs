@@ -9,7 +9,8 @@
 //! the fast path does not know, a `dlclose` in progress.
 //!
 //! `TRACER_UNWIND_CHECK=1` (a debugging aid) captures every stack both ways
-//! and reports on stderr at exit how many differed, printing the first few.
+//! and reports on stderr at exit how many differed and how (see [`Difference`]),
+//! printing the first few of each kind.
 
 #[cfg(target_arch = "x86_64")]
 mod fast;
@@ -162,11 +163,44 @@ const CHECK_OFF: u8 = 1;
 const CHECK_ON: u8 = 2;
 static CHECK: AtomicU8 = AtomicU8::new(CHECK_UNKNOWN);
 static COMPARED: AtomicU64 = AtomicU64::new(0);
-static DIFFERED: AtomicU64 = AtomicU64::new(0);
+/// Differing captures, by [`Difference`].
+static DIFFERED: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 /// Captures that took the libgcc path.
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
-/// Differences printed in full, at most.
+/// Differences printed in full, at most, of each kind.
 const SHOWN: u64 = 5;
+
+/// How the fast unwinder's capture of a stack differs from libgcc's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Difference {
+    /// The same frames, and more outside libgcc's outermost one (a frame
+    /// libgcc takes for the end of the stack, such as a thread's `clone3`).
+    PastLibgccEnd,
+    /// The same frames, but fewer: the fast unwinder stopped first.
+    ShortOfLibgccEnd,
+    /// A frame differs: one of the two unwound a frame wrongly.
+    Inside,
+}
+
+impl Difference {
+    fn of(fast: &[u64], slow: &[u64]) -> Difference {
+        if fast.starts_with(slow) {
+            Difference::PastLibgccEnd
+        } else if slow.starts_with(fast) {
+            Difference::ShortOfLibgccEnd
+        } else {
+            Difference::Inside
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Difference::PastLibgccEnd => "past libgcc's outermost frame",
+            Difference::ShortOfLibgccEnd => "short of libgcc's outermost frame",
+            Difference::Inside => "in a frame inside both",
+        }
+    }
+}
 
 fn check_enabled() -> bool {
     let mut state = CHECK.load(Ordering::Relaxed);
@@ -187,24 +221,44 @@ fn compare(fast: &CapturedStack, slow: &CapturedStack) {
     if fast.frames() == slow.frames() {
         return;
     }
-    if DIFFERED.fetch_add(1, Ordering::Relaxed) < SHOWN {
+    let difference = Difference::of(fast.frames(), slow.frames());
+    if DIFFERED[difference as usize].fetch_add(1, Ordering::Relaxed) < SHOWN {
         let hex = |frames: &[u64]| frames.iter().map(|f| format!("{f:#x}")).collect::<Vec<_>>().join(" ");
         sys::print_stderr(&format!(
-            "tracer: unwind check: stacks differ\n  fast:   {}\n  libgcc: {}\n",
+            "tracer: unwind check: stacks differ {}\n  fast:   {}\n  libgcc: {}\n",
+            difference.describe(),
             hex(fast.frames()),
             hex(slow.frames())
         ));
     }
 }
 
-/// At exit, with `TRACER_UNWIND_CHECK=1`: how many captures differed.
+/// At exit, with `TRACER_UNWIND_CHECK=1`: how many captures differed, and how.
 pub fn report_check() {
     if CHECK.load(Ordering::Relaxed) == CHECK_ON {
+        let counts = DIFFERED.each_ref().map(|count| count.load(Ordering::Relaxed));
+        let kinds = [Difference::PastLibgccEnd, Difference::ShortOfLibgccEnd, Difference::Inside];
+        let by_kind: Vec<String> =
+            kinds.iter().map(|&kind| format!("{} {}", counts[kind as usize], kind.describe())).collect();
         sys::print_stderr(&format!(
-            "tracer: unwind check: {} stacks compared, {} differed, {} captured by libgcc alone\n",
+            "tracer: unwind check: {} stacks compared, {} differed ({}), {} captured by libgcc alone\n",
             COMPARED.load(Ordering::Relaxed),
-            DIFFERED.load(Ordering::Relaxed),
+            counts.iter().sum::<u64>(),
+            by_kind.join(", "),
             FALLBACKS.load(Ordering::Relaxed)
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Difference;
+
+    #[test]
+    fn differences_are_told_apart_by_where_the_stacks_part() {
+        assert_eq!(Difference::of(&[1, 2, 3, 4], &[1, 2, 3]), Difference::PastLibgccEnd);
+        assert_eq!(Difference::of(&[1, 2], &[1, 2, 3]), Difference::ShortOfLibgccEnd);
+        assert_eq!(Difference::of(&[1, 9, 3], &[1, 2, 3]), Difference::Inside);
+        assert_eq!(Difference::of(&[1, 9, 3, 4], &[1, 2, 3]), Difference::Inside);
     }
 }
