@@ -15,6 +15,8 @@ pub const INHERITED_OUTPUT_VAR: &str = "TRACER_INHERITED_OUTPUT";
 /// read the same settings (the shells of a wrapper script such as a pyenv
 /// shim, exec'd or forked workers) and would print the same lines again.
 pub const REPORTED_VAR: &str = "TRACER_REPORTED";
+/// [`REPORTED_VAR`]'s values.
+pub const REPORTED_OK: &str = "ok";
 pub const REPORTED_FAILURE: &str = "failed";
 /// `0` keeps passes over a PyTorch DataLoader from closing epochs.
 pub const AUTO_EPOCHS_VAR: &str = "TRACER_AUTO_EPOCHS";

@@ -11,7 +11,7 @@ use trace_format::{
 };
 
 use crate::auto_epochs::{self, AutoEpochs};
-use crate::config::{Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR, REPORTED_FAILURE, REPORTED_VAR};
+use crate::config::{Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR};
 use crate::mappings::{Locked, Mappings};
 use crate::modules::{self, ModuleMap};
 use crate::python::{Glance, LoaderFrames, PyStack, Python};
@@ -137,7 +137,7 @@ fn begin() {
             return;
         }
     };
-    std::env::set_var(REPORTED_VAR, "ok");
+    std::env::set_var(REPORTED_VAR, REPORTED_OK);
     if !config.is_descendant {
         // Descendants must not write this process's file; they add their pid.
         std::env::set_var(INHERITED_OUTPUT_VAR, &config.base_output);
