@@ -20,9 +20,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// small enough to stay mostly in cache: with 1 MiB (2^20 buckets) each read
 /// missed and the filter cost more than the live-table looks it saved.
 /// With N recorded blocks live and scattered over the heap, a free of an
-/// unrecorded block passes with probability about 1 - exp(-N / 65536): 7% during a sampled `import torch`
-/// (about 5K), 14% at 10K, 62% at 64K (a 4 GiB heap of blocks of 64 KiB
-/// and more), where most frees go to the live table as before.
+/// unrecorded block passes with probability about 1 - exp(-N / 65536): 7%
+/// during a sampled `import torch` (about 5K), 14% at 10K, 62% at 64K (a
+/// 4 GiB heap of blocks of 64 KiB and more), where most frees go to the
+/// live table as before.
 const BUCKET_BITS: u32 = 16;
 
 pub struct BlockFilter {
