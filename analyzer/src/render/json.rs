@@ -15,6 +15,7 @@ struct JsonReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     trace_end_reason: Option<&'a str>,
     warnings: &'a [String],
+    notes: Vec<JsonNote<'a>>,
     process: JsonProcess<'a>,
     epochs: Vec<JsonEpoch<'a>>,
     analysis: JsonAnalysis,
@@ -23,6 +24,13 @@ struct JsonReport<'a> {
     verdict: JsonVerdict<'a>,
     flamegraph: Option<String>,
     descendant_traces: Vec<JsonDescendant<'a>>,
+}
+
+/// A notice the tracer wrote into the trace while it ran.
+#[derive(Serialize)]
+struct JsonNote<'a> {
+    elapsed_ns: u64,
+    text: &'a str,
 }
 
 #[derive(Serialize)]
@@ -148,6 +156,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
         trace_end_offset: offset,
         trace_end_reason: reason,
         warnings: &report.warnings,
+        notes: trace.notices.iter().map(|n| JsonNote { elapsed_ns: n.elapsed_ns, text: &n.text }).collect(),
         process: JsonProcess {
             pid: trace.process.pid,
             forked_from: trace.process.forked_from,
