@@ -115,6 +115,58 @@ fn sampling_threads_still_names_the_leaking_site() {
     assert_only_suspect_is(&report_json(&run.trace), "thread_leak", &["churn"]);
 }
 
+/// The warm-up sampled at 16 KiB, every allocation recorded after it.
+const WARM_UP_SAMPLING: (&str, &str) = ("TRACER_WARMUP_SAMPLE_BYTES", "16k");
+
+#[test]
+fn sampling_the_warm_up_only_counts_every_later_epoch_exactly() {
+    let program = compile("leaky.c");
+    let run = run_traced_with(&program, &["8"], &[WARM_UP_SAMPLING]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    assert_eq!(run.stdout(), "leaky: 8 epochs, 1600 blocks leaked\n");
+    let report = report_json(&run.trace);
+    let sampling = report["process"]["settings"]["sampling"].as_str().unwrap();
+    assert!(sampling.contains("until the warm-up ends"), "{sampling}");
+    let notes = report["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0]["text"].as_str().unwrap().contains("every allocation is recorded from epoch 1 on"), "{notes:?}");
+    assert_only_suspect_is(&report, "leak_per_epoch", &DECOYS);
+    // Epoch 0 was sampled; every block born after it was recorded.
+    let survivors = report["suspects"][0]["survivors"].as_array().unwrap();
+    let exact: Vec<_> = survivors.iter().filter(|s| s["birth_epoch"] != 0).collect();
+    assert_eq!(exact.len(), 7, "{survivors:?}");
+    for survivor in exact {
+        assert_eq!(survivor["count"], 200, "{survivors:?}");
+        assert_eq!(survivor["bytes"], (1000..1200).sum::<u64>(), "{survivors:?}");
+    }
+}
+
+#[test]
+fn sampling_the_warm_up_only_counts_threads_exactly_after_it() {
+    let program = compile("threads.c");
+    let run = run_traced_with(&program, &[], &[WARM_UP_SAMPLING]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let report = report_json(&run.trace);
+    assert_only_suspect_is(&report, "thread_leak", &["churn"]);
+    let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_f64().unwrap();
+    assert_eq!(growth, 4.0 * 100.0 * 512.0, "{report:#}");
+}
+
+#[test]
+fn both_sampling_variables_sample_the_whole_run_and_say_so() {
+    let program = compile("leaky.c");
+    let run = run_traced_with(&program, &["8"], &[WARM_UP_SAMPLING, SAMPLING]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let stderr = run.stderr();
+    let warnings: Vec<_> = stderr.lines().filter(|l| l.starts_with("tracer:")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("both TRACER_SAMPLE_BYTES and TRACER_WARMUP_SAMPLE_BYTES are set"), "{stderr}");
+    let report = report_json(&run.trace);
+    let sampling = report["process"]["settings"]["sampling"].as_str().unwrap();
+    assert!(sampling.ends_with("(TRACER_SAMPLE_BYTES); counts and bytes are estimates"), "{sampling}");
+    assert!(report["notes"].as_array().unwrap().is_empty(), "sampling never ends");
+}
+
 /// The number of the first line of `program` (under tests/) that contains `text`.
 fn line_of(program: &str, text: &str) -> u64 {
     let source = std::fs::read_to_string(repo_root().join("tests").join(program)).unwrap();

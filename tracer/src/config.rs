@@ -20,6 +20,9 @@ pub const REPORTED_OK: &str = "ok";
 pub const REPORTED_FAILURE: &str = "failed";
 /// `0` keeps passes over a PyTorch DataLoader from closing epochs.
 pub const AUTO_EPOCHS_VAR: &str = "TRACER_AUTO_EPOCHS";
+/// Samples the warm-up (until the first epoch closed by a mark, a DataLoader
+/// pass or an asked-for time slice) and records every allocation after it.
+pub const WARM_UP_SAMPLE_VAR: &str = "TRACER_WARMUP_SAMPLE_BYTES";
 
 pub struct Config {
     /// The path named by the user (absolute), which descendants suffix.
@@ -31,8 +34,12 @@ pub struct Config {
     /// Time slices were asked for explicitly, so they go on after the
     /// program's first `tracer_mark` (by default marks replace them).
     pub epoch_seconds_explicit: bool,
-    /// Mean bytes between samples (`TRACER_SAMPLE_BYTES`); `None` records every allocation.
+    /// Mean bytes between samples (`TRACER_SAMPLE_BYTES`, or
+    /// `TRACER_WARMUP_SAMPLE_BYTES`); `None` records every allocation.
     pub sample_bytes: Option<u64>,
+    /// Sampling ends with the warm-up (`TRACER_WARMUP_SAMPLE_BYTES`): every
+    /// allocation is recorded from then on.
+    pub sample_warm_up_only: bool,
     /// Passes over a PyTorch DataLoader close epochs (`TRACER_AUTO_EPOCHS`, on unless `0`).
     pub auto_epochs: bool,
     /// Problems with the settings, to be reported once.
@@ -65,19 +72,15 @@ impl Config {
                 }
             },
         };
-        let sample_bytes = match env::var("TRACER_SAMPLE_BYTES") {
-            Err(_) => None,
-            Ok(text) => match parse_bytes(&text) {
-                Some(0) => None,
-                Some(bytes) => Some(bytes),
-                None => {
-                    warnings.push(format!(
-                        "TRACER_SAMPLE_BYTES={text:?} is not a number of bytes (use e.g. 524288, 512k or 1m, or 0 to record every allocation); recording every allocation"
-                    ));
-                    None
-                }
-            },
-        };
+        let sample_bytes = sample_bytes_var("TRACER_SAMPLE_BYTES", &mut warnings);
+        let warm_up_sample_bytes = sample_bytes_var(WARM_UP_SAMPLE_VAR, &mut warnings);
+        if let (Some(_), Some(_)) = (sample_bytes, warm_up_sample_bytes) {
+            warnings.push(format!(
+                "both TRACER_SAMPLE_BYTES and {WARM_UP_SAMPLE_VAR} are set; sampling the whole run (unset one of them)"
+            ));
+        }
+        let sample_warm_up_only = sample_bytes.is_none() && warm_up_sample_bytes.is_some();
+        let sample_bytes = sample_bytes.or(warm_up_sample_bytes);
         let auto_epochs = match env::var(AUTO_EPOCHS_VAR) {
             Err(_) => true,
             Ok(text) => match text.trim() {
@@ -97,6 +100,7 @@ impl Config {
             epoch_seconds,
             epoch_seconds_explicit,
             sample_bytes,
+            sample_warm_up_only,
             auto_epochs,
             warnings,
             ancestor_reported: env::var(REPORTED_VAR).ok(),
@@ -119,6 +123,19 @@ impl Config {
         });
         first.into_iter().chain(suffixed)
     }
+}
+
+/// A sampling rate from `var`: `None` when unset or `0` (every allocation),
+/// and when unreadable, with a warning.
+fn sample_bytes_var(var: &str, warnings: &mut Vec<String>) -> Option<u64> {
+    let text = env::var(var).ok()?;
+    let bytes = parse_bytes(&text);
+    if bytes.is_none() {
+        warnings.push(format!(
+            "{var}={text:?} is not a number of bytes (use e.g. 524288, 512k or 1m, or 0 to record every allocation); recording every allocation"
+        ));
+    }
+    bytes.filter(|&b| b > 0)
 }
 
 /// "524288", "512k", "2m", "1g" (binary units).
@@ -149,6 +166,7 @@ mod tests {
             epoch_seconds: None,
             epoch_seconds_explicit: false,
             sample_bytes: None,
+            sample_warm_up_only: false,
             auto_epochs: true,
             warnings: vec![],
             ancestor_reported: None,

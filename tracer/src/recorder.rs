@@ -10,7 +10,7 @@
 //! child's trace counts inherited memory in its totals only (its sites are
 //! in the parent's trace).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use dashmap::DashMap;
@@ -24,27 +24,35 @@ use crate::stacks::StackId;
 
 #[derive(Clone, Copy)]
 struct LiveAllocation {
-    /// The size in the low bits, the stripe of its site counters in the top
-    /// byte (no allocation reaches 2^56 bytes): the entry stays 16 bytes.
-    size_and_stripe: u64,
+    /// The size in the low bits; in the top byte, whether it is a sample
+    /// (the top bit) and the stripe of its site counters (no allocation
+    /// reaches 2^56 bytes): the entry stays 16 bytes.
+    size_and_tag: u64,
     stack: StackId,
     birth_epoch: u32,
 }
 
-const STRIPE_SHIFT: u32 = 56;
+const TAG_SHIFT: u32 = 56;
+const SAMPLE_BIT: u64 = 1 << 63;
 
 impl LiveAllocation {
-    fn new(size: usize, stripe: u8, stack: StackId, birth_epoch: u32) -> LiveAllocation {
-        let size = (size as u64).min((1 << STRIPE_SHIFT) - 1);
-        LiveAllocation { size_and_stripe: size | u64::from(stripe) << STRIPE_SHIFT, stack, birth_epoch }
+    fn new(size: usize, sample: bool, stripe: u8, stack: StackId, birth_epoch: u32) -> LiveAllocation {
+        let size = (size as u64).min((1 << TAG_SHIFT) - 1);
+        let tag = u64::from(stripe) << TAG_SHIFT | if sample { SAMPLE_BIT } else { 0 };
+        LiveAllocation { size_and_tag: size | tag, stack, birth_epoch }
     }
 
     fn size(&self) -> u64 {
-        self.size_and_stripe & ((1 << STRIPE_SHIFT) - 1)
+        self.size_and_tag & ((1 << TAG_SHIFT) - 1)
     }
 
     fn stripe(&self) -> u8 {
-        (self.size_and_stripe >> STRIPE_SHIFT) as u8
+        ((self.size_and_tag & !SAMPLE_BIT) >> TAG_SHIFT) as u8
+    }
+
+    /// Recorded as a sample: it stands for the many allocations it was drawn from.
+    fn is_sample(&self) -> bool {
+        self.size_and_tag & SAMPLE_BIT != 0
     }
 }
 
@@ -71,9 +79,13 @@ pub struct Recorder {
     /// Generation `n` (at index `n - 1`): its forked descendant `n` forks down.
     descendants: [OnceLock<Tables>; GENERATIONS - 1],
     current: AtomicUsize,
-    /// When set, each recorded allocation stands for the many it was sampled from.
+    /// When set, each sample stands for the many allocations it was drawn from.
     sampling: Option<Sampling>,
-    /// When sampling, the addresses that may hold a recorded block, in this
+    /// Sampling ended with the warm-up (`TRACER_WARMUP_SAMPLE_BYTES`): every
+    /// allocation is recorded since, and the samples of the warm-up keep
+    /// their weights.
+    sampling_ended: AtomicBool,
+    /// While sampling, the addresses that may hold a sample, in this
     /// process and the generations before it.
     recorded_blocks: Option<BlockFilter>,
 }
@@ -91,15 +103,32 @@ impl Recorder {
             descendants: Default::default(),
             current: AtomicUsize::new(0),
             sampling,
+            sampling_ended: AtomicBool::new(false),
             recorded_blocks: sampling.map(|_| BlockFilter::default()),
         }
+    }
+
+    /// How allocations are sampled now; `None` when every one is recorded.
+    #[inline]
+    pub fn sampling(&self) -> Option<&Sampling> {
+        self.sampling.as_ref().filter(|_| !self.sampling_ended.load(Ordering::Relaxed))
+    }
+
+    /// Records every allocation from now on; true the first time, when
+    /// there was sampling to end. A thread that sees sampling ended sees it
+    /// ended in every later free of the blocks it records (read-read
+    /// coherence of the flag), so none of them is filtered out.
+    pub fn end_sampling(&self) -> bool {
+        self.sampling.is_some() && !self.sampling_ended.swap(true, Ordering::Relaxed)
     }
 
     /// Whether `address` may be a block this process recorded or inherited;
     /// false means [`Recorder::freed`] would surely find nothing.
     #[inline]
     pub fn may_hold(&self, address: usize) -> bool {
-        self.recorded_blocks.as_ref().is_none_or(|filter| filter.may_hold(address))
+        self.recorded_blocks
+            .as_ref()
+            .is_none_or(|filter| self.sampling_ended.load(Ordering::Relaxed) || filter.may_hold(address))
     }
 
     fn tables(&self, generation: usize) -> Option<&Tables> {
@@ -124,30 +153,38 @@ impl Recorder {
         }
     }
 
-    /// The (allocations, bytes) a recorded allocation of `size` bytes counts for.
-    fn weight(&self, size: u64) -> (u64, u64) {
+    /// The (allocations, bytes) a recorded allocation counts for.
+    fn weight(&self, allocation: &LiveAllocation) -> (u64, u64) {
         match &self.sampling {
-            Some(sampling) => sampling.weight(size),
-            None => (1, size),
+            Some(sampling) if allocation.is_sample() => sampling.weight(allocation.size()),
+            _ => (1, allocation.size()),
         }
     }
 
-    /// `ordinal`: the calling thread's (see [`crate::thread_state::inside`]).
-    pub fn allocated(&self, ordinal: usize, address: usize, size: usize, stack: StackId, birth_epoch: u32) {
+    /// `ordinal`: the calling thread's (see [`crate::thread_state::inside`]);
+    /// `sample`: the allocation was drawn while [`Recorder::sampling`] held.
+    pub fn allocated(
+        &self,
+        ordinal: usize,
+        address: usize,
+        size: usize,
+        sample: bool,
+        stack: StackId,
+        birth_epoch: u32,
+    ) {
         let own = self.own();
-        let allocation = LiveAllocation::new(size, (ordinal % usize::from(STRIPES)) as u8, stack, birth_epoch);
+        let stripe = (ordinal % usize::from(STRIPES)) as u8;
+        let allocation = LiveAllocation::new(size, sample, stripe, stack, birth_epoch);
         // An address that is still in the table was freed by a path the hooks
         // never saw; count it as freed rather than leaking it forever. (Only
         // this process's table is checked: an inherited block freed that way
         // stays in the inherited totals, which an extra look per allocation
         // in every worker would not be worth.)
-        if let Some(filter) = &self.recorded_blocks {
-            filter.add(address);
-        }
+        self.note_block(&allocation, address, BlockFilter::add);
         if let Some(stale) = own.live.insert(address, allocation) {
             self.release(own, ordinal, address, stale);
         }
-        let (count, bytes) = self.weight(allocation.size());
+        let (count, bytes) = self.weight(&allocation);
         own.sites.born(allocation.stripe(), ordinal, stack, birth_epoch, count, bytes);
     }
 
@@ -161,8 +198,8 @@ impl Recorder {
         }
         let Some(allocation) = self.inherited_allocation(address) else { return false };
         if own.freed_inherited.insert(address, ()).is_none() {
-            self.forget_block(address);
-            let (count, bytes) = self.weight(allocation.size());
+            self.note_block(&allocation, address, BlockFilter::remove);
+            let (count, bytes) = self.weight(&allocation);
             own.freed_inherited_count.fetch_add(count, Ordering::Relaxed);
             own.freed_inherited_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
@@ -186,14 +223,15 @@ impl Recorder {
     }
 
     fn release(&self, own: &Tables, ordinal: usize, address: usize, allocation: LiveAllocation) {
-        self.forget_block(address);
-        let (count, bytes) = self.weight(allocation.size());
+        self.note_block(&allocation, address, BlockFilter::remove);
+        let (count, bytes) = self.weight(&allocation);
         own.sites.released(allocation.stripe(), ordinal, allocation.stack, allocation.birth_epoch, count, bytes);
     }
 
-    fn forget_block(&self, address: usize) {
-        if let Some(filter) = &self.recorded_blocks {
-            filter.remove(address);
+    /// Adds a sample's address to the filter of samples, or removes it.
+    fn note_block(&self, allocation: &LiveAllocation, address: usize, change: fn(&BlockFilter, usize)) {
+        if let Some(filter) = self.recorded_blocks.as_ref().filter(|_| allocation.is_sample()) {
+            change(filter, address);
         }
     }
 
@@ -245,9 +283,9 @@ mod tests {
     #[test]
     fn snapshots_carry_only_changes_and_forget_dead_pairs() {
         let recorder = Recorder::default();
-        recorder.allocated(0, 0x1000, 100, 7, 0);
-        recorder.allocated(0, 0x2000, 50, 7, 0);
-        recorder.allocated(0, 0x3000, 10, 8, 0);
+        recorder.allocated(0, 0x1000, 100, false, 7, 0);
+        recorder.allocated(0, 0x2000, 50, false, 7, 0);
+        recorder.allocated(0, 0x3000, 10, false, 8, 0);
         let first = collect(&recorder, 1, false, 0);
         assert_eq!(first.counters.len(), 2);
         assert_eq!((first.live_bytes, first.live_count), (160, 3));
@@ -270,8 +308,8 @@ mod tests {
     #[test]
     fn pairs_born_before_the_first_birth_epoch_count_in_totals_only() {
         let recorder = Recorder::default();
-        recorder.allocated(0, 0x1000, 100, 1, 0);
-        recorder.allocated(0, 0x2000, 10, 2, 3);
+        recorder.allocated(0, 0x1000, 100, false, 1, 0);
+        recorder.allocated(0, 0x2000, 10, false, 2, 3);
         let collected = collect(&recorder, 4, true, 3);
         assert_eq!(collected.counters.len(), 1);
         assert_eq!(collected.counters[0].stack, 2);
@@ -281,8 +319,8 @@ mod tests {
     #[test]
     fn a_reused_address_retires_the_stale_allocation() {
         let recorder = Recorder::default();
-        recorder.allocated(0, 0x1000, 100, 1, 0);
-        recorder.allocated(0, 0x1000, 30, 2, 0);
+        recorder.allocated(0, 0x1000, 100, false, 1, 0);
+        recorder.allocated(0, 0x1000, 30, false, 2, 0);
         let collected = collect(&recorder, 1, false, 0);
         assert_eq!((collected.live_bytes, collected.live_count), (30, 1));
     }
@@ -290,14 +328,14 @@ mod tests {
     #[test]
     fn a_forked_child_leaves_the_inherited_tables_alone_and_counts_them_in_its_totals() {
         let recorder = Recorder::default();
-        recorder.allocated(0, 0x1000, 100, 1, 0);
-        recorder.allocated(0, 0x2000, 50, 2, 0);
+        recorder.allocated(0, 0x1000, 100, false, 1, 0);
+        recorder.allocated(0, 0x2000, 50, false, 2, 0);
         assert_eq!(collect(&recorder, 1, false, 0).live_bytes, 150);
 
         recorder.forked();
         assert!(recorder.freed(0, 0x1000), "an inherited allocation is known");
         assert!(!recorder.freed(0, 0x1000), "and freed only once");
-        recorder.allocated(0, 0x3000, 7, 3, 2);
+        recorder.allocated(0, 0x3000, 7, false, 3, 2);
         let child = collect(&recorder, 3, true, 2);
         assert_eq!(child.counters.iter().map(|c| c.stack).collect::<Vec<_>>(), [3], "only its own pairs");
         assert_eq!((child.live_bytes, child.live_count), (57, 2));
@@ -309,7 +347,7 @@ mod tests {
         assert!(!recorder.freed(0, 0x1000), "freed by the child before it forked");
         assert!(recorder.freed(0, 0x3000));
         assert!(recorder.freed(0, 0x2000));
-        recorder.allocated(0, 0x1000, 5, 4, 4);
+        recorder.allocated(0, 0x1000, 5, false, 4, 4);
         let grandchild = collect(&recorder, 5, true, 4);
         assert_eq!((grandchild.live_bytes, grandchild.live_count), (5, 1));
         assert!(recorder.freed(0, 0x1000), "its own allocation at an address an ancestor had");
@@ -321,7 +359,7 @@ mod tests {
         let recorder = Recorder::default();
         for generation in 1..=GENERATIONS as u64 + 2 {
             recorder.forked();
-            recorder.allocated(0, 0x1000 * generation as usize, 10, 1, 0);
+            recorder.allocated(0, 0x1000 * generation as usize, 10, false, 1, 0);
         }
         assert_eq!(recorder.current.load(Ordering::Relaxed), GENERATIONS - 1);
         let totals = collect(&recorder, 1, false, 0);
@@ -334,9 +372,9 @@ mod tests {
     fn when_sampling_a_recorded_block_may_be_held_until_freed_in_any_generation() {
         let recorder = Recorder::new(Some(Sampling::new(65536)));
         assert!(!recorder.may_hold(0x1000), "nothing recorded yet");
-        recorder.allocated(0, 0x1000, 100, 1, 0);
-        recorder.allocated(0, 0x2000, 100, 1, 0);
-        recorder.allocated(0, 0x2000, 30, 2, 0);
+        recorder.allocated(0, 0x1000, 100, true, 1, 0);
+        recorder.allocated(0, 0x2000, 100, true, 1, 0);
+        recorder.allocated(0, 0x2000, 30, true, 2, 0);
         assert!(recorder.may_hold(0x1000) && recorder.may_hold(0x2000));
         assert!(recorder.freed(0, 0x2000));
         assert!(!recorder.may_hold(0x2000), "a reused address's stale record is retired too");
@@ -345,8 +383,40 @@ mod tests {
         assert!(recorder.may_hold(0x1000), "inherited");
         assert!(recorder.freed(0, 0x1000));
         assert!(!recorder.may_hold(0x1000), "freed in the child");
-        recorder.allocated(0, 0x1000, 8, 3, 1);
+        recorder.allocated(0, 0x1000, 8, true, 3, 1);
         assert!(recorder.may_hold(0x1000), "the child's own block at the same address");
+    }
+
+    #[test]
+    fn samples_of_the_warm_up_keep_their_weight_after_sampling_ends() {
+        let recorder = Recorder::new(Some(Sampling::new(65536)));
+        let sample_weight = Sampling::new(65536).weight(100);
+        recorder.allocated(0, 0x1000, 100, true, 1, 0);
+        assert!(recorder.sampling().is_some());
+        assert!(recorder.end_sampling(), "ends once");
+        assert!(!recorder.end_sampling());
+        assert!(recorder.sampling().is_none(), "every allocation is recorded from now on");
+        assert!(recorder.may_hold(0x5000), "every free reaches the live table");
+
+        recorder.allocated(0, 0x2000, 100, false, 2, 1);
+        recorder.allocated(0, 0x3000, 100, false, 2, 1);
+        let after = collect(&recorder, 2, true, 0);
+        assert_eq!(after.live_count, sample_weight.0 + 2);
+        assert_eq!(after.live_bytes, sample_weight.1 + 200);
+        let exact = after.counters.iter().find(|c| c.stack == 2).unwrap();
+        assert_eq!((exact.live_count, exact.live_bytes), (2, 200), "recorded exactly");
+
+        assert!(recorder.freed(0, 0x1000), "the warm-up's sample is found");
+        assert!(recorder.freed(0, 0x2000));
+        let freed = collect(&recorder, 3, true, 0);
+        assert_eq!((freed.live_count, freed.live_bytes), (1, 100), "each took back what it added");
+    }
+
+    #[test]
+    fn without_sampling_there_is_no_sampling_to_end() {
+        let recorder = Recorder::default();
+        assert!(!recorder.end_sampling());
+        assert!(recorder.sampling().is_none());
     }
 
     #[test]

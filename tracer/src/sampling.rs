@@ -17,10 +17,6 @@ impl Sampling {
         Sampling { mean_bytes: mean_bytes.max(1) as f64 }
     }
 
-    pub fn mean_bytes(&self) -> u64 {
-        self.mean_bytes as u64
-    }
-
     /// Bytes to the next sampled byte: exponential with the mean.
     pub fn next_gap(&self) -> u64 {
         let uniform = thread_state::next_random_unit();

@@ -11,7 +11,9 @@ use trace_format::{
 };
 
 use crate::auto_epochs::{self, AutoEpochs};
-use crate::config::{Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR};
+use crate::config::{
+    Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, WARM_UP_SAMPLE_VAR,
+};
 use crate::mappings::{Locked, Mappings};
 use crate::modules::{self, ModuleMap};
 use crate::python::{Glance, LoaderFrames, PyStack, Python};
@@ -46,8 +48,6 @@ struct Session {
     recorder: Recorder,
     /// Anonymous mappings, always recorded exactly (they are few and large).
     mappings: Mappings,
-    /// Record only sampled allocations (TRACER_SAMPLE_BYTES).
-    sampling: Option<Sampling>,
     stacks: StackTable,
     /// The Python interpreter of the process, if any, whose frames join the stacks.
     python: Python,
@@ -152,7 +152,6 @@ fn begin() {
         config,
         recorder: Recorder::new(sampling),
         mappings: Mappings::new(sys::page_size()),
-        sampling,
         stacks: StackTable::default(),
         python,
         auto_epochs,
@@ -191,19 +190,21 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
         return;
     }
     let Some(session) = active_session() else { return };
-    // Every allocation paces the time slices and the DataLoader checks, sampled or not.
-    let next_gap = session.sampling.as_ref().map(|sampling| move || sampling.next_gap());
-    let (count, sampled) = thread_state::count_allocation(size as u64, next_gap);
+    // Every allocation paces the time slices and the DataLoader checks, recorded or not.
+    let sampling = session.recorder.sampling();
+    let next_gap = sampling.map(|sampling| move || sampling.next_gap());
+    let (count, recorded) = thread_state::count_allocation(size as u64, next_gap);
     let clock_due = count & CLOCK_CHECK_MASK == 0;
-    let loader_walk_due = !sampled && session.loader_walk_due(count);
-    if !sampled && !clock_due && !loader_walk_due {
+    let loader_walk_due = !recorded && session.loader_walk_due(count);
+    if !recorded && !clock_due && !loader_walk_due {
         return;
     }
+    let sample = sampling.is_some();
     record(|session, ordinal| {
-        if sampled {
+        if recorded {
             let stack_id = session.capture_stack(StackKind::Heap, entry);
             let epoch = session.epoch.load(Ordering::Relaxed);
-            session.recorder.allocated(ordinal, address as usize, size, stack_id, epoch);
+            session.recorder.allocated(ordinal, address as usize, size, sample, stack_id, epoch);
         } else if loader_walk_due {
             let mut python_frames = PyStack::new();
             session.python.capture(&mut python_frames);
@@ -511,6 +512,7 @@ impl Session {
             return;
         }
         let closing = self.epoch.fetch_add(1, Ordering::Relaxed);
+        let warm_up_ended = self.config.sample_warm_up_only && self.ends_warm_up(cause) && self.recorder.end_sampling();
         let scope = Scope {
             current_epoch: closing + 1,
             everything: output.next_is_full,
@@ -529,6 +531,13 @@ impl Session {
         stacks.sort_unstable();
         stacks.dedup();
         let mut records: Vec<Record> = output.modules.newly_loaded().into_iter().map(Record::Module).collect();
+        if warm_up_ended {
+            let text = format!(
+                "the warm-up ended with epoch {closing}: every allocation is recorded from epoch {} on; the warm-up's counts and bytes are estimates ({WARM_UP_SAMPLE_VAR})",
+                closing + 1
+            );
+            records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text }));
+        }
         // The first snapshot of a process importing torch names millions of
         // nodes: they go out in records of a bounded size as they are found,
         // rather than all held (and then all encoded) at once.
@@ -593,16 +602,7 @@ impl Session {
             ("output".to_string(), output.writer.as_ref().map(|w| w.path().display().to_string()).unwrap_or_default()),
             ("epochs".to_string(), self.epochs_setting()),
             ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
-            (
-                "sampling".to_string(),
-                match &self.sampling {
-                    None => "every allocation recorded".to_string(),
-                    Some(s) => format!(
-                        "Poisson by bytes, one sample per {} bytes on average (TRACER_SAMPLE_BYTES); counts and bytes are estimates",
-                        s.mean_bytes()
-                    ),
-                },
-            ),
+            ("sampling".to_string(), self.sampling_setting()),
         ];
         settings.extend(self.python.settings().iter().cloned());
         settings.extend(self.config.warnings.iter().map(|w| ("warning".to_string(), w.clone())));
@@ -642,6 +642,32 @@ impl Session {
             .collect();
         records.extend(self.python.code_records(&named).into_iter().map(Record::PyCode));
         records.push(Record::StackNodes(StackNodes { nodes }));
+    }
+
+    /// Whether closing an epoch for `cause` ends the warm-up: the analysis
+    /// reads the epochs before the first mark or DataLoader pass as
+    /// start-up, and so the time slices the tracer cuts by default.
+    fn ends_warm_up(&self, cause: EpochCause) -> bool {
+        match cause {
+            EpochCause::Mark | EpochCause::Auto => true,
+            EpochCause::Timer => self.config.epoch_seconds_explicit,
+            EpochCause::Exit => false,
+        }
+    }
+
+    /// How allocations are recorded, as the Process record says.
+    fn sampling_setting(&self) -> String {
+        let Some(mean_bytes) = self.config.sample_bytes else { return "every allocation recorded".to_string() };
+        let poisson = format!("Poisson by bytes, one sample per {mean_bytes} bytes on average");
+        match (self.config.sample_warm_up_only, self.recorder.sampling().is_some()) {
+            (false, _) => format!("{poisson} (TRACER_SAMPLE_BYTES); counts and bytes are estimates"),
+            (true, true) => format!(
+                "{poisson} until the warm-up ends (the first mark, DataLoader pass or asked-for time slice), then every allocation ({WARM_UP_SAMPLE_VAR}); the warm-up's counts and bytes are estimates"
+            ),
+            (true, false) => format!(
+                "every allocation recorded since the warm-up ended; the warm-up was sampled, {poisson} ({WARM_UP_SAMPLE_VAR})"
+            ),
+        }
     }
 
     /// How epochs are cut, as the Process record says.
