@@ -212,7 +212,9 @@ def tracer_env(extra):
     return wrap
 
 
-def tracer_check(min_epochs, sampling):
+def tracer_check(min_epochs, sampling=None):
+    """sampling: None (every allocation), "whole" (TRACER_SAMPLE_BYTES) or
+    "warm-up" (TRACER_WARMUP_SAMPLE_BYTES, whose warm-up must have ended)."""
     def check(rundir, log):
         trace = os.path.join(rundir, "trace.bin")
         if not os.path.exists(trace):
@@ -232,9 +234,13 @@ def tracer_check(min_epochs, sampling):
             return f"trace has {epochs} epochs, expected at least {min_epochs}"
         if j.get("trace_end") != "complete":
             return f"trace end: {j.get('trace_end')}"
-        settings = json.dumps(j.get("process", {}).get("settings", {})).lower()
-        if sampling and "sampl" not in settings:
-            return "the tracer ignored TRACER_SAMPLE_BYTES (no sampling in the trace's settings)"
+        setting = j.get("process", {}).get("settings", {}).get("sampling", "")
+        if (sampling is not None) != setting.startswith("Poisson by bytes"):
+            return f"the trace's sampling setting is not the one asked for: {setting!r}"
+        closed = any(e.get("cause") != "exit" for e in j.get("epochs", []))
+        ended = any("the warm-up ended" in n.get("text", "") for n in j.get("notes", []))
+        if sampling == "warm-up" and closed and not ended:
+            return "the warm-up never ended: the whole run was sampled"
         children = [f for f in os.listdir(rundir) if re.fullmatch(r"trace\.bin\.\d+(\.\d+)?", f)]
         if children:
             empty = [f for f in children if os.path.getsize(os.path.join(rundir, f)) <= 64]
@@ -322,17 +328,23 @@ def rate_label(n):
     return f"{n} B"
 
 
-def configs_for(workload, args, have_sampling):
+def configs_for(workload, args, known):
+    """known: the sampling variables libtracer.so knows."""
     min_epochs = {"alloc": 1 if args.quick else 2, "torch": 4, "demo": 4}[workload]
     # Slices short enough for a sampled run of a tenth of a second to have two.
     extra = {"TRACER_EPOCH_SECONDS": "0.02"} if workload == "alloc" else {}
     cs = [
         Config("untraced", lambda c, e, d: (c, e)),
-        Config("tracer", tracer_env(extra), tracer_check(min_epochs, False), tracer_analyze),
+        Config("tracer", tracer_env(extra), tracer_check(min_epochs), tracer_analyze),
     ]
+    cs += [Config(f"tracer, warm-up sampled at {rate_label(rate)}",
+                  tracer_env(dict(extra, TRACER_WARMUP_SAMPLE_BYTES=str(rate))),
+                  tracer_check(min_epochs, "warm-up"), tracer_analyze, available="TRACER_WARMUP_SAMPLE_BYTES" in known,
+                  why="not available (libtracer.so has no TRACER_WARMUP_SAMPLE_BYTES)")
+           for rate in args.warm_up_sample_bytes]
     cs += [Config(f"tracer, sampling {rate_label(rate)}",
                   tracer_env(dict(extra, TRACER_SAMPLE_BYTES=str(rate))),
-                  tracer_check(min_epochs, True), tracer_analyze, available=have_sampling,
+                  tracer_check(min_epochs, "whole"), tracer_analyze, available="TRACER_SAMPLE_BYTES" in known,
                   why="not available (libtracer.so has no TRACER_SAMPLE_BYTES)")
            for rate in args.sample_bytes]
     cs += [
@@ -370,9 +382,9 @@ def workload_check(workload, log):
 
 # --------------------------------------------------------------------------- running
 
-def run_workload(workload, args, bindir, outdir, have_sampling):
+def run_workload(workload, args, bindir, outdir, known):
     cmd, title = workload_cmd(workload, args, bindir)
-    configs = configs_for(workload, args, have_sampling)
+    configs = configs_for(workload, args, known)
     reps = args.reps or (1 if args.quick else REPS[workload])
     base_env = dict(os.environ)
     for k in [k for k in base_env if k.startswith("TRACER_") or k == "LD_PRELOAD"]:
@@ -530,6 +542,8 @@ def main():
     p.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, one round")
     p.add_argument("--sample-bytes", type=sample_rates, default="65536,524288",
                    help="TRACER_SAMPLE_BYTES of the sampling configurations, comma-separated (one configuration each)")
+    p.add_argument("--warm-up-sample-bytes", type=sample_rates, default="65536",
+                   help="TRACER_WARMUP_SAMPLE_BYTES of the warm-up sampling configurations, comma-separated")
     p.add_argument("--timeout", type=float, default=300,
                    help="a run is killed after max(this, 40x the untraced median) seconds, or when it hangs")
     p.add_argument("--out", default=os.path.join(ROOT, "out/bench"))
@@ -545,7 +559,8 @@ def main():
     subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o",
                     os.path.join(bindir, "alloc_heavy"), ALLOC_SRC], check=True)
     with open(LIB, "rb") as f:
-        have_sampling = b"TRACER_SAMPLE_BYTES" in f.read()
+        lib = f.read()
+    known = {var for var in ("TRACER_SAMPLE_BYTES", "TRACER_WARMUP_SAMPLE_BYTES") if var.encode() in lib}
 
     env = environment()
     started = datetime.datetime.now().astimezone()
@@ -559,7 +574,7 @@ def main():
 
     threading.Thread(target=watch_load, daemon=True).start()
     print(f"bench: {env['machine']}\nbench: {env['versions']}\nbench: load average {load_before}", flush=True)
-    results = [run_workload(w, args, bindir, args.out, have_sampling) for w in workloads]
+    results = [run_workload(w, args, bindir, args.out, known) for w in workloads]
     stop.set()
     load_after = loadavg()
     if loads:
