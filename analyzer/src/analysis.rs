@@ -93,6 +93,9 @@ pub struct Verdict {
     /// Live bytes in traced anonymous mappings.
     pub mapped_start: u64,
     pub mapped_end: u64,
+    /// The tracer's own memory (its tables), part of the RSS.
+    pub tracer_start: u64,
+    pub tracer_end: u64,
 }
 
 impl Verdict {
@@ -108,6 +111,17 @@ impl Verdict {
     /// Growth of all the memory the tracer sees: the heap and the mappings.
     pub fn traced_growth(&self) -> i128 {
         self.heap_growth() + self.mapped_growth()
+    }
+    /// Growth of the tracer's own memory: new stacks grow its tables.
+    pub fn tracer_growth(&self) -> i128 {
+        i128::from(self.tracer_end) - i128::from(self.tracer_start)
+    }
+    /// RSS growth less the tracer's own (at most all of it): what the
+    /// program's memory did. The tracer counts what it allocated, some of
+    /// which may not be resident, so this errs towards less growth.
+    pub fn program_rss_growth(&self) -> i128 {
+        let rss = self.rss_growth();
+        rss - self.tracer_growth().clamp(0, rss.max(0))
     }
 }
 
@@ -143,12 +157,29 @@ const NOTICEABLE_FRACTION: f64 = 0.10;
 const NOTICEABLE_BYTES: i128 = 4 << 20;
 
 fn rss_grew_noticeably(v: &Verdict) -> bool {
-    let g = v.rss_growth();
+    let g = v.program_rss_growth();
     g > NOTICEABLE_BYTES && (g as f64) > NOTICEABLE_FRACTION * v.rss_start as f64
 }
 
 fn rss_outgrew_traced_memory(v: &Verdict) -> bool {
-    rss_grew_noticeably(v) && v.rss_growth() > 2 * v.traced_growth().max(0)
+    rss_grew_noticeably(v) && v.program_rss_growth() > 2 * v.traced_growth().max(0)
+}
+
+/// The tracer's own growth is named when it is above this.
+const TRACER_GROWTH_NAMED: i128 = 1 << 20;
+
+/// "RSS grew by X", less the tracer's own growth when that is worth naming.
+fn rss_growth_words(v: &Verdict, verb: &str) -> String {
+    let tracer = v.tracer_growth();
+    if tracer > TRACER_GROWTH_NAMED {
+        format!(
+            "RSS {verb} by {} (not counting the tracer's own memory, which grew by {})",
+            signed(v.program_rss_growth()),
+            bytes(tracer as u64)
+        )
+    } else {
+        format!("RSS {verb} by {}", signed(v.rss_growth()))
+    }
 }
 
 /// "the live heap grew by X", with the mappings when there are any.
@@ -190,28 +221,28 @@ impl Analysis {
                 );
                 if rss_outgrew_traced_memory(v) {
                     msg.push_str(&format!(
-                        "; RSS grew by {}, much more than the heap and mappings: the rest ({}) is outside what the tracer sees",
-                        signed(v.rss_growth()),
-                        signed(v.rss_growth() - v.traced_growth().max(0))
+                        "; {}, much more than the heap and mappings: the rest ({}) is outside what the tracer sees",
+                        rss_growth_words(v, "grew"),
+                        signed(v.program_rss_growth() - v.traced_growth().max(0))
                     ));
                 }
                 msg
             }
             VerdictKind::GrowthOutsideHeap => {
                 let traced_end = v.heap_end + v.mapped_end;
-                let traced = if v.traced_growth().abs() * 10 < v.rss_growth() {
+                let traced = if v.traced_growth().abs() * 10 < v.program_rss_growth() {
                     format!("stayed at {}", bytes(traced_end))
                 } else {
                     format!("changed only by {} to {}", signed(v.traced_growth()), bytes(traced_end))
                 };
                 format!(
-                    "RSS grew by {} over {over} while the live heap and traced anonymous mappings {traced}; the growth is outside what the tracer sees (file or shared-memory mappings such as memfd or /dev/shm, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
-                    signed(v.rss_growth())
+                    "{} over {over} while the live heap and traced anonymous mappings {traced}; the growth is outside what the tracer sees (file or shared-memory mappings such as memfd or /dev/shm, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
+                    rss_growth_words(v, "grew")
                 )
             }
             VerdictKind::NoGrowth => format!(
-                "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} RSS changed by {} and the live heap by {}{}",
-                signed(v.rss_growth()),
+                "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} {} and the live heap by {}{}",
+                rss_growth_words(v, "changed"),
                 signed(v.heap_growth()),
                 if v.mapped_start == 0 && v.mapped_end == 0 {
                     String::new()
@@ -252,6 +283,8 @@ pub fn analyze(trace: &Trace) -> Analysis {
         heap_end: snap(reference).heap_live_bytes,
         mapped_start: snap(start).mapped_live_bytes,
         mapped_end: snap(reference).mapped_live_bytes,
+        tracer_start: snap(start).tracer_bytes,
+        tracer_end: snap(reference).tracer_bytes,
     };
     let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
     let noise_floor = NOISE_FLOOR_MIN.max(traced_at_start / NOISE_FLOOR_HEAP_DIVISOR);

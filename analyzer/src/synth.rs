@@ -28,6 +28,8 @@ pub struct Sim {
     next_node: u32,
     /// Resident memory outside the heap and the mappings (added to both for RSS).
     pub rss_extra: u64,
+    /// The tracer's own memory, also part of the RSS.
+    pub tracer_bytes: u64,
     /// Nanoseconds added to the clock at each snapshot.
     pub epoch_ns: u64,
     elapsed_ns: u64,
@@ -57,6 +59,7 @@ impl Sim {
             nodes: HashMap::new(),
             next_node: INNER_NODE_IDS,
             rss_extra: 64 << 20,
+            tracer_bytes: 1 << 20,
             epoch_ns: 1_000_000_000,
             elapsed_ns: 0,
             full_snapshots: false,
@@ -186,12 +189,12 @@ impl Sim {
             cause,
             label: label.into(),
             elapsed_ns: self.elapsed_ns,
-            rss_bytes: heap_bytes + mapped_bytes + self.rss_extra,
+            rss_bytes: heap_bytes + mapped_bytes + self.rss_extra + self.tracer_bytes,
             heap_live_bytes: heap_bytes,
             heap_live_count: heap_count,
             mapped_live_bytes: mapped_bytes,
             mapped_live_count: mapped_count,
-            tracer_bytes: 1 << 20,
+            tracer_bytes: self.tracer_bytes,
             full: self.full_snapshots,
             counters,
         }));

@@ -251,6 +251,37 @@ fn growth_outside_the_heap() {
 }
 
 #[test]
+fn the_tracers_own_growth_is_not_taken_for_growth_outside_the_heap() {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..10 {
+        // New stacks every epoch grow the tracer's tables, not the program.
+        sim.tracer_bytes += 64 << 20;
+        let t = sim.alloc_many(4, 10, 4096);
+        sim.free_all(t);
+        sim.mark(&format!("{e}"));
+    }
+    sim.exit();
+    let (_, a) = run(&sim);
+    assert!(a.suspects.is_empty());
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    assert_eq!(a.verdict.program_rss_growth(), 0);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("RSS changed by 0 B (not counting the tracer's own memory, which grew by"), "{msg}");
+
+    // Growth of its own beside the tracer's is still told.
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..10 {
+        sim.tracer_bytes += 64 << 20;
+        sim.rss_extra += 64 << 20;
+        sim.mark(&format!("{e}"));
+    }
+    sim.exit();
+    let (_, a) = run(&sim);
+    assert_eq!(a.verdict.kind, VerdictKind::GrowthOutsideHeap);
+    assert_eq!(a.verdict.program_rss_growth(), a.verdict.rss_growth() / 2);
+}
+
+#[test]
 fn a_leak_with_much_more_rss_growth_says_the_rest_is_outside_the_heap() {
     let mut sim = Sim::new("/opt/app/train");
     for e in 0..10 {
