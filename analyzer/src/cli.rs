@@ -8,15 +8,20 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::analysis::analyze;
 use crate::error::Failure;
+use crate::progress::{Progress, When};
 use crate::render::{self, flame, FlamegraphInfo, Report};
 use crate::symbolize::Symbolizer;
-use crate::trace::{load, IntMap, LoadOptions, Trace};
+use crate::trace::{load_showing, IntMap, LoadOptions, Trace};
 
 #[derive(Parser, Debug)]
 #[command(name = "analyzer", version, about = "Finds what leaks in a trace written by libtracer.so.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// When to show progress on stderr: auto shows it on a terminal once
+    /// the work has taken a second.
+    #[arg(long, value_enum, global = true, default_value = "auto", value_name = "WHEN")]
+    progress: When,
 }
 
 #[derive(Subcommand, Debug)]
@@ -73,10 +78,14 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
     };
+    let mut progress = Progress::new(cli.progress);
     let result = match cli.command {
-        Command::Report { trace, json, output, top } => report(&trace, json, output, top),
-        Command::Flamegraph { trace, weigh, epoch, diff, output } => flamegraph(&trace, weigh, epoch, diff, output),
+        Command::Report { trace, json, output, top } => report(&trace, json, output, top, &mut progress),
+        Command::Flamegraph { trace, weigh, epoch, diff, output } => {
+            flamegraph(&trace, weigh, epoch, diff, output, &mut progress)
+        }
     };
+    progress.finish();
     match result {
         Ok(text) => {
             let mut stdout = std::io::stdout().lock();
@@ -153,9 +162,17 @@ fn warn(line: &str) {
     eprintln!("analyzer: warning: {line}");
 }
 
-fn report(path: &Path, json: bool, output: Option<PathBuf>, top: usize) -> Result<String, Failure> {
-    let trace = load(path, &base_options())?;
+fn report(
+    path: &Path,
+    json: bool,
+    output: Option<PathBuf>,
+    top: usize,
+    progress: &mut Progress,
+) -> Result<String, Failure> {
+    let trace = load_showing(path, &base_options(), progress)?;
+    progress.phase("analyzing", 0);
     let analysis = analyze(&trace);
+    progress.phase("symbolizing and drawing", 0);
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
     let mut report = Report::build(&trace, &analysis, &mut symbolizer, top);
 
@@ -173,6 +190,7 @@ fn report(path: &Path, json: bool, output: Option<PathBuf>, top: usize) -> Resul
     let drawn = flame::write(&svg, "Leaked bytes per epoch", subtitle, &stacks, "no leak suspects")?;
     report.flamegraph = Some(FlamegraphInfo { path: svg, drawn });
 
+    progress.finish();
     for w in render::end_warning(&trace).into_iter().chain(render::trace_warnings(&trace)) {
         warn(&w);
         report.warnings.push(w);
@@ -208,6 +226,7 @@ fn flamegraph(
     epoch: Option<usize>,
     diff: Option<Vec<usize>>,
     output: Option<PathBuf>,
+    progress: &mut Progress,
 ) -> Result<String, Failure> {
     if diff.is_some() && (weigh.is_some() || epoch.is_some()) {
         return Err(Failure::new(
@@ -225,13 +244,13 @@ fn flamegraph(
     let mut options = base_options();
     options.capture.extend(epoch);
     options.capture.extend(diff.iter().flatten().copied());
-    let trace = load(path, &options)?;
-    for w in render::end_warning(&trace).into_iter().chain(render::trace_warnings(&trace)) {
-        warn(&w);
-    }
+    let trace = load_showing(path, &options, progress)?;
+    progress.phase("symbolizing and drawing", 0);
     let last = trace.snapshots.len() - 1;
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
 
+    // Printed once the progress line is cleared.
+    let mut late_warnings = Vec::new();
     let (svg, drawn, what) = if let Some(pair) = diff {
         let (a, b) = (pair[0], pair[1]);
         check_epoch(&trace, a, "epoch")?;
@@ -255,7 +274,7 @@ fn flamegraph(
                 let subtitle = Some(format!("{} leak suspects, bytes leaked per epoch", analysis.suspects.len()));
                 let drawn = flame::write(&svg, "Leaked bytes per epoch", subtitle, &stacks, "no leak suspects")?;
                 if analysis.verdict.kind == crate::analysis::VerdictKind::TooFewEpochs {
-                    warn(&analysis.verdict_message(None));
+                    late_warnings.push(analysis.verdict_message(None));
                 }
                 (svg, drawn, "leaked bytes per epoch".to_string())
             }
@@ -277,7 +296,11 @@ fn flamegraph(
             }
         }
     };
-    for w in symbolizer.warnings() {
+    progress.finish();
+    for w in render::end_warning(&trace).into_iter().chain(render::trace_warnings(&trace)) {
+        warn(&w);
+    }
+    for w in symbolizer.warnings().iter().chain(&late_warnings) {
         warn(w);
     }
     Ok(if drawn {

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod error;
 pub mod format;
 pub mod merge;
+pub mod progress;
 pub mod pylines;
 pub mod render;
 pub mod symbolize;

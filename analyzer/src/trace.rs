@@ -20,6 +20,7 @@ use trace_format::{
 };
 
 use crate::error::Failure;
+use crate::progress::Progress;
 
 /// A small, fast hasher for integer keys (the pair maps are hot).
 #[derive(Default, Clone, Copy)]
@@ -384,6 +385,11 @@ enum Undo {
 
 /// Reads the trace at `path`.
 pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
+    load_showing(path, options, &mut Progress::hidden())
+}
+
+/// [`load`], showing how much of the file it has read on `progress`.
+pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress) -> Result<Trace, Failure> {
     let shown = path.display();
     let mut reader = RecordReader::open(path).map_err(|err| match err {
         ReadError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
@@ -431,7 +437,9 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
     let mut pending_dead: Vec<PairKey> = Vec::new();
     let mut undo = Undo::Changes(Vec::new());
 
-    for record in reader.by_ref() {
+    progress.phase(&format!("reading {shown}"), std::fs::metadata(path).map_or(0, |m| m.len()));
+    while let Some(record) = reader.next() {
+        progress.advance(reader.offset());
         match record {
             Record::Process(p) => {
                 if process.is_none() {

@@ -511,3 +511,21 @@ fn conflicting_stack_nodes_are_one_warning() {
     assert_eq!(v["warnings"].as_array().unwrap().len(), 1);
     assert_eq!(v["suspects"][0]["frames"][0]["function"], "0x401000", "the first contents are kept");
 }
+
+#[test]
+fn progress_shows_when_asked_and_changes_nothing_else() {
+    let sim = all_behaviours(12, true);
+    let path = write_temp("trace.bin", &sim.bytes());
+    let quiet = report(&path, &["--json"]);
+    assert!(stderr(&quiet).is_empty(), "auto shows nothing when stderr is not a terminal: {}", stderr(&quiet));
+    let shown = report(&path, &["--json", "--progress", "always"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let lines = stderr(&shown);
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.first().copied(), Some(format!("analyzer: reading {}", path.display()).as_str()), "{lines:?}");
+    assert!(lines.iter().any(|l| l.ends_with(" 100%")), "{lines:?}");
+    assert!(lines.last().unwrap().starts_with("analyzer: done in "), "{lines:?}");
+    assert_eq!(json(&shown), json(&quiet), "the report is the same");
+    let never = analyzer(&["--progress".as_ref(), "never".as_ref(), "report".as_ref(), path.as_os_str()]);
+    assert!(stderr(&never).is_empty(), "{}", stderr(&never));
+}
