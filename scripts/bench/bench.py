@@ -38,11 +38,13 @@ VPY = os.path.join(ROOT, ".venv/bin/python")
 TRAINER = os.path.join(ROOT, "demo-trainer/target/release/demo-trainer")
 TORCH_LOOP = os.path.join(ROOT, "scripts/bench/torch_loop.py")
 ALLOC_SRC = os.path.join(ROOT, "scripts/bench/alloc_heavy.c")
+LONG_SRC = os.path.join(ROOT, "scripts/bench/long_run.c")
 
 # Workload sizes: (full, quick). Full sizes aim at roughly 5-15 s untraced on
 # a 2-core machine.
 SIZES = {
     "alloc": {"full": ["2", "1000000", "24"], "quick": ["2", "20000", "24"]},
+    "long": {"full": ["2000", "512"], "quick": ["20", "64"]},
     "torch": {"full": ["--epochs", "6", "--steps", "120"], "quick": ["--epochs", "4", "--steps", "6"]},
     "demo": {"full": ["--epochs", "6", "--steps", "100"], "quick": ["--epochs", "4", "--steps", "8"]},
 }
@@ -50,9 +52,11 @@ COMMON = {
     "torch": ["--batch-size", "64", "--workers", "2", "--accumulate", "4", "--threads", "1"],
     "demo": ["--batch-size", "32", "--workers", "2", "--accumulate", "4", "--threads", "1"],
 }
-REPS = {"alloc": 5, "torch": 3, "demo": 3}
+REPS = {"alloc": 5, "torch": 3, "demo": 3, "long": 3}
 TITLES = {
     "alloc": "alloc_heavy (C, {} threads x {} malloc/free pairs, depth {}, no frame pointers)",
+    "long": "long_run (C, {} epochs x {} allocations over 262,144 distinct stacks of 40 frames, freed an epoch "
+            "later, a 12 KiB/epoch leak; for the analyzer's scale)",
     "torch": "PyTorch CPU training loop (scripts/bench/torch_loop.py {}; DataLoader workers, accumulation)",
     "demo": "demo-trainer (Rust/tch, {})",
 }
@@ -330,7 +334,7 @@ def rate_label(n):
 
 def configs_for(workload, args, known):
     """known: the sampling variables libtracer.so knows."""
-    min_epochs = {"alloc": 1 if args.quick else 2, "torch": 4, "demo": 4}[workload]
+    min_epochs = {"alloc": 1 if args.quick else 2, "torch": 4, "demo": 4, "long": 4}[workload]
     # Slices short enough for a sampled run of a tenth of a second to have two.
     extra = {"TRACER_EPOCH_SECONDS": "0.02"} if workload == "alloc" else {}
     cs = [
@@ -362,8 +366,9 @@ def configs_for(workload, args, known):
 
 def workload_cmd(workload, args, bindir):
     size = SIZES[workload]["quick" if args.quick else "full"]
-    if workload == "alloc":
-        return [os.path.join(bindir, "alloc_heavy")] + size, TITLES["alloc"].format(*size)
+    if workload in ("alloc", "long"):
+        program = {"alloc": "alloc_heavy", "long": "long_run"}[workload]
+        return [os.path.join(bindir, program)] + size, TITLES[workload].format(*size)
     if workload == "torch":
         a = size + COMMON["torch"]
         return [VPY, TORCH_LOOP] + a, TITLES["torch"].format(" ".join(a))
@@ -377,6 +382,8 @@ def workload_check(workload, log):
         return "the training loop did not finish"
     if workload == "demo" and "rss after epoch 1" not in text:
         return "demo-trainer did not finish"
+    if workload == "long" and "long_run: " not in text:
+        return "long_run did not finish"
     return None
 
 
@@ -537,7 +544,7 @@ def loadavg():
 
 def main():
     p = argparse.ArgumentParser(description="overhead benchmark: tracer, heaptrack, memray")
-    p.add_argument("--workloads", default="alloc,torch,demo", help="comma-separated: alloc, torch, demo")
+    p.add_argument("--workloads", default="alloc,torch,demo,long", help="comma-separated: alloc, torch, demo, long")
     p.add_argument("--reps", type=int, default=0, help="rounds per workload (default: 5 alloc, 3 others)")
     p.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, one round")
     p.add_argument("--sample-bytes", type=sample_rates, default="65536,524288",
@@ -556,8 +563,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     bindir = os.path.join(args.out, "bin")
     os.makedirs(bindir, exist_ok=True)
-    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o",
-                    os.path.join(bindir, "alloc_heavy"), ALLOC_SRC], check=True)
+    for program, source in (("alloc_heavy", ALLOC_SRC), ("long_run", LONG_SRC)):
+        subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o",
+                        os.path.join(bindir, program), source, "-ldl"], check=True)
     with open(LIB, "rb") as f:
         lib = f.read()
     known = {var for var in ("TRACER_SAMPLE_BYTES", "TRACER_WARMUP_SAMPLE_BYTES") if var.encode() in lib}
