@@ -55,16 +55,20 @@ fn text_report_names_the_leak_and_the_flamegraph_shows_only_it() {
     }
 }
 
+/// Exact whether every allocation is recorded or only those after the
+/// warm-up (see [`WARM_UP_SAMPLING`]).
 #[test]
 fn threads_allocating_at_once_are_all_traced() {
     let program = compile("threads.c");
-    let run = run_traced(&program, &[]);
-    assert!(run.output.status.success(), "{}", run.stderr());
-    let report = report_json(&run.trace);
-    assert_only_suspect_is(&report, "thread_leak", &["churn"]);
-    // 4 threads x 100 blocks x 512 bytes per epoch.
-    let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_f64().unwrap();
-    assert_eq!(growth, 4.0 * 100.0 * 512.0, "{report:#}");
+    for env in [&[][..], &[WARM_UP_SAMPLING]] {
+        let run = run_traced_with(&program, &[], env);
+        assert!(run.output.status.success(), "{}", run.stderr());
+        let report = report_json(&run.trace);
+        assert_only_suspect_is(&report, "thread_leak", &["churn"]);
+        // 4 threads x 100 blocks x 512 bytes per epoch.
+        let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_f64().unwrap();
+        assert_eq!(growth, 4.0 * 100.0 * 512.0, "{env:?}: {report:#}");
+    }
 }
 
 #[test]
@@ -139,17 +143,6 @@ fn sampling_the_warm_up_only_counts_every_later_epoch_exactly() {
         assert_eq!(survivor["count"], 200, "{survivors:?}");
         assert_eq!(survivor["bytes"], (1000..1200).sum::<u64>(), "{survivors:?}");
     }
-}
-
-#[test]
-fn sampling_the_warm_up_only_counts_threads_exactly_after_it() {
-    let program = compile("threads.c");
-    let run = run_traced_with(&program, &[], &[WARM_UP_SAMPLING]);
-    assert!(run.output.status.success(), "{}", run.stderr());
-    let report = report_json(&run.trace);
-    assert_only_suspect_is(&report, "thread_leak", &["churn"]);
-    let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_f64().unwrap();
-    assert_eq!(growth, 4.0 * 100.0 * 512.0, "{report:#}");
 }
 
 #[test]

@@ -232,16 +232,23 @@ fn full_snapshots_give_the_same_result_as_deltas() {
     assert_eq!(a.verdict, b.verdict);
 }
 
-#[test]
-fn growth_outside_the_heap() {
+/// Ten marked epochs of churn (40 blocks freed within the epoch), each
+/// after `change` has had its way with the simulation.
+fn churning_epochs(mut change: impl FnMut(&mut Sim)) -> Sim {
     let mut sim = Sim::new("/opt/app/train");
     for e in 0..10 {
-        sim.rss_extra += 64 << 20;
+        change(&mut sim);
         let t = sim.alloc_many(4, 10, 4096);
         sim.free_all(t);
         sim.mark(&format!("{e}"));
     }
     sim.exit();
+    sim
+}
+
+#[test]
+fn growth_outside_the_heap() {
+    let sim = churning_epochs(|sim| sim.rss_extra += 64 << 20);
     let (_, a) = run(&sim);
     assert!(a.suspects.is_empty());
     assert_eq!(a.verdict.kind, VerdictKind::GrowthOutsideHeap);
@@ -252,15 +259,8 @@ fn growth_outside_the_heap() {
 
 #[test]
 fn the_tracers_own_growth_is_not_taken_for_growth_outside_the_heap() {
-    let mut sim = Sim::new("/opt/app/train");
-    for e in 0..10 {
-        // New stacks every epoch grow the tracer's tables, not the program.
-        sim.tracer_bytes += 64 << 20;
-        let t = sim.alloc_many(4, 10, 4096);
-        sim.free_all(t);
-        sim.mark(&format!("{e}"));
-    }
-    sim.exit();
+    // New stacks every epoch grow the tracer's tables, not the program.
+    let sim = churning_epochs(|sim| sim.tracer_bytes += 64 << 20);
     let (_, a) = run(&sim);
     assert!(a.suspects.is_empty());
     assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
@@ -269,13 +269,10 @@ fn the_tracers_own_growth_is_not_taken_for_growth_outside_the_heap() {
     assert!(msg.contains("RSS changed by 0 B (not counting the tracer's own memory, which grew by"), "{msg}");
 
     // Growth of its own beside the tracer's is still told.
-    let mut sim = Sim::new("/opt/app/train");
-    for e in 0..10 {
+    let sim = churning_epochs(|sim| {
         sim.tracer_bytes += 64 << 20;
         sim.rss_extra += 64 << 20;
-        sim.mark(&format!("{e}"));
-    }
-    sim.exit();
+    });
     let (_, a) = run(&sim);
     assert_eq!(a.verdict.kind, VerdictKind::GrowthOutsideHeap);
     assert_eq!(a.verdict.program_rss_growth(), a.verdict.rss_growth() / 2);
