@@ -413,6 +413,25 @@ mod tests {
     }
 
     #[test]
+    fn a_child_forked_after_the_warm_up_records_everything_and_weighs_inherited_samples() {
+        let recorder = Recorder::new(Some(Sampling::new(65536)));
+        let sample_weight = Sampling::new(65536).weight(100);
+        recorder.allocated(0, 0x1000, 100, true, 1, 0);
+        recorder.end_sampling();
+        recorder.allocated(0, 0x2000, 100, false, 2, 1);
+        recorder.forked();
+        assert!(recorder.sampling().is_none(), "the child inherits the end of sampling");
+        assert!(recorder.may_hold(0x9000));
+        recorder.allocated(0, 0x3000, 10, false, 3, 2);
+        let before = collect(&recorder, 3, true, 2);
+        assert_eq!(before.live_bytes, sample_weight.1 + 100 + 10);
+        assert!(recorder.freed(0, 0x1000), "the inherited sample");
+        assert!(recorder.freed(0, 0x2000), "the inherited exact block");
+        let after = collect(&recorder, 4, false, 2);
+        assert_eq!((after.live_count, after.live_bytes), (1, 10));
+    }
+
+    #[test]
     fn without_sampling_there_is_no_sampling_to_end() {
         let recorder = Recorder::default();
         assert!(!recorder.end_sampling());
