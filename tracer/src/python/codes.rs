@@ -88,7 +88,8 @@ pub struct CodeTable {
 impl CodeTable {
     /// The code object at `code` (whose type was checked), copied on first
     /// sight; `None` when its fields do not look like a code object's.
-    pub fn code_at(&self, code: u64, layout: &Layout, types: &Types) -> Option<Code> {
+    /// `recent`: the calling thread's cache, taken once for a walk's frames.
+    pub fn code_at(&self, code: u64, layout: &Layout, types: &Types, recent: &mut RecentCodes<'_>) -> Option<Code> {
         // The fields read lie before the bytecode; the line table is not
         // read here (only when the object is first copied).
         let object = memory::block(code, layout.code_adaptive)?;
@@ -102,20 +103,12 @@ impl CodeTable {
         if !memory::plausible(identity.filename, 16, 8) || !memory::plausible(identity.qualname, 16, 8) {
             return None;
         }
-        let slot = recent_slot(code);
-        let recent = RECENT.try_with(|recent| {
-            // SAFETY: only this thread touches its cache, and never re-entrantly.
-            let entry = unsafe { (*recent.get())[slot] };
-            (entry.address == code && entry.identity == identity).then_some(entry.code)
-        });
-        if let Ok(Some(known)) = recent {
-            return Some(known);
+        let entry = &mut recent.0[recent_slot(code)];
+        if entry.address == code && entry.identity == identity {
+            return Some(entry.code);
         }
         let known = self.shared_code_at(code, identity, layout, types)?;
-        let _ = RECENT.try_with(|recent| {
-            // SAFETY: as above.
-            unsafe { (*recent.get())[slot] = Recent { address: code, identity, code: known } };
-        });
+        *entry = Recent { address: code, identity, code: known };
         Some(known)
     }
 
@@ -202,6 +195,21 @@ thread_local! {
     /// destructor, so it lives in static TLS and reading it never allocates;
     /// the tracer's reentrancy guard keeps a thread from using it twice at once.
     static RECENT: std::cell::UnsafeCell<[Recent; RECENT_SLOTS]> = const { std::cell::UnsafeCell::new([EMPTY; RECENT_SLOTS]) };
+}
+
+/// The calling thread's [`RECENT`] cache, borrowed for one walk: one
+/// thread-local access per walk instead of one per frame (each a call to
+/// `__tls_get_addr` in a preloaded library).
+pub struct RecentCodes<'a>(&'a mut [Recent; RECENT_SLOTS]);
+
+/// Runs `walk` with the calling thread's cache of recent code objects.
+pub fn with_recent_codes<R>(walk: impl FnOnce(&mut RecentCodes<'_>) -> R) -> R {
+    RECENT.with(|recent| {
+        // SAFETY: only this thread touches its cache, and never re-entrantly:
+        // a walk runs inside the tracer, whose reentrancy guard keeps the
+        // allocations it makes from starting another. The borrow ends with `walk`.
+        walk(&mut RecentCodes(unsafe { &mut *recent.get() }))
+    })
 }
 
 fn recent_slot(code: u64) -> usize {

@@ -32,7 +32,7 @@ use std::mem::MaybeUninit;
 
 use trace_format::{PyCode, PyFrame};
 
-use self::codes::{CodeTable, Types};
+use self::codes::{CodeTable, RecentCodes, Types};
 pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
 use crate::sys;
@@ -374,12 +374,17 @@ impl Walker {
 
     /// Fills `stack`; `None` when something read does not look right.
     fn walk(&self, stack: &mut PyStack) -> Option<Walked> {
-        let l = &self.layout;
-        let mut frame = match self.innermost_frame()? {
+        let frame = match self.innermost_frame()? {
             Innermost::Frame(frame) => frame,
             Innermost::NoPython => return Some(Walked::Complete),
             Innermost::Finalizing => return Some(Walked::Cut),
         };
+        codes::with_recent_codes(|recent| self.walk_from(frame, stack, recent))
+    }
+
+    /// [`Walker::walk`]'s steps from the innermost frame `frame` out.
+    fn walk_from(&self, mut frame: u64, stack: &mut PyStack, recent: &mut RecentCodes<'_>) -> Option<Walked> {
+        let l = &self.layout;
         for _ in 0..MAX_WALK_STEPS {
             if frame == 0 {
                 return Some(Walked::Complete);
@@ -421,7 +426,7 @@ impl Walker {
                     Some(at) => memory::u8_at(frame, at)? != 0,
                     None => false,
                 };
-                let code = self.codes.code_at(code, l, &self.types)?;
+                let code = self.codes.code_at(code, l, &self.types, recent)?;
                 if code.data_loader_iter {
                     stack.outermost_loader = Some(stack.len);
                 }
