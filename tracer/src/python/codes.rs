@@ -103,7 +103,7 @@ impl CodeTable {
         if !memory::plausible(identity.filename, 16, 8) || !memory::plausible(identity.qualname, 16, 8) {
             return None;
         }
-        let entry = &mut recent.0[recent_slot(code)];
+        let entry = &mut recent.0.codes[recent_slot(code)];
         if entry.address == code && entry.identity == identity {
             return Some(entry.code);
         }
@@ -189,18 +189,77 @@ const EMPTY: Recent = Recent {
     code: Code { id: 0, data_loader_iter: false },
 };
 
+const EMPTY_FRAME: RecentFrame = RecentFrame {
+    key: FrameKey { frame: 0, code: 0, instr: 0, qualname: 0, linetable: 0, owner: 0, entry: false },
+    word: 0,
+    data_loader_iter: false,
+};
+
 thread_local! {
     /// The code objects this thread met last, direct-mapped by address: a
     /// hit costs no atomic operation. Const-initialized and without a
     /// destructor, so it lives in static TLS and reading it never allocates;
     /// the tracer's reentrancy guard keeps a thread from using it twice at once.
-    static RECENT: std::cell::UnsafeCell<[Recent; RECENT_SLOTS]> = const { std::cell::UnsafeCell::new([EMPTY; RECENT_SLOTS]) };
+    static RECENT: std::cell::UnsafeCell<Recents> = const {
+        std::cell::UnsafeCell::new(Recents { codes: [EMPTY; RECENT_SLOTS], frames: [EMPTY_FRAME; RECENT_FRAME_SLOTS] })
+    };
 }
 
-/// The calling thread's [`RECENT`] cache, borrowed for one walk: one
-/// thread-local access per walk instead of one per frame (each a call to
+/// A frame a walk decoded lately, and what it was decoded to.
+#[derive(Clone, Copy)]
+pub struct RecentFrame {
+    /// What the frame held: its address, owner and entry flag, its code
+    /// object with the object's name and line table (as the code table's
+    /// own check, in part: a code object freed and another made at its
+    /// address is told apart), the instruction pointer.
+    pub key: FrameKey,
+    /// The packed word of the frame (see [`super::pack`]).
+    pub word: u64,
+    pub data_loader_iter: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct FrameKey {
+    pub frame: u64,
+    pub code: u64,
+    pub instr: u64,
+    pub qualname: u64,
+    pub linetable: u64,
+    pub owner: u8,
+    pub entry: bool,
+}
+
+/// Frames remembered per thread, direct-mapped by the frame's address.
+const RECENT_FRAME_SLOTS: usize = 128;
+
+/// The calling thread's caches, borrowed for one walk: one thread-local
+/// access per walk instead of one per frame (each a call to
 /// `__tls_get_addr` in a preloaded library).
-pub struct RecentCodes<'a>(&'a mut [Recent; RECENT_SLOTS]);
+pub struct RecentCodes<'a>(&'a mut Recents);
+
+impl RecentCodes<'_> {
+    /// The packed word and loader flag of the frame that held `key` when a
+    /// walk last decoded it.
+    #[inline]
+    pub fn frame(&self, key: &FrameKey) -> Option<(u64, bool)> {
+        let recent = &self.0.frames[frame_slot(key.frame)];
+        (recent.key == *key).then_some((recent.word, recent.data_loader_iter))
+    }
+
+    pub fn note_frame(&mut self, key: FrameKey, word: u64, data_loader_iter: bool) {
+        self.0.frames[frame_slot(key.frame)] = RecentFrame { key, word, data_loader_iter };
+    }
+}
+
+fn frame_slot(frame: u64) -> usize {
+    // Frames are at least 80 bytes apart.
+    ((frame >> 4) ^ (frame >> 11)) as usize % RECENT_FRAME_SLOTS
+}
+
+pub struct Recents {
+    codes: [Recent; RECENT_SLOTS],
+    frames: [RecentFrame; RECENT_FRAME_SLOTS],
+}
 
 /// Runs `walk` with the calling thread's cache of recent code objects.
 pub fn with_recent_codes<R>(walk: impl FnOnce(&mut RecentCodes<'_>) -> R) -> R {
@@ -280,4 +339,42 @@ fn read_bytes(object: u64, layout: &Layout, types: &Types) -> Option<Vec<u8>> {
         return Some(Vec::new());
     }
     memory::copy_bytes(object + layout.bytes_data, size as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_is_taken_from_the_memo_only_when_all_it_held_is_unchanged() {
+        let key = FrameKey {
+            frame: 0x7000_0100,
+            code: 0x5000,
+            instr: 0x50c8,
+            qualname: 0x6000,
+            linetable: 0x6100,
+            owner: 0,
+            entry: false,
+        };
+        with_recent_codes(|recent| {
+            recent.note_frame(key, 0xabc, true);
+            assert_eq!(recent.frame(&key), Some((0xabc, true)));
+            for changed in [
+                FrameKey { code: 0x5800, ..key },
+                FrameKey { instr: 0x50ca, ..key },
+                FrameKey { qualname: 0x6008, ..key },
+                FrameKey { linetable: 0x6108, ..key },
+                FrameKey { owner: 1, ..key },
+                FrameKey { entry: true, ..key },
+            ] {
+                assert_eq!(recent.frame(&changed), None);
+            }
+            // Another frame in the same slot replaces it.
+            let same_slot = (1..).map(|n| key.frame + n * 0x10).find(|&f| frame_slot(f) == frame_slot(key.frame));
+            let other = FrameKey { frame: same_slot.unwrap(), ..key };
+            recent.note_frame(other, 0xdef, false);
+            assert_eq!(recent.frame(&key), None);
+            assert_eq!(recent.frame(&other), Some((0xdef, false)));
+        });
+    }
 }

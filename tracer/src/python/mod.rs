@@ -32,7 +32,7 @@ use std::mem::MaybeUninit;
 
 use trace_format::{PyCode, PyFrame};
 
-use self::codes::{CodeTable, RecentCodes, Types};
+use self::codes::{CodeTable, FrameKey, RecentCodes, Types};
 pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
 use crate::sys;
@@ -414,6 +414,32 @@ impl Walker {
                 return None;
             }
             let instr = memory::word(frame, l.frame_instr)?;
+            let entry = match l.frame_is_entry {
+                Some(at) => memory::u8_at(frame, at)? != 0,
+                None => false,
+            };
+            // A frame that holds what it held when a walk last decoded it
+            // (its code object by address and name, the instruction) is
+            // what it was then.
+            let key = FrameKey {
+                frame,
+                code,
+                instr,
+                qualname: memory::word(code, l.code_qualname)?,
+                linetable: memory::word(code, l.code_linetable)?,
+                owner,
+                entry,
+            };
+            if let Some((word, data_loader_iter)) = recent.frame(&key) {
+                if data_loader_iter {
+                    stack.outermost_loader = Some(stack.len);
+                }
+                if !stack.push(word) {
+                    return Some(Walked::Cut);
+                }
+                frame = previous;
+                continue;
+            }
             let code_units = memory::word(code, l.var_size)? as i64;
             let first_traceable = memory::u32_at(code, l.code_firsttraceable)? as i32 as i64;
             let offset = (instr as i64).wrapping_sub((code + l.code_adaptive) as i64) >> 1;
@@ -422,15 +448,13 @@ impl Walker {
                 if !(0..code_units).contains(&offset) {
                     return None;
                 }
-                let entry = match l.frame_is_entry {
-                    Some(at) => memory::u8_at(frame, at)? != 0,
-                    None => false,
-                };
                 let code = self.codes.code_at(code, l, &self.types, recent)?;
                 if code.data_loader_iter {
                     stack.outermost_loader = Some(stack.len);
                 }
-                if !stack.push(pack(code.id, offset as u32, entry)) {
+                let word = pack(code.id, offset as u32, entry);
+                recent.note_frame(key, word, code.data_loader_iter);
+                if !stack.push(word) {
                     return Some(Walked::Cut);
                 }
             }
