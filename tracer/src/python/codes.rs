@@ -88,8 +88,8 @@ pub struct CodeTable {
 impl CodeTable {
     /// The code object at `code` (whose type was checked), copied on first
     /// sight; `None` when its fields do not look like a code object's.
-    /// `recent`: the calling thread's cache, taken once for a walk's frames.
-    pub fn code_at(&self, code: u64, layout: &Layout, types: &Types, recent: &mut RecentCodes<'_>) -> Option<Code> {
+    /// `cache`: the calling thread's, taken once for a walk's frames.
+    pub fn code_at(&self, code: u64, layout: &Layout, types: &Types, cache: &mut WalkCache<'_>) -> Option<Code> {
         // The fields read lie before the bytecode; the line table is not
         // read here (only when the object is first copied).
         let object = memory::block(code, layout.code_adaptive)?;
@@ -103,7 +103,7 @@ impl CodeTable {
         if !memory::plausible(identity.filename, 16, 8) || !memory::plausible(identity.qualname, 16, 8) {
             return None;
         }
-        let entry = &mut recent.0.codes[recent_slot(code)];
+        let entry = &mut cache.0.codes[recent_slot(code)];
         if entry.address == code && entry.identity == identity {
             return Some(entry.code);
         }
@@ -196,12 +196,13 @@ const EMPTY_FRAME: RecentFrame = RecentFrame {
 };
 
 thread_local! {
-    /// The code objects this thread met last, direct-mapped by address: a
-    /// hit costs no atomic operation. Const-initialized and without a
-    /// destructor, so it lives in static TLS and reading it never allocates;
-    /// the tracer's reentrancy guard keeps a thread from using it twice at once.
-    static RECENT: std::cell::UnsafeCell<Recents> = const {
-        std::cell::UnsafeCell::new(Recents { codes: [EMPTY; RECENT_SLOTS], frames: [EMPTY_FRAME; RECENT_FRAME_SLOTS] })
+    /// The code objects this thread met last, direct-mapped by address,
+    /// and the frames its walks decoded last, by frame address: a hit costs
+    /// no atomic operation. Const-initialized and without a destructor, so
+    /// it lives in static TLS and reading it never allocates; the tracer's
+    /// reentrancy guard keeps a thread from using it twice at once.
+    static RECENT: std::cell::UnsafeCell<ThreadCaches> = const {
+        std::cell::UnsafeCell::new(ThreadCaches { codes: [EMPTY; RECENT_SLOTS], frames: [EMPTY_FRAME; RECENT_FRAME_SLOTS] })
     };
 }
 
@@ -235,9 +236,9 @@ const RECENT_FRAME_SLOTS: usize = 128;
 /// The calling thread's caches, borrowed for one walk: one thread-local
 /// access per walk instead of one per frame (each a call to
 /// `__tls_get_addr` in a preloaded library).
-pub struct RecentCodes<'a>(&'a mut Recents);
+pub struct WalkCache<'a>(&'a mut ThreadCaches);
 
-impl RecentCodes<'_> {
+impl WalkCache<'_> {
     /// The packed word and loader flag of the frame that held `key` when a
     /// walk last decoded it.
     #[inline]
@@ -256,18 +257,19 @@ fn frame_slot(frame: u64) -> usize {
     ((frame >> 4) ^ (frame >> 11)) as usize % RECENT_FRAME_SLOTS
 }
 
-pub struct Recents {
+/// What one thread remembers between walks.
+struct ThreadCaches {
     codes: [Recent; RECENT_SLOTS],
     frames: [RecentFrame; RECENT_FRAME_SLOTS],
 }
 
-/// Runs `walk` with the calling thread's cache of recent code objects.
-pub fn with_recent_codes<R>(walk: impl FnOnce(&mut RecentCodes<'_>) -> R) -> R {
+/// Runs `walk` with the calling thread's cache of code objects and frames.
+pub fn with_walk_cache<R>(walk: impl FnOnce(&mut WalkCache<'_>) -> R) -> R {
     RECENT.with(|recent| {
         // SAFETY: only this thread touches its cache, and never re-entrantly:
         // a walk runs inside the tracer, whose reentrancy guard keeps the
         // allocations it makes from starting another. The borrow ends with `walk`.
-        walk(&mut RecentCodes(unsafe { &mut *recent.get() }))
+        walk(&mut WalkCache(unsafe { &mut *recent.get() }))
     })
 }
 
@@ -356,9 +358,9 @@ mod tests {
             owner: 0,
             entry: false,
         };
-        with_recent_codes(|recent| {
-            recent.note_frame(key, 0xabc, true);
-            assert_eq!(recent.frame(&key), Some((0xabc, true)));
+        with_walk_cache(|cache| {
+            cache.note_frame(key, 0xabc, true);
+            assert_eq!(cache.frame(&key), Some((0xabc, true)));
             for changed in [
                 FrameKey { code: 0x5800, ..key },
                 FrameKey { instr: 0x50ca, ..key },
@@ -367,14 +369,14 @@ mod tests {
                 FrameKey { owner: 1, ..key },
                 FrameKey { entry: true, ..key },
             ] {
-                assert_eq!(recent.frame(&changed), None);
+                assert_eq!(cache.frame(&changed), None);
             }
             // Another frame in the same slot replaces it.
             let same_slot = (1..).map(|n| key.frame + n * 0x10).find(|&f| frame_slot(f) == frame_slot(key.frame));
             let other = FrameKey { frame: same_slot.unwrap(), ..key };
-            recent.note_frame(other, 0xdef, false);
-            assert_eq!(recent.frame(&key), None);
-            assert_eq!(recent.frame(&other), Some((0xdef, false)));
+            cache.note_frame(other, 0xdef, false);
+            assert_eq!(cache.frame(&key), None);
+            assert_eq!(cache.frame(&other), Some((0xdef, false)));
         });
     }
 }

@@ -32,7 +32,7 @@ use std::mem::MaybeUninit;
 
 use trace_format::{PyCode, PyFrame};
 
-use self::codes::{CodeTable, FrameKey, RecentCodes, Types};
+use self::codes::{CodeTable, FrameKey, Types, WalkCache};
 pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
 use crate::sys;
@@ -379,11 +379,11 @@ impl Walker {
             Innermost::NoPython => return Some(Walked::Complete),
             Innermost::Finalizing => return Some(Walked::Cut),
         };
-        codes::with_recent_codes(|recent| self.walk_from(frame, stack, recent))
+        codes::with_walk_cache(|cache| self.walk_from(frame, stack, cache))
     }
 
     /// [`Walker::walk`]'s steps from the innermost frame `frame` out.
-    fn walk_from(&self, mut frame: u64, stack: &mut PyStack, recent: &mut RecentCodes<'_>) -> Option<Walked> {
+    fn walk_from(&self, mut frame: u64, stack: &mut PyStack, cache: &mut WalkCache<'_>) -> Option<Walked> {
         let l = &self.layout;
         for _ in 0..MAX_WALK_STEPS {
             if frame == 0 {
@@ -430,7 +430,7 @@ impl Walker {
                 owner,
                 entry,
             };
-            if let Some((word, data_loader_iter)) = recent.frame(&key) {
+            if let Some((word, data_loader_iter)) = cache.frame(&key) {
                 if data_loader_iter {
                     stack.outermost_loader = Some(stack.len);
                 }
@@ -448,12 +448,12 @@ impl Walker {
                 if !(0..code_units).contains(&offset) {
                     return None;
                 }
-                let code = self.codes.code_at(code, l, &self.types, recent)?;
+                let code = self.codes.code_at(code, l, &self.types, cache)?;
                 if code.data_loader_iter {
                     stack.outermost_loader = Some(stack.len);
                 }
                 let word = pack(code.id, offset as u32, entry);
-                recent.note_frame(key, word, code.data_loader_iter);
+                cache.note_frame(key, word, code.data_loader_iter);
                 if !stack.push(word) {
                     return Some(Walked::Cut);
                 }
