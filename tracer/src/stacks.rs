@@ -178,15 +178,16 @@ impl Tree {
 /// new edge takes a free slot of its set, or of one of the next three sets
 /// when its own is full (a look reads the next set only past a full one);
 /// only when all four are full, or once the index at its largest is half
-/// full, does it push out the edge in the way its node's id picks. An edge pushed out is simply not found: the stack that
-/// needs it again gets a node of its own, and the stacks below it then grow
-/// under that node, so an edge may be stored twice, while whole stacks stay
-/// unique through the stack hashes. (With one set and no free-slot search,
-/// a program whose 131,072 stacks spread over a binary tree of calls had
-/// 2.4 times the nodes its stacks needed: a lost edge near the root
-/// repeated the subtree below it.) The slots double, up to
-/// [`MAX_EDGE_SLOTS`], to stay at least four times the indexed nodes (fewer full sets); zeroed
-/// pages never touched cost no memory.
+/// full, does it push out the edge in the way its node's id picks. An edge
+/// pushed out is simply not found: the stack that needs it again gets a
+/// node of its own, and the stacks below it then grow under that node, so
+/// an edge may be stored twice, while whole stacks stay unique through the
+/// stack hashes. (With one set and no free-slot search, a program whose
+/// 131,072 stacks spread over a binary tree of calls had 2.4 times the
+/// nodes its stacks needed: a lost edge near the root repeated the subtree
+/// below it.) The slots double, up to [`MAX_EDGE_SLOTS`], to stay at least
+/// four times the indexed nodes (fewer full sets); zeroed pages never
+/// touched cost no memory.
 #[derive(Default)]
 struct EdgeIndex {
     /// An edge's frame, then its parent in the low half of the second word
@@ -222,19 +223,20 @@ impl EdgeIndex {
         EdgeIndex { slots: memory, first, sets: slots / WAYS, filled: 0 }
     }
 
-    /// The slots of the `probe`th set an edge may take.
-    fn set(&self, parent: u32, word: FrameWord, probe: usize) -> std::ops::Range<usize> {
-        let start = self.first + WAYS * ((edge_hash(parent, word) as usize).wrapping_add(probe) & (self.sets - 1));
-        start..start + WAYS
+    /// The first slots of the sets an edge may take, its own set first: the
+    /// edge is hashed once for all of them.
+    fn set_starts(&self, parent: u32, word: FrameWord) -> [usize; PROBED_SETS] {
+        let home = edge_hash(parent, word) as usize;
+        std::array::from_fn(|probe| self.first + WAYS * (home.wrapping_add(probe) & (self.sets - 1)))
     }
 
     fn find(&self, parent: u32, word: FrameWord) -> Option<u32> {
         if self.sets == 0 {
             return None;
         }
-        for probe in 0..PROBED_SETS {
+        for start in self.set_starts(parent, word) {
             let mut full = true;
-            for &[frame, ids] in &self.slots[self.set(parent, word, probe)] {
+            for &[frame, ids] in &self.slots[start..start + WAYS] {
                 let child = (ids >> 32) as u32;
                 if child != 0 && ids as u32 == parent && frame == word {
                     return Some(child);
@@ -250,17 +252,16 @@ impl EdgeIndex {
 
     fn put(&mut self, parent: u32, frame: FrameWord, child: u32) {
         let edge = [frame, u64::from(child) << 32 | u64::from(parent)];
+        let starts = self.set_starts(parent, frame);
         if 2 * self.filled < self.sets * WAYS {
-            for probe in 0..PROBED_SETS {
-                if let Some(slot) = self.set(parent, frame, probe).find(|&slot| self.slots[slot][1] == 0) {
-                    self.slots[slot] = edge;
-                    self.filled += 1;
-                    return;
-                }
+            let free = starts.iter().flat_map(|&start| start..start + WAYS).find(|&slot| self.slots[slot][1] == 0);
+            if let Some(slot) = free {
+                self.slots[slot] = edge;
+                self.filled += 1;
+                return;
             }
         }
-        let evicted = self.set(parent, frame, 0).start + child as usize % WAYS;
-        self.slots[evicted] = edge;
+        self.slots[starts[0] + child as usize % WAYS] = edge;
     }
 
     /// Whether a tree of `nodes` nodes should have more slots first.
@@ -759,9 +760,9 @@ mod tests {
     #[test]
     fn an_edge_goes_to_the_next_sets_when_its_own_is_full_and_out_only_when_all_are() {
         let mut index = EdgeIndex::with_slots(MIN_EDGE_SLOTS);
-        let home = index.set(0, 0x10, 0);
+        let home = index.set_starts(0, 0x10)[0];
         let rivals: Vec<FrameWord> =
-            (0x10..).filter(|&word| index.set(0, word, 0) == home).take(WAYS * PROBED_SETS + 1).collect();
+            (0x10..).filter(|&word| index.set_starts(0, word)[0] == home).take(WAYS * PROBED_SETS + 1).collect();
         let (fitting, last) = rivals.split_at(WAYS * PROBED_SETS);
         for (child, &word) in (1..).zip(fitting) {
             index.put(0, word, child);
