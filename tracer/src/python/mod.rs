@@ -430,30 +430,14 @@ impl Walker {
                 owner,
                 entry,
             };
-            if let Some((word, data_loader_iter)) = cache.frame(&key) {
+            let decoded = match cache.frame(&key) {
+                Some(known) => Some(known),
+                None => self.decode(key, cache)?,
+            };
+            if let Some((word, data_loader_iter)) = decoded {
                 if data_loader_iter {
                     stack.outermost_loader = Some(stack.len);
                 }
-                if !stack.push(word) {
-                    return Some(Walked::Cut);
-                }
-                frame = previous;
-                continue;
-            }
-            let code_units = memory::word(code, l.var_size)? as i64;
-            let first_traceable = memory::u32_at(code, l.code_firsttraceable)? as i32 as i64;
-            let offset = (instr as i64).wrapping_sub((code + l.code_adaptive) as i64) >> 1;
-            let incomplete = owner != OWNED_BY_GENERATOR && offset < first_traceable;
-            if !incomplete {
-                if !(0..code_units).contains(&offset) {
-                    return None;
-                }
-                let code = self.codes.code_at(code, l, &self.types, cache)?;
-                if code.data_loader_iter {
-                    stack.outermost_loader = Some(stack.len);
-                }
-                let word = pack(code.id, offset as u32, entry);
-                cache.note_frame(key, word, code.data_loader_iter);
                 if !stack.push(word) {
                     return Some(Walked::Cut);
                 }
@@ -461,6 +445,27 @@ impl Walker {
             frame = previous;
         }
         None
+    }
+
+    /// The packed word of the frame `key` describes and whether it runs
+    /// `DataLoader.__iter__`, remembered in `cache`; `Some(None)` for a frame
+    /// that has not started running its code yet, `None` when something read
+    /// does not look right.
+    fn decode(&self, key: FrameKey, cache: &mut WalkCache<'_>) -> Option<Option<(u64, bool)>> {
+        let l = &self.layout;
+        let code_units = memory::word(key.code, l.var_size)? as i64;
+        let first_traceable = memory::u32_at(key.code, l.code_firsttraceable)? as i32 as i64;
+        let offset = (key.instr as i64).wrapping_sub((key.code + l.code_adaptive) as i64) >> 1;
+        if key.owner != OWNED_BY_GENERATOR && offset < first_traceable {
+            return Some(None);
+        }
+        if !(0..code_units).contains(&offset) {
+            return None;
+        }
+        let code = self.codes.code_at(key.code, l, &self.types, cache)?;
+        let word = pack(code.id, offset as u32, key.entry);
+        cache.note_frame(key, word, code.data_loader_iter);
+        Some(Some((word, code.data_loader_iter)))
     }
 }
 
