@@ -20,6 +20,8 @@ pub const REPORTED_OK: &str = "ok";
 pub const REPORTED_FAILURE: &str = "failed";
 /// `0` keeps passes over a PyTorch DataLoader from closing epochs.
 pub const AUTO_EPOCHS_VAR: &str = "TRACER_AUTO_EPOCHS";
+/// Samples allocations by bytes for the whole run.
+pub const SAMPLE_VAR: &str = "TRACER_SAMPLE_BYTES";
 /// Samples the warm-up (until the first epoch closed by a mark, a DataLoader
 /// pass or an asked-for time slice) and records every allocation after it.
 pub const WARM_UP_SAMPLE_VAR: &str = "TRACER_WARMUP_SAMPLE_BYTES";
@@ -72,11 +74,11 @@ impl Config {
                 }
             },
         };
-        let sample_bytes = sample_bytes_var("TRACER_SAMPLE_BYTES", &mut warnings);
+        let sample_bytes = sample_bytes_var(SAMPLE_VAR, &mut warnings);
         let warm_up_sample_bytes = sample_bytes_var(WARM_UP_SAMPLE_VAR, &mut warnings);
         if let (Some(_), Some(_)) = (sample_bytes, warm_up_sample_bytes) {
             warnings.push(format!(
-                "both TRACER_SAMPLE_BYTES and {WARM_UP_SAMPLE_VAR} are set; sampling the whole run (unset one of them)"
+                "both {SAMPLE_VAR} and {WARM_UP_SAMPLE_VAR} are set; sampling the whole run (unset one of them)"
             ));
         }
         let sample_warm_up_only = sample_bytes.is_none() && warm_up_sample_bytes.is_some();

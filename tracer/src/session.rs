@@ -12,7 +12,8 @@ use trace_format::{
 
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{
-    Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, WARM_UP_SAMPLE_VAR,
+    Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, SAMPLE_VAR,
+    WARM_UP_SAMPLE_VAR,
 };
 use crate::mappings::{Locked, Mappings};
 use crate::modules::{self, ModuleMap};
@@ -660,7 +661,7 @@ impl Session {
         let Some(mean_bytes) = self.config.sample_bytes else { return "every allocation recorded".to_string() };
         let poisson = format!("Poisson by bytes, one sample per {mean_bytes} bytes on average");
         match (self.config.sample_warm_up_only, self.recorder.sampling().is_some()) {
-            (false, _) => format!("{poisson} (TRACER_SAMPLE_BYTES); counts and bytes are estimates"),
+            (false, _) => format!("{poisson} ({SAMPLE_VAR}); counts and bytes are estimates"),
             (true, true) => format!(
                 "{poisson} until the warm-up ends (the first mark, DataLoader pass or asked-for time slice), then every allocation ({WARM_UP_SAMPLE_VAR}); the warm-up's counts and bytes are estimates"
             ),
