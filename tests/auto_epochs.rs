@@ -186,11 +186,12 @@ fn training_passes_cut_the_epochs_when_sampling() {
     assert_cut_by_training_passes(&report_json(&run.trace));
 }
 
-/// The first training pass ends a sampled warm-up: the leak's allocations of
-/// every later pass are all recorded (8 steps, one 64 KiB buffer each).
+/// The first training pass ends the warm-up, sampled by default: the leak's
+/// allocations of every later pass are all recorded (8 steps, one 64 KiB
+/// buffer each).
 #[test]
-fn the_first_training_pass_ends_a_sampled_warm_up() {
-    let run = torch_job(&["--workers", &WORKERS.to_string()], &[("TRACER_WARMUP_SAMPLE_BYTES", "64k")]);
+fn the_first_training_pass_ends_the_sampled_warm_up() {
+    let run = torch_job(&["--workers", &WORKERS.to_string()], &[]);
     let report = report_json(&run.trace);
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");

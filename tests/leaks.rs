@@ -56,11 +56,11 @@ fn text_report_names_the_leak_and_the_flamegraph_shows_only_it() {
 }
 
 /// Exact whether every allocation is recorded or only those after the
-/// warm-up (see [`WARM_UP_SAMPLING`]).
+/// warm-up (the default).
 #[test]
 fn threads_allocating_at_once_are_all_traced() {
     let program = compile("threads.c");
-    for env in [&[][..], &[WARM_UP_SAMPLING]] {
+    for env in [&[FULL_CAPTURE][..], &[]] {
         let run = run_traced_with(&program, &[], env);
         assert!(run.output.status.success(), "{}", run.stderr());
         let report = report_json(&run.trace);
@@ -103,8 +103,11 @@ fn sampling_still_names_the_planted_leak_first_and_no_decoy() {
     let program = compile("leaky.c");
     let run = run_traced_with(&program, &["8"], &[SAMPLING]);
     assert!(run.output.status.success(), "{}", run.stderr());
+    assert!(!run.stderr().contains("tracer:"), "sampling the whole run is no conflict: {}", run.stderr());
     let report = report_json(&run.trace);
-    assert!(report["process"]["settings"]["sampling"].as_str().unwrap().starts_with("Poisson by bytes"), "{report:#}");
+    let sampling = report["process"]["settings"]["sampling"].as_str().unwrap();
+    assert!(sampling.starts_with("Poisson by bytes, one sample per 16384 bytes"), "{sampling}");
+    assert!(report["notes"].as_array().unwrap().is_empty(), "sampling never ends");
     assert_only_suspect_is(&report, "leak_per_epoch", &DECOYS);
     // The estimate is unbiased; with ~13 samples an epoch it lands near the truth.
     let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_f64().unwrap();
@@ -119,30 +122,65 @@ fn sampling_threads_still_names_the_leaking_site() {
     assert_only_suspect_is(&report_json(&run.trace), "thread_leak", &["churn"]);
 }
 
-/// The warm-up sampled at 16 KiB, every allocation recorded after it.
+/// The warm-up sampled at 16 KiB, asked for beside whole-run sampling.
 const WARM_UP_SAMPLING: (&str, &str) = ("TRACER_WARMUP_SAMPLE_BYTES", "16k");
 
+/// Blocks the planted leak keeps per epoch, and their bytes.
+const LEAKED_PER_EPOCH: (u64, u64) = (200, (1000 + 1199) * 200 / 2);
+
 #[test]
-fn sampling_the_warm_up_only_counts_every_later_epoch_exactly() {
+fn by_default_the_warm_up_is_sampled_and_every_later_epoch_counted_exactly() {
     let program = compile("leaky.c");
-    let run = run_traced_with(&program, &["8"], &[WARM_UP_SAMPLING]);
+    let run = run_traced(&program, &["8"]);
     assert!(run.output.status.success(), "{}", run.stderr());
     assert_eq!(run.stdout(), "leaky: 8 epochs, 1600 blocks leaked\n");
+    assert!(!run.stderr().contains("tracer:"), "the default says nothing: {}", run.stderr());
     let report = report_json(&run.trace);
     let sampling = report["process"]["settings"]["sampling"].as_str().unwrap();
-    assert!(sampling.contains("until the warm-up ends"), "{sampling}");
+    assert!(sampling.starts_with("Poisson by bytes, one sample per 65536 bytes"), "{sampling}");
+    assert!(sampling.contains("until the warm-up (the first epoch) ends"), "{sampling}");
     let notes = report["notes"].as_array().unwrap();
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0]["text"].as_str().unwrap().contains("every allocation is recorded from epoch 1 on"), "{notes:?}");
     assert_only_suspect_is(&report, "leak_per_epoch", &DECOYS);
-    // Epoch 0 was sampled; every block born after it was recorded.
     let survivors = report["suspects"][0]["survivors"].as_array().unwrap();
     let exact: Vec<_> = survivors.iter().filter(|s| s["birth_epoch"] != 0).collect();
     assert_eq!(exact.len(), 7, "{survivors:?}");
     for survivor in exact {
-        assert_eq!(survivor["count"], 200, "{survivors:?}");
-        assert_eq!(survivor["bytes"], (1000..1200).sum::<u64>(), "{survivors:?}");
+        assert_eq!((&survivor["count"], &survivor["bytes"]), (&LEAKED_PER_EPOCH.0.into(), &LEAKED_PER_EPOCH.1.into()));
     }
+}
+
+#[test]
+fn a_warm_up_rate_of_zero_records_every_allocation_from_the_start() {
+    let program = compile("leaky.c");
+    let run = run_traced_with(&program, &["8"], &[FULL_CAPTURE]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let report = report_json(&run.trace);
+    assert_eq!(report["process"]["settings"]["sampling"], "every allocation recorded");
+    assert!(report["notes"].as_array().unwrap().is_empty(), "no warm-up sampled: {report:#}");
+    assert_only_suspect_is(&report, "leak_per_epoch", &DECOYS);
+    let survivors = report["suspects"][0]["survivors"].as_array().unwrap();
+    assert_eq!(survivors.len(), 8, "epoch 0's survivors too: {survivors:?}");
+    for survivor in survivors {
+        assert_eq!((&survivor["count"], &survivor["bytes"]), (&LEAKED_PER_EPOCH.0.into(), &LEAKED_PER_EPOCH.1.into()));
+    }
+}
+
+#[test]
+fn an_unreadable_warm_up_rate_is_said_once_and_the_default_kept() {
+    let program = compile("leaky.c");
+    let run = run_traced_with(&program, &["8"], &[("TRACER_WARMUP_SAMPLE_BYTES", "lots")]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let stderr = run.stderr();
+    let warnings: Vec<_> = stderr.lines().filter(|l| l.starts_with("tracer:")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("TRACER_WARMUP_SAMPLE_BYTES=\"lots\" is not a number of bytes"), "{stderr}");
+    assert!(warnings[0].ends_with("using the default, 65536"), "{stderr}");
+    let report = report_json(&run.trace);
+    let sampling = report["process"]["settings"]["sampling"].as_str().unwrap();
+    assert!(sampling.starts_with("Poisson by bytes, one sample per 65536 bytes"), "{sampling}");
+    assert_only_suspect_is(&report, "leak_per_epoch", &DECOYS);
 }
 
 #[test]

@@ -110,24 +110,38 @@ fn torn_trace_tail_is_detected_not_misread() {
 }
 
 #[test]
-fn time_slices_cut_epochs_in_a_program_that_never_marks_even_when_sampling() {
+fn time_slices_cut_epochs_in_a_program_that_never_marks_however_it_is_sampled() {
     let program = compile("unmarked.c");
-    for sampling in ["0", "64m"] {
-        let run = run_traced_with(&program, &[], &[("TRACER_EPOCH_SECONDS", "0.1"), ("TRACER_SAMPLE_BYTES", sampling)]);
+    for env in [&[FULL_CAPTURE][..], &[("TRACER_SAMPLE_BYTES", "64m")], &[]] {
+        let run = run_traced_with(&program, &[], &[&[("TRACER_EPOCH_SECONDS", "0.1")], env].concat());
         assert!(run.output.status.success(), "{}", run.stderr());
         let (records, _) = read_trace(&run.trace);
         let slices = records
             .iter()
             .filter(|r| matches!(r, Record::Snapshot(s) if s.cause == trace_format::EpochCause::Timer))
             .count();
-        assert!(slices >= 3, "{slices} time slices in 0.6 s of 0.1 s slices (TRACER_SAMPLE_BYTES={sampling})");
+        assert!(slices >= 3, "{slices} time slices in 0.6 s of 0.1 s slices ({env:?})");
+        let notices: Vec<&str> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Notice(notice) => Some(notice.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        // By default the first slice is the warm-up, sampled.
+        let warm_up_sampled = env.is_empty();
+        assert_eq!(notices.len(), usize::from(warm_up_sampled), "{notices:?}");
+        if warm_up_sampled {
+            assert!(notices[0].starts_with("the warm-up ended with epoch 0:"), "{notices:?}");
+        }
     }
 }
 
 #[test]
 fn a_snapshot_naming_many_new_stack_nodes_writes_them_in_several_records() {
     let program = compile("many_stacks.c");
-    let run = run_traced(&program, &[]);
+    // One epoch, the warm-up, recorded in full: every stack in it.
+    let run = run_traced_with(&program, &[], &[FULL_CAPTURE]);
     assert!(run.output.status.success(), "{}", run.stderr());
     let (records, end) = read_trace(&run.trace);
     assert_eq!(end, TraceEnd::EndOfFile);

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use integration_tests::{compile, python_interpreter, traced_command};
+use integration_tests::{compile, python_interpreter, traced_command, FULL_CAPTURE};
 
 /// (compared, differed, captured by libgcc alone) from the tracer's check
 /// summary on stderr.
@@ -22,7 +22,8 @@ fn check_summary(stderr: &str) -> (u64, u64, u64) {
 }
 
 fn run_checked(mut command: Command) -> String {
-    command.env("TRACER_UNWIND_CHECK", "1");
+    // Every allocation is unwound twice and compared, the warm-up's too.
+    command.env("TRACER_UNWIND_CHECK", "1").envs([FULL_CAPTURE]);
     let output = command.output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "the traced program failed:\n{stderr}");

@@ -339,7 +339,12 @@ def configs_for(workload, args, known):
     extra = {"TRACER_EPOCH_SECONDS": "0.02"} if workload == "alloc" else {}
     cs = [
         Config("untraced", lambda c, e, d: (c, e)),
-        Config("tracer", tracer_env(extra), tracer_check(min_epochs), tracer_analyze),
+        Config("tracer, full capture", tracer_env(dict(extra, TRACER_WARMUP_SAMPLE_BYTES="0")),
+               tracer_check(min_epochs), tracer_analyze),
+        # What a plain LD_PRELOAD does: the warm-up sampled, every later allocation recorded.
+        Config("tracer (default)", tracer_env(extra), tracer_check(min_epochs, "warm-up"), tracer_analyze,
+               available="TRACER_WARMUP_SAMPLE_BYTES" in known,
+               why="not available (libtracer.so records every allocation by default)"),
     ]
     cs += [Config(f"tracer, warm-up sampled at {rate_label(rate)}",
                   tracer_env(dict(extra, TRACER_WARMUP_SAMPLE_BYTES=str(rate))),
@@ -549,8 +554,9 @@ def main():
     p.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, one round")
     p.add_argument("--sample-bytes", type=sample_rates, default="65536,524288",
                    help="TRACER_SAMPLE_BYTES of the sampling configurations, comma-separated (one configuration each)")
-    p.add_argument("--warm-up-sample-bytes", type=sample_rates, default="65536",
-                   help="TRACER_WARMUP_SAMPLE_BYTES of the warm-up sampling configurations, comma-separated")
+    p.add_argument("--warm-up-sample-bytes", type=sample_rates, default=[],
+                   help="TRACER_WARMUP_SAMPLE_BYTES of extra warm-up sampling configurations beside the default's "
+                        "(64 KiB), comma-separated")
     p.add_argument("--timeout", type=float, default=300,
                    help="a run is killed after max(this, 40x the untraced median) seconds, or when it hangs")
     p.add_argument("--out", default=os.path.join(ROOT, "out/bench"))

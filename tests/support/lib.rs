@@ -141,9 +141,15 @@ pub fn traced_command(program: &Path) -> (Command, tempfile::TempDir) {
         .env("TRACER_OUTPUT", dir.path().join("trace.bin"))
         .env_remove("TRACER_INHERITED_OUTPUT")
         .env_remove("TRACER_REPORTED")
-        .env_remove("TRACER_EPOCH_SECONDS");
+        .env_remove("TRACER_EPOCH_SECONDS")
+        .env_remove("TRACER_SAMPLE_BYTES")
+        .env_remove("TRACER_WARMUP_SAMPLE_BYTES");
     (command, dir)
 }
+
+/// Every allocation from the start, the warm-up included (by default the
+/// first epoch is sampled): for tests that read what the first epoch allocated.
+pub const FULL_CAPTURE: (&str, &str) = ("TRACER_WARMUP_SAMPLE_BYTES", "0");
 
 pub fn run_traced(program: &Path, args: &[&str]) -> TracedRun {
     run_traced_with(program, args, &[])

@@ -22,9 +22,17 @@ pub const REPORTED_FAILURE: &str = "failed";
 pub const AUTO_EPOCHS_VAR: &str = "TRACER_AUTO_EPOCHS";
 /// Samples allocations by bytes for the whole run.
 pub const SAMPLE_VAR: &str = "TRACER_SAMPLE_BYTES";
-/// Samples the warm-up (until the first epoch closed by a mark, a DataLoader
-/// pass or an asked-for time slice) and records every allocation after it.
+/// Samples the warm-up (the first epoch) and records every allocation
+/// after it; `0` records every allocation from the start.
 pub const WARM_UP_SAMPLE_VAR: &str = "TRACER_WARMUP_SAMPLE_BYTES";
+/// The warm-up's sampling rate when [`WARM_UP_SAMPLE_VAR`] is not set. The
+/// warm-up of a PyTorch job is its imports: a million allocations, nearly
+/// each at a stack of its own, whose tables recorded in full cost more time
+/// and memory than the rest of a short run, while the leak analysis never
+/// ranks what the first epoch allocated. At this rate the first epoch's
+/// large allocations (weights, buffers) are all kept and small ones are
+/// represented by one in several hundred.
+pub const DEFAULT_WARM_UP_SAMPLE_BYTES: u64 = 64 << 10;
 
 pub struct Config {
     /// The path named by the user (absolute), which descendants suffix.
@@ -36,11 +44,12 @@ pub struct Config {
     /// Time slices were asked for explicitly, so they go on after the
     /// program's first `tracer_mark` (by default marks replace them).
     pub epoch_seconds_explicit: bool,
-    /// Mean bytes between samples (`TRACER_SAMPLE_BYTES`, or
-    /// `TRACER_WARMUP_SAMPLE_BYTES`); `None` records every allocation.
+    /// Mean bytes between samples (`TRACER_SAMPLE_BYTES`, or the warm-up's:
+    /// `TRACER_WARMUP_SAMPLE_BYTES` or its default); `None` records every
+    /// allocation.
     pub sample_bytes: Option<u64>,
-    /// Sampling ends with the warm-up (`TRACER_WARMUP_SAMPLE_BYTES`): every
-    /// allocation is recorded from then on.
+    /// Sampling ends with the warm-up: every allocation is recorded from
+    /// then on.
     pub sample_warm_up_only: bool,
     /// Passes over a PyTorch DataLoader close epochs (`TRACER_AUTO_EPOCHS`, on unless `0`).
     pub auto_epochs: bool,
@@ -74,13 +83,19 @@ impl Config {
                 }
             },
         };
-        let sample_bytes = sample_bytes_var(SAMPLE_VAR, &mut warnings);
-        let warm_up_sample_bytes = sample_bytes_var(WARM_UP_SAMPLE_VAR, &mut warnings);
-        if let (Some(_), Some(_)) = (sample_bytes, warm_up_sample_bytes) {
-            warnings.push(format!(
-                "both {SAMPLE_VAR} and {WARM_UP_SAMPLE_VAR} are set; sampling the whole run (unset one of them)"
-            ));
-        }
+        let sample_bytes = sample_bytes_var(SAMPLE_VAR, None, &mut warnings);
+        let warm_up_sample_bytes = match env::var_os(WARM_UP_SAMPLE_VAR) {
+            None => Some(DEFAULT_WARM_UP_SAMPLE_BYTES),
+            Some(_) => {
+                let asked = sample_bytes_var(WARM_UP_SAMPLE_VAR, Some(DEFAULT_WARM_UP_SAMPLE_BYTES), &mut warnings);
+                if sample_bytes.is_some() && asked.is_some() {
+                    warnings.push(format!(
+                        "both {SAMPLE_VAR} and {WARM_UP_SAMPLE_VAR} are set; sampling the whole run (unset one of them)"
+                    ));
+                }
+                asked
+            }
+        };
         let sample_warm_up_only = sample_bytes.is_none() && warm_up_sample_bytes.is_some();
         let sample_bytes = sample_bytes.or(warm_up_sample_bytes);
         let auto_epochs = match env::var(AUTO_EPOCHS_VAR) {
@@ -127,17 +142,21 @@ impl Config {
     }
 }
 
-/// A sampling rate from `var`: `None` when unset or `0` (every allocation),
-/// and when unreadable, with a warning.
-fn sample_bytes_var(var: &str, warnings: &mut Vec<String>) -> Option<u64> {
+/// A sampling rate from `var`: `None` when unset or `0` (no sampling); when
+/// unreadable, `fallback`, with a warning.
+fn sample_bytes_var(var: &str, fallback: Option<u64>, warnings: &mut Vec<String>) -> Option<u64> {
     let text = env::var(var).ok()?;
-    let bytes = parse_bytes(&text);
-    if bytes.is_none() {
+    let Some(bytes) = parse_bytes(&text) else {
+        let instead = match fallback {
+            Some(bytes) => format!("using the default, {bytes}"),
+            None => "ignoring it".to_string(),
+        };
         warnings.push(format!(
-            "{var}={text:?} is not a number of bytes (use e.g. 524288, 512k or 1m, or 0 to record every allocation); recording every allocation"
+            "{var}={text:?} is not a number of bytes (use e.g. 524288, 512k or 1m, or 0 for no sampling); {instead}"
         ));
-    }
-    bytes.filter(|&b| b > 0)
+        return fallback;
+    };
+    (bytes > 0).then_some(bytes)
 }
 
 /// "524288", "512k", "2m", "1g" (binary units).

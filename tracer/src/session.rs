@@ -513,7 +513,10 @@ impl Session {
             return;
         }
         let closing = self.epoch.fetch_add(1, Ordering::Relaxed);
-        let warm_up_ended = self.config.sample_warm_up_only && self.ends_warm_up(cause) && self.recorder.end_sampling();
+        // The first epoch, whatever closes it, is the warm-up: the analysis never
+        // ranks what it allocated.
+        let warm_up_ended =
+            self.config.sample_warm_up_only && cause != EpochCause::Exit && self.recorder.end_sampling();
         let scope = Scope {
             current_epoch: closing + 1,
             everything: output.next_is_full,
@@ -534,7 +537,7 @@ impl Session {
         let mut records: Vec<Record> = output.modules.newly_loaded().into_iter().map(Record::Module).collect();
         if warm_up_ended {
             let text = format!(
-                "the warm-up ended with epoch {closing}: every allocation is recorded from epoch {} on; the warm-up's counts and bytes are estimates ({WARM_UP_SAMPLE_VAR})",
+                "the warm-up ended with epoch {closing}: every allocation is recorded from epoch {} on; the warm-up's counts and bytes are estimates ({WARM_UP_SAMPLE_VAR}=0 records it all)",
                 closing + 1
             );
             records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text }));
@@ -645,17 +648,6 @@ impl Session {
         records.push(Record::StackNodes(StackNodes { nodes }));
     }
 
-    /// Whether closing an epoch for `cause` ends the warm-up: the analysis
-    /// reads the epochs before the first mark or DataLoader pass as
-    /// start-up, and so the time slices the tracer cuts by default.
-    fn ends_warm_up(&self, cause: EpochCause) -> bool {
-        match cause {
-            EpochCause::Mark | EpochCause::Auto => true,
-            EpochCause::Timer => self.config.epoch_seconds_explicit,
-            EpochCause::Exit => false,
-        }
-    }
-
     /// How allocations are recorded, as the Process record says.
     fn sampling_setting(&self) -> String {
         let Some(mean_bytes) = self.config.sample_bytes else { return "every allocation recorded".to_string() };
@@ -663,10 +655,10 @@ impl Session {
         match (self.config.sample_warm_up_only, self.recorder.sampling().is_some()) {
             (false, _) => format!("{poisson} ({SAMPLE_VAR}); counts and bytes are estimates"),
             (true, true) => format!(
-                "{poisson} until the warm-up ends (the first mark, DataLoader pass or asked-for time slice), then every allocation ({WARM_UP_SAMPLE_VAR}); the warm-up's counts and bytes are estimates"
+                "{poisson} until the warm-up (the first epoch) ends, then every allocation ({WARM_UP_SAMPLE_VAR}=0 records it all); the warm-up's counts and bytes are estimates"
             ),
             (true, false) => format!(
-                "every allocation recorded since the warm-up ended; the warm-up was sampled, {poisson} ({WARM_UP_SAMPLE_VAR})"
+                "every allocation recorded since the warm-up (the first epoch) ended; the warm-up was sampled, {poisson} ({WARM_UP_SAMPLE_VAR}=0 records it all)"
             ),
         }
     }
