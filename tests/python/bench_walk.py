@@ -38,7 +38,9 @@ def child(depth):
 def measure(python, lib, depth, frames_on):
     best = None
     with tempfile.TemporaryDirectory() as scratch:
-        env = dict(os.environ, LD_PRELOAD=lib, TRACER_OUTPUT=os.path.join(scratch, "trace.bin"), TRACER_EPOCH_SECONDS="0")
+        # One epoch, every allocation of it recorded (by default the first epoch is sampled).
+        env = dict(os.environ, LD_PRELOAD=lib, TRACER_OUTPUT=os.path.join(scratch, "trace.bin"), TRACER_EPOCH_SECONDS="0",
+                   TRACER_WARMUP_SAMPLE_BYTES="0")
         env.pop("TRACER_INHERITED_OUTPUT", None)
         if not frames_on:
             env["TRACER_PYTHON_FRAMES"] = "0"
