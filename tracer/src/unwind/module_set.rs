@@ -77,21 +77,46 @@ impl ModuleSet {
         self.events
     }
 
-    /// `last` is the object found last time: consecutive frames mostly lie
-    /// in one object.
-    pub fn place(&self, address: u64, last: &mut (u64, u64, bool)) -> Place {
-        if !(last.0 <= address && address < last.1) {
-            let index = self.objects.partition_point(|&(start, _, _)| start <= address);
-            *last = match index.checked_sub(1).map(|i| self.objects[i]) {
-                Some(object) if address < object.1 => object,
-                _ => return Place::Unknown,
-            };
-        }
-        if last.2 {
+    /// `recent` holds the objects this capture found last.
+    pub fn place(&self, address: u64, recent: &mut RecentObjects) -> Place {
+        let object = match recent.find(address) {
+            Some(object) => object,
+            None => {
+                let index = self.objects.partition_point(|&(start, _, _)| start <= address);
+                match index.checked_sub(1).map(|i| self.objects[i]) {
+                    Some(object) if address < object.1 => recent.put_first(object),
+                    _ => return Place::Unknown,
+                }
+            }
+        };
+        if object.2 {
             Place::Unwindable
         } else {
             Place::NoTables
         }
+    }
+}
+
+/// The objects (start, end, has tables) a capture found last, the latest
+/// first. A stack's frames mostly alternate among a handful of objects (the
+/// interpreter, an extension module, libtorch, libc), where a binary search
+/// over the hundreds a torch process loads is a chain of dependent loads
+/// per frame: a fifth of a capture's time when only the last one was kept.
+#[derive(Default)]
+pub struct RecentObjects([(u64, u64, bool); 4]);
+
+impl RecentObjects {
+    fn find(&mut self, address: u64) -> Option<(u64, u64, bool)> {
+        let i = self.0.iter().position(|&(start, end, _)| start <= address && address < end)?;
+        Some(if i == 0 { self.0[0] } else { self.put_first(self.0[i]) })
+    }
+
+    /// Makes `object` the latest, dropping the oldest if it was not there.
+    fn put_first(&mut self, object: (u64, u64, bool)) -> (u64, u64, bool) {
+        let at = self.0.iter().position(|&o| o == object).unwrap_or(self.0.len() - 1);
+        self.0.copy_within(0..at, 1);
+        self.0[0] = object;
+        object
     }
 }
 
@@ -518,6 +543,34 @@ impl Drop for CacheClaim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_is_placed_in_its_object_whether_or_not_it_was_found_recently() {
+        let objects: Vec<(u64, u64, bool)> = (0..300).map(|k| (0x1000 * k, 0x1000 * k + 0x800, k % 3 != 0)).collect();
+        let set = ModuleSet {
+            events: 1,
+            unwinder: UnwinderX86_64::new(),
+            objects: objects.clone(),
+            noted_unlisted: AtomicBool::new(false),
+        };
+        let mut recent = RecentObjects::default();
+        // Frames alternating among six objects, and addresses in no object.
+        for round in 0..50u64 {
+            for k in [7u64, 8, 7, 120, 299, 3, 7, 42] {
+                let address = 0x1000 * k + (round * 16) % 0x800;
+                let expected = if objects[k as usize].2 { "tables" } else { "none" };
+                let got = match set.place(address, &mut recent) {
+                    Place::Unwindable => "tables",
+                    Place::NoTables => "none",
+                    Place::Unknown => "unknown",
+                };
+                assert_eq!(got, expected, "address {address:#x}");
+                assert_eq!(recent.0[0], objects[k as usize], "the object found is the latest");
+                assert!(matches!(set.place(0x1000 * k + 0x900, &mut recent), Place::Unknown), "between objects");
+            }
+        }
+        assert!(matches!(set.place(0x1000 * 300, &mut recent), Place::Unknown), "past the last object");
+    }
 
     #[test]
     fn addresses_sharing_a_framehop_slot_get_caches_of_their_own() {
