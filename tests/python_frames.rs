@@ -201,7 +201,9 @@ fn python_3_13_frames_match_cpython() {
 fn check_stress(version: &str) {
     let python = python_interpreter(version);
     let (mut command, dir) = traced_command(&python);
-    command.arg(script("stress.py")).env("PYTHONMALLOC", "malloc");
+    // Every process's allocations recorded: a short-lived one, sampled,
+    // might keep none with Python frames.
+    command.arg(script("stress.py")).env("PYTHONMALLOC", "malloc").envs([FULL_CAPTURE]);
     let output = output_within(command, dir.path(), Duration::from_secs(300));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "stress.py failed under {}: {stderr}", python.display());
