@@ -211,3 +211,30 @@ fn forked_children_count_what_they_inherited_and_freed_in_their_heap_totals() {
     let (_, parent_after, _) = live_at(parent, "epoch 2");
     assert_eq!(parent_after, at_fork, "the children's frees are not the parent's: {processes:?}");
 }
+
+/// A persistent DataLoader worker is forked during the first pass, while
+/// the warm-up is sampled; once the parent's first epoch has closed, the
+/// child records every allocation too (100 blocks of 7777 bytes, counted
+/// exactly: sampled at 64 KiB they would be an estimate).
+#[test]
+fn a_child_forked_in_the_warm_up_records_every_allocation_once_it_ends() {
+    let program = compile("fork_in_warm_up.c");
+    let run = run_traced(&program, &[]);
+    assert!(run.output.status.success(), "{}{}", run.stdout(), run.stderr());
+    assert_eq!(run.stdout(), "fork_in_warm_up: done\n");
+    let files = run.trace_files();
+    let child = files.iter().find(|file| **file != run.trace).expect("the child's trace");
+    let (records, end) = read_trace(child);
+    assert_eq!(end, TraceEnd::EndOfFile);
+    let kept: Vec<(u64, u64)> = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::Snapshot(snapshot) => Some(&snapshot.counters),
+            _ => None,
+        })
+        .flatten()
+        .filter(|c| c.live_count > 0 && c.live_bytes % 7777 == 0)
+        .map(|c| (c.live_count, c.live_bytes))
+        .collect();
+    assert!(kept.contains(&(100, 777_700)), "the child's 100 blocks, counted exactly: {kept:?}");
+}

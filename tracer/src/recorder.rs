@@ -83,12 +83,17 @@ pub struct Recorder {
     sampling: Option<Sampling>,
     /// Sampling ended with the warm-up (`TRACER_WARMUP_SAMPLE_BYTES`): every
     /// allocation is recorded since, and the samples of the warm-up keep
-    /// their weights.
-    sampling_ended: AtomicBool,
+    /// their weights. Shared with the processes forked from this one: a
+    /// persistent DataLoader worker, forked during the first pass, records
+    /// everything from the moment its parent does.
+    sampling_ended: &'static AtomicBool,
     /// While sampling, the addresses that may hold a sample, in this
     /// process and the generations before it.
     recorded_blocks: Option<BlockFilter>,
 }
+
+/// The flag of a recorder that never samples: never read.
+static NEVER_SAMPLED: AtomicBool = AtomicBool::new(false);
 
 impl Default for Recorder {
     fn default() -> Self {
@@ -103,7 +108,10 @@ impl Recorder {
             descendants: Default::default(),
             current: AtomicUsize::new(0),
             sampling,
-            sampling_ended: AtomicBool::new(false),
+            sampling_ended: match sampling {
+                Some(_) => crate::sys::flag_shared_with_forks().unwrap_or_else(|| Box::leak(Box::default())),
+                None => &NEVER_SAMPLED,
+            },
             recorded_blocks: sampling.map(|_| BlockFilter::default()),
         }
     }
