@@ -29,9 +29,10 @@ pub const WARM_UP_SAMPLE_VAR: &str = "TRACER_WARMUP_SAMPLE_BYTES";
 /// warm-up of a PyTorch job is its imports: a million allocations, nearly
 /// each at a stack of its own, whose tables recorded in full cost more time
 /// and memory than the rest of a short run, while the leak analysis never
-/// ranks what the first epoch allocated. At this rate the first epoch's
-/// large allocations (weights, buffers) are all kept and small ones are
-/// represented by one in several hundred.
+/// ranks what the first epoch allocated. At this rate an allocation of n
+/// bytes is kept with a chance of about n in 65,536: the first epoch's
+/// large allocations (weights, buffers) all are, and the kept small ones
+/// stand for the others.
 pub const DEFAULT_WARM_UP_SAMPLE_BYTES: u64 = 64 << 10;
 
 pub struct Config {
