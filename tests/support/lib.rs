@@ -72,6 +72,13 @@ pub fn venv_python() -> PathBuf {
     path
 }
 
+/// The demo trainer (Rust on libtorch), built by scripts/setup-demo.sh.
+pub fn demo_trainer() -> PathBuf {
+    let path = repo_root().join("demo-trainer/target/release/demo-trainer");
+    assert!(path.exists(), "{} is missing: run scripts/setup-demo.sh (scripts/test.sh does) first", path.display());
+    path
+}
+
 /// Compiles `tests/programs/<name>` (C or C++) the way production code is
 /// built: optimized and without frame pointers, with debug info for names.
 /// Each program is built once per test process; the binary is written under a

@@ -34,7 +34,8 @@ use crate::unwind::CapturedStack;
 pub type StackId = u32;
 
 /// A frame as the tree stores it: a native return address; a packed Python
-/// frame tagged with the top bit (user-space addresses never have it); or the
+/// frame tagged with the top bit (the unwinders keep only return addresses
+/// below [`crate::unwind::USER_SPACE_END`], which never have it); or the
 /// join of a stack's native leaf (the parent) and its Python leaf (the low
 /// bits), tagged with the next bit (addresses never have that one either).
 type FrameWord = u64;

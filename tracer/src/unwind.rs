@@ -27,6 +27,12 @@ use crate::sys;
 /// Deeper stacks are cut at this many frames (the outermost ones are dropped).
 pub const MAX_FRAMES: usize = 128;
 
+/// Code lies below this address (the user half of x86_64's 48-bit address
+/// space): a "return address" at or above it is no caller. The fast path
+/// hands such a stack to libgcc, which ends a stack there; kept, the word
+/// was taken for a tagged frame by the stack table.
+pub const USER_SPACE_END: u64 = 1 << 47;
+
 /// Where the program called into a hook: its stack pointer at the hook's
 /// first instruction (pointing at the return address) and its frame pointer.
 /// From there the unwinder starts at the program's frame, instead of
@@ -150,7 +156,7 @@ fn capture_with_libgcc(own_code: (u64, u64), stack: &mut CapturedStack) {
                 return true;
             }
             in_tracer = false;
-            if ip == 0 {
+            if ip == 0 || ip >= USER_SPACE_END {
                 return false; // the outermost frame (_start, clone) has no caller
             }
             stack.push(ip)

@@ -11,7 +11,7 @@ use framehop::{FrameAddress, Unwinder};
 
 use super::module_set::{self, Access, CacheClaim, ModuleSet, Place, RecentObjects, RuleCaches};
 use super::trail::{StackWords, Trail};
-use super::{CapturedStack, Entry};
+use super::{CapturedStack, Entry, USER_SPACE_END};
 use crate::sys;
 
 thread_local! {
@@ -213,6 +213,13 @@ fn walk(
             Ok(value)
         };
         match set.unwinder.unwind_frame(frame, &mut regs, caches.for_address(address), &mut read_stack) {
+            // No code lies above user space or on the stack: this frame was
+            // unwound wrongly (framehop reads -1 or a stack address out of a
+            // few frames of libtorch's MKL code, whose callers libgcc finds).
+            // libgcc unwinds the whole stack instead.
+            Ok(Some(return_address)) if return_address >= USER_SPACE_END || stack.holds(return_address) => {
+                return Err(())
+            }
             Ok(Some(return_address)) => match FrameAddress::from_return_address(return_address) {
                 Some(next) => frame = next,
                 None => return Ok(Walked::End),
