@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use framehop::x86_64::UnwindRegsX86_64;
 use framehop::{FrameAddress, Unwinder};
 
-use super::module_set::{self, Access, CacheClaim, ModuleSet, Place, RecentObjects, RuleCaches};
+use super::module_set::{self, Access, CacheClaim, ModuleSet, Place, RuleCaches};
 use super::trail::{StackWords, Trail};
 use super::{CapturedStack, Entry, USER_SPACE_END};
 use crate::sys;
@@ -175,7 +175,6 @@ fn walk(
     trail.start(set.events());
     let (mut frame, Registers { ip, sp, bp }) = start;
     let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
-    let mut recent_objects = RecentObjects::default();
     let mut in_tracer = true;
     let mut cursor = 0;
     loop {
@@ -193,7 +192,7 @@ fn walk(
                 trail.note_truncated();
                 return Ok(Walked::End);
             }
-            match set.place(address - 1, &mut recent_objects) {
+            match set.place(address - 1, &mut caches.recent_objects) {
                 Place::Unwindable => {}
                 Place::NoTables => return Ok(Walked::End),
                 Place::Unknown => {

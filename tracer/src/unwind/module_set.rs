@@ -77,8 +77,11 @@ impl ModuleSet {
         self.events
     }
 
-    /// `recent` holds the objects this capture found last.
+    /// `recent` holds the objects found last (under this set or another).
     pub fn place(&self, address: u64, recent: &mut RecentObjects) -> Place {
+        if recent.events != self.events {
+            *recent = RecentObjects { events: self.events, ..RecentObjects::EMPTY };
+        }
         let object = match recent.find(address) {
             Some(object) => object,
             None => {
@@ -97,25 +100,32 @@ impl ModuleSet {
     }
 }
 
-/// The objects (start, end, has tables) a capture found last, the latest
-/// first. A stack's frames mostly alternate among a handful of objects (the
-/// interpreter, an extension module, libtorch, libc), where a binary search
-/// over the hundreds a torch process loads is a chain of dependent loads
-/// per frame: a fifth of a capture's time when only the last one was kept.
-#[derive(Default)]
-pub struct RecentObjects([(u64, u64, bool); 4]);
+/// The objects (start, end, has tables) the captures of a cache slot found
+/// last, the latest first, under the set of load events `events`. A stack's
+/// frames mostly alternate among a handful of objects (the interpreter, an
+/// extension module, libtorch, libc), and the next capture meets the same
+/// ones, where a binary search over the hundreds a torch process loads is a
+/// chain of dependent loads: a fifth of a capture's time when only the last
+/// object of the capture was kept.
+pub struct RecentObjects {
+    events: u64,
+    objects: [(u64, u64, bool); 4],
+}
 
 impl RecentObjects {
+    /// Matches no set (their events start above 0) and holds no object.
+    pub const EMPTY: RecentObjects = RecentObjects { events: 0, objects: [(0, 0, false); 4] };
+
     fn find(&mut self, address: u64) -> Option<(u64, u64, bool)> {
-        let i = self.0.iter().position(|&(start, end, _)| start <= address && address < end)?;
-        Some(if i == 0 { self.0[0] } else { self.put_first(self.0[i]) })
+        let i = self.objects.iter().position(|&(start, end, _)| start <= address && address < end)?;
+        Some(if i == 0 { self.objects[0] } else { self.put_first(self.objects[i]) })
     }
 
     /// Makes `object` the latest, dropping the oldest if it was not there.
     fn put_first(&mut self, object: (u64, u64, bool)) -> (u64, u64, bool) {
-        let at = self.0.iter().position(|&o| o == object).unwrap_or(self.0.len() - 1);
-        self.0.copy_within(0..at, 1);
-        self.0[0] = object;
+        let at = self.objects.iter().position(|&o| o == object).unwrap_or(self.objects.len() - 1);
+        self.objects.copy_within(0..at, 1);
+        self.objects[0] = object;
         object
     }
 }
@@ -451,18 +461,21 @@ const CACHES_PER_SLOT: usize = 16;
 
 /// Several framehop caches used as one larger cache: the cache an address
 /// goes to is picked by the address bits that framehop's own slot choice
-/// leaves out.
-pub struct RuleCaches(Vec<CacheX86_64>);
+/// leaves out. Beside them, the objects their captures found last.
+pub struct RuleCaches {
+    rules: Vec<CacheX86_64>,
+    pub recent_objects: RecentObjects,
+}
 
 impl RuleCaches {
     fn new(count: usize) -> RuleCaches {
-        RuleCaches((0..count).map(|_| CacheX86_64::new()).collect())
+        RuleCaches { rules: (0..count).map(|_| CacheX86_64::new()).collect(), recent_objects: RecentObjects::EMPTY }
     }
 
     /// The cache that holds the rule for `address`, if any does.
     pub fn for_address(&mut self, address: u64) -> &mut CacheX86_64 {
-        let index = (address / FRAMEHOP_CACHE_ENTRIES) as usize % self.0.len();
-        &mut self.0[index]
+        let index = (address / FRAMEHOP_CACHE_ENTRIES) as usize % self.rules.len();
+        &mut self.rules[index]
     }
 }
 
@@ -553,7 +566,7 @@ mod tests {
             objects: objects.clone(),
             noted_unlisted: AtomicBool::new(false),
         };
-        let mut recent = RecentObjects::default();
+        let mut recent = RecentObjects::EMPTY;
         // Frames alternating among six objects, and addresses in no object.
         for round in 0..50u64 {
             for k in [7u64, 8, 7, 120, 299, 3, 7, 42] {
@@ -565,11 +578,22 @@ mod tests {
                     Place::Unknown => "unknown",
                 };
                 assert_eq!(got, expected, "address {address:#x}");
-                assert_eq!(recent.0[0], objects[k as usize], "the object found is the latest");
+                assert_eq!(recent.objects[0], objects[k as usize], "the object found is the latest");
                 assert!(matches!(set.place(0x1000 * k + 0x900, &mut recent), Place::Unknown), "between objects");
             }
         }
         assert!(matches!(set.place(0x1000 * 300, &mut recent), Place::Unknown), "past the last object");
+
+        // Another set (after a dlclose, say): what the last one found is forgotten.
+        let unloaded = ModuleSet {
+            events: 2,
+            unwinder: UnwinderX86_64::new(),
+            objects: vec![objects[8]],
+            noted_unlisted: AtomicBool::new(false),
+        };
+        assert!(matches!(set.place(0x1000 * 7, &mut recent), Place::Unwindable));
+        assert!(matches!(unloaded.place(0x1000 * 7, &mut recent), Place::Unknown), "object 7 is gone");
+        assert!(matches!(unloaded.place(0x1000 * 8, &mut recent), Place::Unwindable));
     }
 
     #[test]
