@@ -6,9 +6,10 @@
 //! demo-trainer) and `cargo build --release` (libtracer.so and analyzer);
 //! scripts/test.sh does both. Missing pieces fail the tests, they never skip.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+use integration_tests::{analyzer, demo_trainer, repo_root, tracer_lib, venv_python};
 use serde_json::Value;
 
 /// Planted leaks and the function each one lives in.
@@ -31,36 +32,6 @@ const PYTHON_STEPS: usize = 16;
 const SAMPLING: &[(&str, &str)] = &[("TRACER_SAMPLE_BYTES", "64k")];
 const SAMPLED_PYTHON_STEPS: usize = RUST_STEPS;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("repository root")
-}
-
-fn require(path: PathBuf, what: &str) -> PathBuf {
-    assert!(
-        path.exists(),
-        "{what} is missing at {}: run scripts/test.sh (or scripts/setup-demo.sh and \
-         `cargo build --release` at the repository root) first",
-        path.display()
-    );
-    path
-}
-
-fn tracer() -> PathBuf {
-    require(root().join("target/release/libtracer.so"), "the tracer (libtracer.so)")
-}
-
-fn analyzer() -> PathBuf {
-    require(root().join("target/release/analyzer"), "the analyzer")
-}
-
-fn trainer() -> PathBuf {
-    require(root().join("demo-trainer/target/release/demo-trainer"), "demo-trainer")
-}
-
-fn venv_python() -> PathBuf {
-    require(root().join(".venv/bin/python"), "the demo venv (.venv with torch)")
-}
-
 fn check(output: &Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
@@ -81,7 +52,7 @@ fn check(output: &Output, what: &str) -> String {
 /// and slices cut before the first mark would count as epochs in which the
 /// planted leak did not yet grow.
 fn traced_report(program: &Path, args: &[&str], env: &[(&str, &str)]) -> (Value, String, tempfile::TempDir) {
-    let (tracer, analyzer) = (tracer(), analyzer());
+    let (tracer, analyzer) = (tracer_lib(), analyzer());
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("trace.bin");
     let output = Command::new(program)
@@ -169,7 +140,7 @@ fn assert_sampling_as_asked(report: &Value, env: &[(&str, &str)]) {
 fn rust_leak_is_found(leak: &str, function: &str, env: &[(&str, &str)]) {
     let args = trainer_args(leak, RUST_STEPS);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (report, stdout, _dir) = traced_report(&trainer(), &args, env);
+    let (report, stdout, _dir) = traced_report(&demo_trainer(), &args, env);
     assert_marked_epochs(&report, EPOCHS);
     assert_sampling_as_asked(&report, env);
     let suspects = suspects(&report);
@@ -215,7 +186,7 @@ fn rust_trainer_grad_snapshots_leak_is_found_when_sampling() {
 fn rust_trainer_has_no_suspects_without_a_leak(env: &[(&str, &str)]) {
     let args = trainer_args("none", RUST_STEPS);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (report, _stdout, _dir) = traced_report(&trainer(), &args, env);
+    let (report, _stdout, _dir) = traced_report(&demo_trainer(), &args, env);
     assert_marked_epochs(&report, EPOCHS);
     assert_sampling_as_asked(&report, env);
     assert!(suspects(&report).is_empty(), "a clean run has suspects:\n{}", summary(&report));
@@ -235,7 +206,7 @@ fn rust_trainer_without_a_leak_has_no_suspects_when_sampling() {
 /// is emptying the device cache on a CPU-only machine.
 #[test]
 fn rust_trainer_runs_without_the_tracer() {
-    let output = Command::new(trainer())
+    let output = Command::new(demo_trainer())
         .args(["--epochs", "2", "--steps", "4", "--workers", "0", "--leak", "batch-cache"])
         .env_remove("LD_PRELOAD")
         .output()
@@ -248,7 +219,7 @@ fn rust_trainer_runs_without_the_tracer() {
 
 fn python_job(leak: &str, steps: usize, env: &[(&str, &str)]) -> (Value, String, tempfile::TempDir) {
     let python = venv_python();
-    let script = require(root().join("scripts/train.py"), "scripts/train.py");
+    let script = repo_root().join("scripts/train.py");
     let script = script.to_str().expect("UTF-8 path").to_string();
     let mut args = vec![script];
     args.extend(trainer_args(leak, steps));
