@@ -87,7 +87,7 @@ impl ModuleSet {
             None => {
                 let index = self.objects.partition_point(|&(start, _, _)| start <= address);
                 match index.checked_sub(1).map(|i| self.objects[i]) {
-                    Some(object) if address < object.1 => recent.put_first(object),
+                    Some(object) if address < object.1 => recent.put_first(object, recent.objects.len() - 1),
                     _ => return Place::Unknown,
                 }
             }
@@ -117,14 +117,14 @@ impl RecentObjects {
     pub const EMPTY: RecentObjects = RecentObjects { events: 0, objects: [(0, 0, false); 4] };
 
     fn find(&mut self, address: u64) -> Option<(u64, u64, bool)> {
-        let i = self.objects.iter().position(|&(start, end, _)| start <= address && address < end)?;
-        Some(if i == 0 { self.objects[0] } else { self.put_first(self.objects[i]) })
+        let at = self.objects.iter().position(|&(start, end, _)| start <= address && address < end)?;
+        Some(self.put_first(self.objects[at], at))
     }
 
-    /// Makes `object` the latest, dropping the oldest if it was not there.
-    fn put_first(&mut self, object: (u64, u64, bool)) -> (u64, u64, bool) {
-        let at = self.objects.iter().position(|&o| o == object).unwrap_or(self.objects.len() - 1);
-        self.objects.copy_within(0..at, 1);
+    /// Makes `object` the latest in place of the one at `replaced` (itself,
+    /// or the oldest for an object not held).
+    fn put_first(&mut self, object: (u64, u64, bool), replaced: usize) -> (u64, u64, bool) {
+        self.objects.copy_within(0..replaced, 1);
         self.objects[0] = object;
         object
     }
@@ -559,13 +559,14 @@ mod tests {
 
     #[test]
     fn an_address_is_placed_in_its_object_whether_or_not_it_was_found_recently() {
-        let objects: Vec<(u64, u64, bool)> = (0..300).map(|k| (0x1000 * k, 0x1000 * k + 0x800, k % 3 != 0)).collect();
-        let set = ModuleSet {
-            events: 1,
+        let set_of = |events, objects| ModuleSet {
+            events,
             unwinder: UnwinderX86_64::new(),
-            objects: objects.clone(),
+            objects,
             noted_unlisted: AtomicBool::new(false),
         };
+        let objects: Vec<(u64, u64, bool)> = (0..300).map(|k| (0x1000 * k, 0x1000 * k + 0x800, k % 3 != 0)).collect();
+        let set = set_of(1, objects.clone());
         let mut recent = RecentObjects::EMPTY;
         // Frames alternating among six objects, and addresses in no object.
         for round in 0..50u64 {
@@ -585,12 +586,7 @@ mod tests {
         assert!(matches!(set.place(0x1000 * 300, &mut recent), Place::Unknown), "past the last object");
 
         // Another set (after a dlclose, say): what the last one found is forgotten.
-        let unloaded = ModuleSet {
-            events: 2,
-            unwinder: UnwinderX86_64::new(),
-            objects: vec![objects[8]],
-            noted_unlisted: AtomicBool::new(false),
-        };
+        let unloaded = set_of(2, vec![objects[8]]);
         assert!(matches!(set.place(0x1000 * 7, &mut recent), Place::Unwindable));
         assert!(matches!(unloaded.place(0x1000 * 7, &mut recent), Place::Unknown), "object 7 is gone");
         assert!(matches!(unloaded.place(0x1000 * 8, &mut recent), Place::Unwindable));
