@@ -125,6 +125,9 @@ fn training_passes_cut_the_epochs_without_workers() {
     assert!(text.contains("DataLoader pass 1  auto"), "{text}");
 }
 
+/// Also: the first training pass ends the warm-up, sampled by default, and
+/// the leak's allocations of every later pass are all recorded (8 steps,
+/// one 64 KiB buffer each).
 #[test]
 fn training_passes_cut_the_epochs_with_forked_workers() {
     let run = torch_job(&["--workers", &WORKERS.to_string()], &[]);
@@ -134,6 +137,17 @@ fn training_passes_cut_the_epochs_with_forked_workers() {
     // Each pass of both loaders forks its workers.
     assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS);
     assert_code_records_only_for_named_code(&run);
+
+    let notes = report["notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let first_auto =
+        report["epochs"].as_array().unwrap().iter().find(|e| e["cause"] == "auto").unwrap()["index"].as_u64().unwrap();
+    let note = notes[0]["text"].as_str().unwrap();
+    assert!(note.starts_with(&format!("the warm-up ended with epoch {first_auto}:")), "{note}");
+    let survivors = report["suspects"][0]["survivors"].as_array().unwrap();
+    let exact: Vec<&Value> = survivors.iter().filter(|s| s["birth_epoch"].as_u64().unwrap() > first_auto).collect();
+    assert!(exact.len() >= 3, "{survivors:?}");
+    assert!(exact.iter().all(|s| s["count"] == 8), "every buffer of a pass after the warm-up: {survivors:?}");
 }
 
 /// Each file holds the code objects its stacks name, each before the first
@@ -184,28 +198,6 @@ fn training_passes_cut_the_epochs_when_sampling() {
     assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS);
     let run = torch_job(&["--workers", "0"], &[SAMPLING]);
     assert_cut_by_training_passes(&report_json(&run.trace));
-}
-
-/// The first training pass ends the warm-up, sampled by default: the leak's
-/// allocations of every later pass are all recorded (8 steps, one 64 KiB
-/// buffer each).
-#[test]
-fn the_first_training_pass_ends_the_sampled_warm_up() {
-    let run = torch_job(&["--workers", &WORKERS.to_string()], &[]);
-    let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
-    assert_top_suspect_is_planted(&report, "loader_epochs.py");
-    let notes = report["notes"].as_array().expect("notes");
-    assert_eq!(notes.len(), 1, "{notes:?}");
-    let first_auto =
-        report["epochs"].as_array().unwrap().iter().find(|e| e["cause"] == "auto").unwrap()["index"].as_u64().unwrap();
-    let note = notes[0]["text"].as_str().unwrap();
-    assert!(note.starts_with(&format!("the warm-up ended with epoch {first_auto}:")), "{note}");
-    let survivors = report["suspects"][0]["survivors"].as_array().unwrap();
-    let exact: Vec<&Value> = survivors.iter().filter(|s| s["birth_epoch"].as_u64().unwrap() > first_auto).collect();
-    assert!(exact.len() >= 3, "{survivors:?}");
-    assert!(exact.iter().all(|s| s["count"] == 8), "every buffer of a pass after the warm-up: {survivors:?}");
-    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS);
 }
 
 /// Persistent workers: each pass after the first resets the loader's iterator

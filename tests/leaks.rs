@@ -128,6 +128,20 @@ const WARM_UP_SAMPLING: (&str, &str) = ("TRACER_WARMUP_SAMPLE_BYTES", "16k");
 /// Blocks the planted leak keeps per epoch, and their bytes.
 const LEAKED_PER_EPOCH: (u64, u64) = (200, (1000 + 1199) * 200 / 2);
 
+/// Each survivor is one epoch's leak, counted exactly.
+fn assert_exact_survivors<'a>(survivors: impl IntoIterator<Item = &'a serde_json::Value>) {
+    for survivor in survivors {
+        assert_eq!((&survivor["count"], &survivor["bytes"]), (&LEAKED_PER_EPOCH.0.into(), &LEAKED_PER_EPOCH.1.into()));
+    }
+}
+
+/// The one line the tracer printed on `stderr`.
+fn only_warning(stderr: &str) -> &str {
+    let warnings: Vec<_> = stderr.lines().filter(|l| l.starts_with("tracer:")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    warnings[0]
+}
+
 #[test]
 fn by_default_the_warm_up_is_sampled_and_every_later_epoch_counted_exactly() {
     let program = compile("leaky.c");
@@ -146,9 +160,7 @@ fn by_default_the_warm_up_is_sampled_and_every_later_epoch_counted_exactly() {
     let survivors = report["suspects"][0]["survivors"].as_array().unwrap();
     let exact: Vec<_> = survivors.iter().filter(|s| s["birth_epoch"] != 0).collect();
     assert_eq!(exact.len(), 7, "{survivors:?}");
-    for survivor in exact {
-        assert_eq!((&survivor["count"], &survivor["bytes"]), (&LEAKED_PER_EPOCH.0.into(), &LEAKED_PER_EPOCH.1.into()));
-    }
+    assert_exact_survivors(exact);
 }
 
 #[test]
@@ -162,9 +174,7 @@ fn a_warm_up_rate_of_zero_records_every_allocation_from_the_start() {
     assert_only_suspect_is(&report, "leak_per_epoch", &DECOYS);
     let survivors = report["suspects"][0]["survivors"].as_array().unwrap();
     assert_eq!(survivors.len(), 8, "epoch 0's survivors too: {survivors:?}");
-    for survivor in survivors {
-        assert_eq!((&survivor["count"], &survivor["bytes"]), (&LEAKED_PER_EPOCH.0.into(), &LEAKED_PER_EPOCH.1.into()));
-    }
+    assert_exact_survivors(survivors);
 }
 
 #[test]
@@ -173,10 +183,9 @@ fn an_unreadable_warm_up_rate_is_said_once_and_the_default_kept() {
     let run = run_traced_with(&program, &["8"], &[("TRACER_WARMUP_SAMPLE_BYTES", "lots")]);
     assert!(run.output.status.success(), "{}", run.stderr());
     let stderr = run.stderr();
-    let warnings: Vec<_> = stderr.lines().filter(|l| l.starts_with("tracer:")).collect();
-    assert_eq!(warnings.len(), 1, "{stderr}");
-    assert!(warnings[0].contains("TRACER_WARMUP_SAMPLE_BYTES=\"lots\" is not a number of bytes"), "{stderr}");
-    assert!(warnings[0].ends_with("using the default, 65536"), "{stderr}");
+    let warning = only_warning(&stderr);
+    assert!(warning.contains("TRACER_WARMUP_SAMPLE_BYTES=\"lots\" is not a number of bytes"), "{stderr}");
+    assert!(warning.ends_with("using the default, 65536"), "{stderr}");
     let report = report_json(&run.trace);
     let sampling = report["process"]["settings"]["sampling"].as_str().unwrap();
     assert!(sampling.starts_with("Poisson by bytes, one sample per 65536 bytes"), "{sampling}");
@@ -189,9 +198,10 @@ fn both_sampling_variables_sample_the_whole_run_and_say_so() {
     let run = run_traced_with(&program, &["8"], &[WARM_UP_SAMPLING, SAMPLING]);
     assert!(run.output.status.success(), "{}", run.stderr());
     let stderr = run.stderr();
-    let warnings: Vec<_> = stderr.lines().filter(|l| l.starts_with("tracer:")).collect();
-    assert_eq!(warnings.len(), 1, "{stderr}");
-    assert!(warnings[0].contains("both TRACER_SAMPLE_BYTES and TRACER_WARMUP_SAMPLE_BYTES are set"), "{stderr}");
+    assert!(
+        only_warning(&stderr).contains("both TRACER_SAMPLE_BYTES and TRACER_WARMUP_SAMPLE_BYTES are set"),
+        "{stderr}"
+    );
     let report = report_json(&run.trace);
     let sampling = report["process"]["settings"]["sampling"].as_str().unwrap();
     assert!(sampling.ends_with("(TRACER_SAMPLE_BYTES); counts and bytes are estimates"), "{sampling}");
