@@ -37,8 +37,8 @@ ANALYZER = os.path.join(ROOT, "target/release/analyzer")
 VPY = os.path.join(ROOT, ".venv/bin/python")
 TRAINER = os.path.join(ROOT, "demo-trainer/target/release/demo-trainer")
 TORCH_LOOP = os.path.join(ROOT, "scripts/bench/torch_loop.py")
-ALLOC_SRC = os.path.join(ROOT, "scripts/bench/alloc_heavy.c")
-LONG_SRC = os.path.join(ROOT, "scripts/bench/long_run.c")
+# The C workloads: the program each one runs, built from scripts/bench/<program>.c.
+C_PROGRAMS = {"alloc": "alloc_heavy", "long": "long_run"}
 
 # Workload sizes: (full, quick). Full sizes aim at roughly 5-15 s untraced on
 # a 2-core machine.
@@ -371,9 +371,8 @@ def configs_for(workload, args, known):
 
 def workload_cmd(workload, args, bindir):
     size = SIZES[workload]["quick" if args.quick else "full"]
-    if workload in ("alloc", "long"):
-        program = {"alloc": "alloc_heavy", "long": "long_run"}[workload]
-        return [os.path.join(bindir, program)] + size, TITLES[workload].format(*size)
+    if workload in C_PROGRAMS:
+        return [os.path.join(bindir, C_PROGRAMS[workload])] + size, TITLES[workload].format(*size)
     if workload == "torch":
         a = size + COMMON["torch"]
         return [VPY, TORCH_LOOP] + a, TITLES["torch"].format(" ".join(a))
@@ -569,9 +568,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     bindir = os.path.join(args.out, "bin")
     os.makedirs(bindir, exist_ok=True)
-    for program, source in (("alloc_heavy", ALLOC_SRC), ("long_run", LONG_SRC)):
-        subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o",
-                        os.path.join(bindir, program), source, "-ldl"], check=True)
+    for program in C_PROGRAMS.values():
+        subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", os.path.join(bindir, program),
+                        os.path.join(ROOT, "scripts/bench", program + ".c"), "-ldl"], check=True)
     with open(LIB, "rb") as f:
         lib = f.read()
     known = {var for var in ("TRACER_SAMPLE_BYTES", "TRACER_WARMUP_SAMPLE_BYTES") if var.encode() in lib}
