@@ -319,7 +319,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
         settled_bytes: u64,
     }
     let mut per_stack: IntMap<u32, PerStack> = IntMap::default();
-    for (&(stack, birth), c) in &state.pairs {
+    for &((stack, birth), c) in &state.pairs {
         if c.live_count == 0 && c.live_bytes == 0 {
             continue;
         }
@@ -355,7 +355,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
             .then(a.stack.cmp(&b.stack))
     });
     let rank: IntMap<u32, usize> = suspects.iter().enumerate().map(|(i, s)| (s.stack, i)).collect();
-    for (&(stack, birth), c) in &state.pairs {
+    for &((stack, birth), c) in &state.pairs {
         if let Some(&i) = rank.get(&stack) {
             if c.live_count > 0 {
                 suspects[i].survivors.push(Survivor { birth_epoch: birth, count: c.live_count, bytes: c.live_bytes });

@@ -71,17 +71,25 @@ impl From<&SiteCounters> for Counts {
     }
 }
 
-/// The counters of every pair that matters at one snapshot.
+/// The counters of every pair that matters at one snapshot, in no
+/// particular order. A list of exactly their number: a copy of the
+/// loader's table would keep its capacity, and after the first epoch of a
+/// full capture of torch that is two million buckets (86 MB) for a few
+/// hundred thousand pairs still alive.
 #[derive(Debug, Clone, Default)]
 pub struct State {
-    pub pairs: IntMap<PairKey, Counts>,
+    pub pairs: Vec<(PairKey, Counts)>,
 }
 
 impl State {
+    fn of(pairs: &IntMap<PairKey, Counts>) -> State {
+        State { pairs: pairs.iter().map(|(&key, &counts)| (key, counts)).collect() }
+    }
+
     /// Live bytes per stack.
     pub fn live_bytes_by_stack(&self) -> IntMap<u32, u64> {
         let mut out: IntMap<u32, u64> = IntMap::default();
-        for (&(stack, _), c) in &self.pairs {
+        for &((stack, _), c) in &self.pairs {
             if c.live_bytes > 0 {
                 *out.entry(stack).or_default() += c.live_bytes;
             }
@@ -92,7 +100,7 @@ impl State {
     /// Bytes allocated per stack during `epoch` (allocations born in it).
     pub fn allocated_bytes_by_stack(&self, epoch: u32) -> IntMap<u32, u64> {
         let mut out: IntMap<u32, u64> = IntMap::default();
-        for (&(stack, birth), c) in &self.pairs {
+        for &((stack, birth), c) in &self.pairs {
             if birth == epoch && c.allocated_bytes > 0 {
                 *out.entry(stack).or_default() += c.allocated_bytes;
             }
@@ -240,6 +248,15 @@ impl Stacks {
         // from 1); a stray huge id must not make the vectors huge.
         if i < self.tag.len() || i < 2 * self.count + (1 << 20) {
             if i >= self.tag.len() {
+                if i >= self.tag.capacity() {
+                    // A quarter more at a time, not double: a full capture of
+                    // torch has millions of nodes, and realloc grows these
+                    // large blocks by remapping rather than by copying.
+                    let more = (i + 1 - self.tag.len()).max(self.tag.len() / 4);
+                    self.parent.reserve_exact(more);
+                    self.tag.reserve_exact(more);
+                    self.value.reserve_exact(more);
+                }
                 self.parent.resize(i + 1, 0);
                 self.tag.resize(i + 1, TAG_NONE);
                 self.value.resize(i + 1, 0);
@@ -459,14 +476,22 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
             Record::End(_) => saw_end_record = true,
             Record::Snapshot(snap) => {
                 let index = snapshots.len();
-                if snap.full {
+                // A full snapshot replaces everything; one that starts from
+                // nothing (a file's first, a million pairs in a full capture
+                // of torch) needs no log of its changes to be undone either.
+                let starts_over = snap.full || current.is_empty();
+                if starts_over {
                     undo = Undo::Whole(std::mem::take(&mut current));
                     pending_dead.clear();
+                    current.reserve(snap.counters.len());
+                }
+                if snap.full {
                     for c in &snap.counters {
                         current.insert((c.stack, c.birth_epoch), Counts::from(c));
                     }
                 } else {
-                    let mut changes = Vec::with_capacity(snap.counters.len() + pending_dead.len());
+                    let mut changes =
+                        Vec::with_capacity(if starts_over { 0 } else { snap.counters.len() + pending_dead.len() });
                     for key in pending_dead.drain(..) {
                         if let Some(old) = current.remove(&key) {
                             changes.push((key, Some(old)));
@@ -480,9 +505,13 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                         } else {
                             current.insert(key, new)
                         };
-                        changes.push((key, old));
+                        if !starts_over {
+                            changes.push((key, old));
+                        }
                     }
-                    undo = Undo::Changes(changes);
+                    if !starts_over {
+                        undo = Undo::Changes(changes);
+                    }
                 }
                 // Pairs of this epoch that ended with nothing alive never change
                 // again; they are kept for this snapshot (their allocated
@@ -497,7 +526,7 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                 let after_first_mark = index >= 2
                     && is_first_mark(snapshots[..index - 1].iter().map(|s| s.cause), snapshots[index - 1].cause);
                 if index == 1 || after_first_mark || options.capture.contains(&index) {
-                    states.insert(index, State { pairs: current.clone() });
+                    states.insert(index, State::of(&current));
                 }
             }
         }
@@ -539,22 +568,25 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
 
     // The last state, and the one before it rebuilt from the undo log.
     let last = snapshots.len() - 1;
-    if last >= 1 {
-        let mut before = current.clone();
-        match undo {
-            Undo::Whole(prev) => before = prev,
-            Undo::Changes(changes) => {
-                for (key, old) in changes.into_iter().rev() {
-                    match old {
-                        Some(c) => before.insert(key, c),
-                        None => before.remove(&key),
-                    };
-                }
+    if last >= 1 && !states.contains_key(&(last - 1)) {
+        let before = match undo {
+            Undo::Whole(previous) => State::of(&previous),
+            Undo::Changes(mut changes) => {
+                // What each changed pair was before its first change (None:
+                // absent), sorted in place: a table of them took as much
+                // memory again as the log.
+                changes.sort_by_key(|&(key, _)| key);
+                changes.dedup_by_key(|&mut (key, _)| key);
+                let changed = |key: &PairKey| changes.binary_search_by_key(key, |&(k, _)| k).is_ok();
+                let mut pairs = Vec::with_capacity(current.len() + changes.len());
+                pairs.extend(current.iter().filter(|(key, _)| !changed(key)).map(|(&k, &c)| (k, c)));
+                pairs.extend(changes.iter().filter_map(|&(key, old)| Some((key, old?))));
+                State { pairs }
             }
-        }
-        states.entry(last - 1).or_insert(State { pairs: before });
+        };
+        states.insert(last - 1, before);
     }
-    states.insert(last, State { pairs: current });
+    states.insert(last, State::of(&current));
 
     Ok(Trace {
         path: path.to_path_buf(),

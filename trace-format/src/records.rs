@@ -425,18 +425,20 @@ impl Record {
                     if version >= VERSION_3 { (d.u64()?, d.u64()?) } else { (0, 0) };
                 let tracer_bytes = d.u64()?;
                 let full = d.bool()?;
-                let counters = (0..d.count(6)?)
-                    .map(|_| {
-                        Ok(SiteCounters {
-                            stack: d.u32()?,
-                            birth_epoch: d.u32()?,
-                            live_count: d.u64()?,
-                            live_bytes: d.u64()?,
-                            allocated_count: d.u64()?,
-                            allocated_bytes: d.u64()?,
-                        })
-                    })
-                    .collect::<Result<_, DecodeError>>()?;
+                // Sized up front: collecting through `Result` grows the list
+                // by doubling, and a snapshot can hold a million counters.
+                let count = d.count(6)?;
+                let mut counters = Vec::with_capacity(count);
+                for _ in 0..count {
+                    counters.push(SiteCounters {
+                        stack: d.u32()?,
+                        birth_epoch: d.u32()?,
+                        live_count: d.u64()?,
+                        live_bytes: d.u64()?,
+                        allocated_count: d.u64()?,
+                        allocated_bytes: d.u64()?,
+                    });
+                }
                 Record::Snapshot(Snapshot {
                     epoch,
                     cause,
