@@ -36,11 +36,13 @@ fn fast_stacks_match_libgcc_on_c_without_frame_pointers() {
     let (command, _dir) = traced_command(&program);
     let stderr = run_checked(command);
     let (compared, differed, libgcc_alone) = check_summary(&stderr);
-    // While a dlclose is in progress captures take libgcc's path alone (how
-    // many depends on the threads' timing); most must take the fast path.
+    // While a dlclose is in progress captures take libgcc's path alone: how
+    // many of the threads' captures do depends on their timing (on a busy
+    // machine, more than half). The 2000 the program makes after its last
+    // dlclose must all take the fast path.
     let captured = compared + libgcc_alone;
-    assert!(captured > 5000, "too few stacks captured: {captured}\n{stderr}");
-    assert!(compared * 2 > captured, "the fast path took only {compared} of {captured} captures\n{stderr}");
+    assert!(captured > 8000, "too few stacks captured: {captured}\n{stderr}");
+    assert!(compared >= 2000, "the fast path took only {compared} of {captured} captures\n{stderr}");
     assert_eq!(differed, 0, "{stderr}");
 }
 

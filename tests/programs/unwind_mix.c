@@ -1,7 +1,7 @@
 /* Allocations under varied native stacks, built without frame pointers:
  * recursion of changing depth, calls back from libc (qsort, bsearch),
- * threads, realloc/calloc, a library loaded with dlopen and closed again,
- * and an allocation from a signal handler. */
+ * threads, realloc/calloc, a library loaded with dlopen and closed again
+ * while the threads allocate, and an allocation from a signal handler. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
@@ -65,6 +65,8 @@ int main(void) {
         }
     }
     for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
+    /* Once every library is closed: 2000 more stacks, none of them during a dlclose. */
+    worker((void *)3);
 
     signal(SIGUSR1, on_signal);
     raise(SIGUSR1);
