@@ -264,6 +264,7 @@ impl Sites {
                 site.take(part);
                 false
             });
+            give_back_room(stripe);
         }
     }
 
@@ -302,7 +303,22 @@ impl Sites {
                 }
             }
         }
+        give_back_room(home);
         self.totals()
+    }
+}
+
+/// Tables below this many slots keep their room: giving it back and
+/// growing again would cost more than it frees.
+const ROOM_KEPT: usize = 1 << 12;
+
+/// A table keeps its room when pairs leave it: after the first epoch of a
+/// full capture of torch, the home stripe held two million buckets (86 MB)
+/// for the few hundred thousand pairs still alive, until the process
+/// ended. Room beyond twice what the pairs need is given back.
+fn give_back_room(table: &Stripe) {
+    if table.capacity() > 2 * table.len() + ROOM_KEPT {
+        table.shrink_to_fit();
     }
 }
 
@@ -365,6 +381,32 @@ mod tests {
         let (counters, _) = collect(&sites, 2, false);
         assert_eq!(counters.len(), 1);
         assert_eq!(live_and_allocated(&counters[0]), (2, 120, 3, 140));
+    }
+
+    #[test]
+    fn tables_give_back_their_room_once_their_pairs_are_gone() {
+        let sites = Sites::default();
+        // A first epoch with many pairs, in the home stripe and in another,
+        // nearly all of them dead by its end.
+        for stack in 1..=100_000 {
+            sites.born(0, 0, stack, 0, 1, 8);
+            sites.born(5, 0, stack, 0, 1, 8);
+            if stack > 1_000 {
+                sites.released(0, 0, stack, 0, 1, 8);
+                sites.released(5, 0, stack, 0, 1, 8);
+            }
+        }
+        let grown = sites.home().capacity();
+        assert!(grown >= 100_000);
+        let (_, totals) = collect(&sites, 1, false);
+        assert_eq!((totals.live_count, totals.live_bytes), (2_000, 16_000));
+        assert_eq!(sites.home().len(), 1_000, "the live pairs stay");
+        assert!(sites.home().capacity() <= 2 * 1_000 + ROOM_KEPT, "{} of {grown} slots kept", sites.home().capacity());
+        assert!(sites.stripes[5].capacity() <= ROOM_KEPT, "the folded stripe's room is given back");
+        // The pairs left are whole.
+        sites.released(0, 0, 1, 0, 2, 16);
+        let (counters, _) = collect(&sites, 2, false);
+        assert_eq!(live_and_allocated(&counters[0]), (0, 0, 2, 16));
     }
 
     #[test]
