@@ -252,7 +252,7 @@ impl Stacks {
                     // A quarter more at a time, not double: a full capture of
                     // torch has millions of nodes, and realloc grows these
                     // large blocks by remapping rather than by copying.
-                    let more = (i + 1 - self.tag.len()).max(self.tag.len() / 4);
+                    let more = (i + 1 - self.tag.len()).max(self.tag.len() / 4).max(1024);
                     self.parent.reserve_exact(more);
                     self.tag.reserve_exact(more);
                     self.value.reserve_exact(more);
