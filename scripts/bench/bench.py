@@ -442,6 +442,7 @@ def run_workload(workload, args, bindir, outdir, known):
                 elif c.name == "heaptrack":
                     err = heaptrack_report_check(alog)
             m["error"] = err
+            m["round"] = rep
             m["notes"] = NOTES.pop(log, [])
             results[c.name].append(m)
             status = "ok" if not err else f"FAILED: {err}"
@@ -470,6 +471,15 @@ def med(runs, key):
     return statistics.median(vals) if vals else None
 
 
+def paired_ratio(runs, base_runs, key):
+    """The median over rounds of each round's ratio to that round's untraced
+    run: the machine's speed drifts by a third within a run of the harness,
+    and the two runs of one round are the nearest in time."""
+    base = {r["round"]: r[key] for r in base_runs if key in r and r.get(key)}
+    ratios = [r[key] / base[r["round"]] for r in runs if key in r and r.get("round") in base]
+    return statistics.median(ratios) if ratios else None
+
+
 def table(w):
     steady = any("steady_s" in r for c in w["configs"] for r in c["runs"])
     lines = [f"**{w['title']}**, {w['reps']} rounds, medians", "",
@@ -477,11 +487,7 @@ def table(w):
              + ("epochs after the first (vs untraced) | " if steady else "")
              + "peak RSS, largest process | peak RSS, process tree | output files | report time (peak RSS) |",
              "|---|---:|---:|---:|" + ("---:|" if steady else "") + "---:|---:|---:|---:|"]
-    base = steady_base = cpu_base = None
-    for c in w["configs"]:
-        if c["name"] == "untraced":
-            ok = [r for r in c["runs"] if not r["error"]]
-            base, steady_base, cpu_base = med(ok, "wall_s"), med(ok, "steady_s"), med(ok, "cpu_s")
+    untraced = [r for c in w["configs"] if c["name"] == "untraced" for r in c["runs"] if not r["error"]]
     for c in w["configs"]:
         name = c["name"]
         if not c["available"]:
@@ -496,17 +502,18 @@ def table(w):
         wall = med(ok, "wall_s")
         walls = [r["wall_s"] for r in ok]
         spread = f" ({min(walls):.2f}-{max(walls):.2f})" if len(walls) > 1 else ""
-        ratio = f"{wall / base:.2f}x" if base else "n/a"
+        ratio = paired_ratio(ok, untraced, "wall_s")
+        ratio = f"{ratio:.2f}x" if ratio is not None else "n/a"
         files = fmt_bytes(int(med(ok, "files_bytes"))) if name != "untraced" else "-"
         rep = med(ok, "analysis_s")
         report = f"{rep:.2f} s ({med(ok, 'analysis_rss_mib'):.0f} MiB)" if rep is not None else "-"
         note = f" [{len(failed)} of {len(c['runs'])} runs failed: {failed[0]['error'][:80]}]" if failed else ""
         steady_cell = ""
         if steady:
-            s = med(ok, "steady_s")
-            steady_cell = f"{s:.2f} s ({s / steady_base:.2f}x) | " if s is not None and steady_base else "- | "
-        cpu = med(ok, "cpu_s")
-        cpu_cell = f"{cpu:.2f} s ({cpu / cpu_base:.2f}x)" if cpu is not None and cpu_base else "-"
+            s, s_ratio = med(ok, "steady_s"), paired_ratio(ok, untraced, "steady_s")
+            steady_cell = f"{s:.2f} s ({s_ratio:.2f}x) | " if s is not None and s_ratio is not None else "- | "
+        cpu, cpu_ratio = med(ok, "cpu_s"), paired_ratio(ok, untraced, "cpu_s")
+        cpu_cell = f"{cpu:.2f} s ({cpu_ratio:.2f}x)" if cpu is not None and cpu_ratio is not None else "-"
         lines.append(f"| {name}{note} | {wall:.2f} s{spread} | {ratio} | {cpu_cell} | {steady_cell}{med(ok, 'maxrss_mib'):.0f} MiB | "
                      f"{med(ok, 'tree_rss_mib'):.0f} MiB | {files} | {report} |")
     notes = []
@@ -601,7 +608,8 @@ def main():
           f"- machine: {env['machine']}; {load_note}",
           f"- versions: {env['versions']}",
           "- runs are interleaved (one run of every configuration per round, order rotated each round); "
-          "the figures are medians over the successful runs, wall-time ranges in parentheses",
+          "the figures are medians over the successful runs, wall-time ranges in parentheses; "
+          "a ratio to untraced is the median over rounds of each round's ratio to that round's untraced run",
           "- CPU time: user + system time of the run and of every descendant it waited for (GNU time's rusage), "
           "all of a tool's helper processes included",
           "- peak RSS, largest process: GNU time's %M (getrusage of the waited-for process tree: the max over its processes, not a sum); "
