@@ -69,7 +69,17 @@ impl AutoEpochs {
 /// true when that thread was inside a DataLoader pass (the child is one of
 /// the pass's workers).
 pub fn forked_inside_parents_pass() -> bool {
-    thread_state::update_loader_pass(|current| (INHERITED, current != 0)).unwrap_or(false)
+    thread_state::update_loader_pass(state_after_fork).unwrap_or(false)
+}
+
+/// A forked child's pass state, and whether it was forked inside a pass:
+/// then it is inside a pass it never starts itself (a worker's own fork
+/// is inside it too); outside one, it starts its own passes.
+fn state_after_fork(current: u64) -> (u64, bool) {
+    match current {
+        0 => (0, false),
+        _ => (INHERITED, true),
+    }
 }
 
 /// A thread's new pass state, and the place of a pass that has just started.
@@ -163,5 +173,12 @@ mod tests {
         // Once the inherited frames are gone, its own passes count.
         let (state, _) = next_state(state, LoaderFrames::Absent);
         assert_eq!(next_state(state, LoaderFrames::Present(TRAIN)), (TRAIN, Some(TRAIN)));
+    }
+
+    #[test]
+    fn only_a_child_forked_inside_a_pass_inherits_it() {
+        assert_eq!(state_after_fork(TRAIN), (INHERITED, true));
+        assert_eq!(state_after_fork(INHERITED), (INHERITED, true), "a worker's own child");
+        assert_eq!(state_after_fork(0), (0, false), "nor does the child of a child forked outside one");
     }
 }
