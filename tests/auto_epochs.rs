@@ -95,9 +95,15 @@ fn assert_top_suspect_is_planted(report: &Value, name: &str) {
     assert_eq!(report["verdict"]["kind"], "heap_leak");
 }
 
-/// Every descendant trace (the forked DataLoader workers) is complete and
-/// none has an epoch of its own beyond the exit snapshot.
-fn assert_workers_cut_nothing(run: &TracedRun, at_least: usize) {
+/// How the workers record: each samples for its whole life when the parent
+/// samples only its warm-up (their traces are one snapshot each).
+const WORKER_SAMPLED_FOR_LIFE: &str = "for the whole life of this forked DataLoader worker";
+const WHOLE_RUN_SAMPLED: &str = "(TRACER_SAMPLE_BYTES); counts and bytes are estimates";
+
+/// Every descendant trace (the forked DataLoader workers) is complete, none
+/// has an epoch of its own beyond the exit snapshot, and each says it
+/// recorded as `sampling` describes.
+fn assert_workers_cut_nothing(run: &TracedRun, at_least: usize, sampling: &str) {
     // Reports leave their flamegraphs beside the traces.
     let is_trace = |t: &PathBuf| *t != run.trace && t.extension().is_none_or(|e| e != "svg");
     let workers: Vec<PathBuf> = run.trace_files().into_iter().filter(is_trace).collect();
@@ -107,6 +113,8 @@ fn assert_workers_cut_nothing(run: &TracedRun, at_least: usize) {
         assert_eq!(report["trace_end"], "complete", "{}", worker.display());
         assert!(report["process"]["forked_from"].is_u64(), "{} is not a forked worker's", worker.display());
         assert_eq!(causes(&report), ["exit"], "{}", worker.display());
+        let setting = report["process"]["settings"]["sampling"].as_str().unwrap_or_default();
+        assert!(setting.contains(sampling), "{}: {setting:?}", worker.display());
     }
 }
 
@@ -135,7 +143,7 @@ fn training_passes_cut_the_epochs_with_forked_workers() {
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     // Each pass of both loaders forks its workers.
-    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS);
+    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE);
     assert_code_records_only_for_named_code(&run);
 
     let notes = report["notes"].as_array().expect("notes");
@@ -195,19 +203,32 @@ fn assert_code_records_only_for_named_code(run: &TracedRun) {
 fn training_passes_cut_the_epochs_when_sampling() {
     let run = torch_job(&["--workers", &WORKERS.to_string()], &[SAMPLING]);
     assert_cut_by_training_passes(&report_json(&run.trace));
-    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS);
+    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS, WHOLE_RUN_SAMPLED);
     let run = torch_job(&["--workers", "0"], &[SAMPLING]);
     assert_cut_by_training_passes(&report_json(&run.trace));
 }
 
 /// Persistent workers: each pass after the first resets the loader's iterator
-/// in `__iter__`, which allocates less than making one.
+/// in `__iter__`, which allocates less than making one. Forked in the
+/// parent's warm-up, they go on sampling after it.
 #[test]
 fn training_passes_cut_the_epochs_with_persistent_workers() {
-    let run = torch_job(&["--workers", &WORKERS.to_string(), "--persistent"], &[SAMPLING]);
-    assert_cut_by_training_passes(&report_json(&run.trace));
+    let run = torch_job(&["--workers", &WORKERS.to_string(), "--persistent"], &[]);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
     // Two loaders, each with workers of its own for the whole run.
-    assert_workers_cut_nothing(&run, 2 * WORKERS);
+    assert_workers_cut_nothing(&run, 2 * WORKERS, WORKER_SAMPLED_FOR_LIFE);
+}
+
+/// Full capture records the workers' every allocation too.
+#[test]
+fn full_capture_records_the_workers_in_full() {
+    let run = torch_job(&["--workers", &WORKERS.to_string()], &[FULL_CAPTURE]);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS, "every allocation recorded");
 }
 
 #[test]
@@ -221,10 +242,13 @@ fn auto_epochs_off_leaves_time_slices() {
     assert!(epochs.contains("DataLoader passes off (TRACER_AUTO_EPOCHS=0)"), "{epochs}");
 }
 
+/// Its DataLoader workers are still known for what they are, and sampled.
 #[test]
 fn a_program_that_marks_gets_its_marks_only() {
-    let run = torch_job(&["--workers", "0", "--mark"], &[SAMPLING]);
+    let run = torch_job(&["--workers", &WORKERS.to_string(), "--mark"], &[]);
+    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE);
     let report = report_json(&run.trace);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
     let causes = causes(&report);
     let slices = causes.iter().take_while(|c| *c == "timer").count();
     let mut expected = vec!["timer".to_string(); slices];

@@ -87,6 +87,10 @@ pub struct Recorder {
     /// persistent DataLoader worker, forked during the first pass, records
     /// everything from the moment its parent does.
     sampling_ended: &'static AtomicBool,
+    /// This process samples for its whole life, whatever `sampling_ended`
+    /// says: a forked DataLoader worker, whose trace is one snapshot at its
+    /// exit that no epoch is compared with. Not shared with other processes.
+    sampling_for_life: AtomicBool,
     /// While sampling, the addresses that may hold a sample, in this
     /// process and the generations before it.
     recorded_blocks: Option<BlockFilter>,
@@ -112,6 +116,7 @@ impl Recorder {
                 Some(_) => crate::sys::flag_shared_with_forks().unwrap_or_else(|| Box::leak(Box::default())),
                 None => &NEVER_SAMPLED,
             },
+            sampling_for_life: AtomicBool::new(false),
             recorded_blocks: sampling.map(|_| BlockFilter::default()),
         }
     }
@@ -119,7 +124,22 @@ impl Recorder {
     /// How allocations are sampled now; `None` when every one is recorded.
     #[inline]
     pub fn sampling(&self) -> Option<&Sampling> {
-        self.sampling.as_ref().filter(|_| !self.sampling_ended.load(Ordering::Relaxed))
+        self.sampling
+            .as_ref()
+            .filter(|_| !self.sampling_ended.load(Ordering::Relaxed) || self.sampling_for_life.load(Ordering::Relaxed))
+    }
+
+    /// Samples until this process ends, even after the warm-up; true when
+    /// there is sampling to keep. Frees still look every block up once the
+    /// warm-up has ended (see [`Recorder::may_hold`]): the blocks this
+    /// process inherited were all recorded.
+    pub fn sample_for_life(&self) -> bool {
+        self.sampling.is_some() && !self.sampling_for_life.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether [`Recorder::sample_for_life`] was called.
+    pub fn samples_for_life(&self) -> bool {
+        self.sampling_for_life.load(Ordering::Relaxed)
     }
 
     /// Records every allocation from now on; true the first time, when
@@ -437,6 +457,34 @@ mod tests {
         assert!(recorder.freed(0, 0x2000), "the inherited exact block");
         let after = collect(&recorder, 4, false, 2);
         assert_eq!((after.live_count, after.live_bytes), (1, 10));
+    }
+
+    #[test]
+    fn a_worker_forked_after_the_warm_up_samples_for_life_and_finds_what_it_inherited() {
+        let recorder = Recorder::new(Some(Sampling::new(65536)));
+        recorder.end_sampling();
+        recorder.allocated(0, 0x2000, 100, false, 2, 1);
+        recorder.forked();
+        assert!(recorder.sample_for_life(), "once");
+        assert!(!recorder.sample_for_life());
+        assert!(recorder.samples_for_life());
+        assert!(recorder.sampling().is_some(), "sampling again, though the warm-up has ended");
+        assert!(!recorder.end_sampling(), "already ended: the flag is the parent's too");
+        assert!(recorder.sampling().is_some(), "ending the warm-up does not end it");
+        recorder.allocated(0, 0x3000, 100, true, 3, 2);
+        assert!(recorder.may_hold(0x2000), "the inherited block, recorded exactly");
+        assert!(recorder.freed(0, 0x2000));
+        let sample_weight = Sampling::new(65536).weight(100);
+        let after = collect(&recorder, 3, false, 2);
+        assert_eq!((after.live_count, after.live_bytes), sample_weight, "the child's sample, weighed");
+    }
+
+    #[test]
+    fn without_sampling_there_is_no_sampling_to_keep() {
+        let recorder = Recorder::default();
+        recorder.forked();
+        assert!(!recorder.sample_for_life());
+        assert!(recorder.sampling().is_none());
     }
 
     #[test]

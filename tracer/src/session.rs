@@ -419,13 +419,25 @@ pub fn after_fork_in_child() {
 
 /// `after_fork_in_child`'s work, with the thread inside the tracer.
 fn adopt_child(session: &Session) {
-    if auto_epochs::forked_inside_parents_pass() {
+    session.recorder.forked();
+    // The pass state is the child's to update whatever the walk shows; the
+    // walk finds the loader also when the program's marks turned the pass
+    // detection off.
+    let inside_parents_pass = auto_epochs::forked_inside_parents_pass();
+    if inside_parents_pass || session.inside_data_loader_iter() {
         // A DataLoader worker lives inside one of its parent's epochs; the
         // default time slices, inherited from a parent that had not yet seen
         // its loader repeat, would cut the worker's trace by how long it ran.
         session.end_default_time_slices();
+        // Unless time slices were asked for, its trace is then a single
+        // snapshot, taken at its exit, which no epoch is compared with:
+        // recording each of its allocations, when the user let the warm-up
+        // be sampled, would cost as much again as the parent's own recording
+        // and sharpen nothing the report ranks.
+        if session.config.sample_warm_up_only && !session.config.epoch_seconds_explicit {
+            session.recorder.sample_for_life();
+        }
     }
-    session.recorder.forked();
     let parent = session.pid.swap(sys::pid(), Ordering::Relaxed);
     let mut output = lock(&session.output);
     // The child writes a file of its own, opened when it first has something
@@ -449,6 +461,13 @@ impl Session {
         // What the capture belongs to is born in the epoch a pass it starts opens.
         self.see_loader_frames(python_frames.loader_frames());
         self.stacks.intern_capture(kind, &stack, python_frames.words())
+    }
+
+    /// Whether the calling thread's Python frames include `DataLoader.__iter__`.
+    fn inside_data_loader_iter(&self) -> bool {
+        let mut python_frames = PyStack::new();
+        self.python.capture(&mut python_frames);
+        matches!(python_frames.loader_frames(), LoaderFrames::Present(_))
     }
 
     fn elapsed_ns(&self) -> u64 {
@@ -654,6 +673,9 @@ impl Session {
         let poisson = format!("Poisson by bytes, one sample per {mean_bytes} bytes on average");
         match (self.config.sample_warm_up_only, self.recorder.sampling().is_some()) {
             (false, _) => format!("{poisson} ({SAMPLE_VAR}); counts and bytes are estimates"),
+            (true, true) if self.recorder.samples_for_life() => format!(
+                "{poisson} for the whole life of this forked DataLoader worker, whose trace is its exit snapshot ({WARM_UP_SAMPLE_VAR}=0 records it all); counts and bytes are estimates"
+            ),
             (true, true) => format!(
                 "{poisson} until the warm-up (the first epoch) ends, then every allocation ({WARM_UP_SAMPLE_VAR}=0 records it all); the warm-up's counts and bytes are estimates"
             ),
