@@ -93,6 +93,18 @@ fn function_names(suspect: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
+/// The report's top leaking line: its own-code frame's function, which
+/// must be `function`, and at least the top suspect's growth.
+fn assert_top_line_is(report: &Value, function: &str) {
+    let line = &report["lines"][0];
+    let found = line["frame"]["function"].as_str().unwrap_or_default();
+    assert!(found.contains(function), "the top line is {found:?}, not {function}: {}", report["lines"]);
+    let growth = |v: &Value| v["growth_bytes_per_epoch"].as_u64().unwrap_or(0);
+    assert!(growth(line) >= growth(&suspects(report)[0]), "{}", report["lines"]);
+    let verdict = report["verdict"]["message"].as_str().unwrap_or_default();
+    assert!(verdict.starts_with(found), "the verdict names another culprit: {verdict}");
+}
+
 fn summary(report: &Value) -> String {
     let mut text = String::new();
     for (rank, s) in suspects(report).iter().enumerate().take(5) {
@@ -151,6 +163,7 @@ fn rust_leak_is_found(leak: &str, function: &str, env: &[(&str, &str)]) {
         summary(&report)
     );
     assert!(top["growth_bytes_per_epoch"].as_f64().unwrap_or(0.0) > 0.0, "{}", summary(&report));
+    assert_top_line_is(&report, function);
 }
 
 #[test]
@@ -248,6 +261,8 @@ fn python_leak_is_found(leak: &str, steps: usize, env: &[(&str, &str)]) {
     assert_eq!(planted["python"], true, "{planted}");
     assert!(planted["file"].as_str().unwrap_or_default().ends_with("scripts/train.py"), "{planted}");
     assert!(planted["line"].as_u64().unwrap_or(0) > 0, "{planted}");
+    assert_top_line_is(&report, function);
+    assert_eq!(report["lines"][0]["frame"]["line"], planted["line"], "{}", report["lines"]);
 }
 
 #[test]

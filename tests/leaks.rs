@@ -281,3 +281,31 @@ fn anonymous_mappings_left_behind_are_ranked_as_mapped_memory() {
     assert!(text.contains("#1  +380 KiB/epoch   mapped memory   live now 2.97 MiB in 8 mappings"), "{text}");
     assert!(std::fs::read_to_string(&svg).unwrap().contains("[anonymous mmap]"), "the flamegraph names the mappings");
 }
+
+/// Two calls of malloc on one line leave two suspects, ranked around a
+/// third leak of a size between theirs; the report sums the two as one
+/// leaking line, ranked first, and the verdict names it.
+#[test]
+fn suspects_of_one_line_are_summed_and_the_verdict_names_the_line() {
+    let program = compile("one_line.c");
+    let run = run_traced_with(&program, &["8"], &[FULL_CAPTURE]);
+    assert_eq!(run.stdout(), "one_line: 8 epochs, 800 pairs and 800 blocks kept\n");
+    let report = report_json(&run.trace);
+    assert_eq!(suspects(&report).len(), 3, "{report:#}");
+    let lines = report["lines"].as_array().expect("lines");
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let growth = |v: &serde_json::Value| v["growth_bytes_per_epoch"].as_u64().unwrap();
+    let (pairs, small) = (&lines[0], &lines[1]);
+    assert_eq!(pairs["frame"]["function"], "keep_pairs");
+    assert_eq!(pairs["frame"]["line"].as_u64(), Some(line_of("programs/one_line.c", "the leaking line")));
+    assert_eq!(growth(pairs), 100 * (600 + 1000), "every pair of a settled epoch, exactly");
+    assert_eq!(pairs["live_count"], 2 * 8 * 100);
+    let ranks: Vec<u64> = pairs["suspect_ranks"].as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect();
+    assert_eq!(ranks, [1, 3], "the 1000-byte and the 600-byte calls, around the 800-byte leak");
+    assert_eq!(small["frame"]["function"], "keep_small");
+    assert_eq!(growth(small), 100 * 800);
+    assert_eq!(report["suspects_in_lines"], 3);
+    let verdict = report["verdict"]["message"].as_str().unwrap();
+    assert!(verdict.starts_with("keep_pairs keeps about 156 KiB/epoch alive"), "{verdict}");
+    assert!(verdict.contains("through 2 stacks, 3 suspects in all"), "{verdict}");
+}

@@ -192,10 +192,34 @@ fn traced_growth_words(v: &Verdict) -> String {
     }
 }
 
+/// What a `heap_leak` verdict names: the top line of the program's own code
+/// with the suspects it sums (see [`crate::lines`]), or the top suspect.
+#[derive(Debug, Clone, Copy)]
+pub struct Culprit<'a> {
+    pub name: &'a str,
+    pub growth_bytes_per_epoch: u64,
+    pub live_bytes: u64,
+    pub suspects: usize,
+    pub mapped: bool,
+}
+
+impl<'a> Culprit<'a> {
+    /// One suspect, known as `name`.
+    pub fn suspect(suspect: &Suspect, name: &'a str) -> Culprit<'a> {
+        Culprit {
+            name,
+            growth_bytes_per_epoch: suspect.growth_bytes_per_epoch,
+            live_bytes: suspect.live_bytes,
+            suspects: 1,
+            mapped: suspect.mapped,
+        }
+    }
+}
+
 impl Analysis {
-    /// The verdict in words; `top_function` names the top suspect's first
-    /// own-code function when there is one.
-    pub fn verdict_message(&self, top_function: Option<&str>) -> String {
+    /// The verdict in words; `culprit` is what a leak verdict names, the
+    /// top suspect (unnamed) when `None`.
+    pub fn verdict_message(&self, culprit: Option<Culprit<'_>>) -> String {
         let v = &self.verdict;
         let over = format!("{} epoch{}", v.epochs, if v.epochs == 1 { "" } else { "s" });
         match v.kind {
@@ -205,14 +229,15 @@ impl Analysis {
                 if self.snapshots == 1 { "" } else { "s" }
             ),
             VerdictKind::HeapLeak => {
-                let top = &self.suspects[0];
+                let top = culprit.unwrap_or_else(|| Culprit::suspect(&self.suspects[0], "the top suspect"));
                 let mut msg = format!(
-                    "{} keeps about {}/epoch {}alive ({} now){}; {} over {over}",
-                    top_function.unwrap_or("the top suspect"),
+                    "{} keeps about {}/epoch {}alive ({} now){}{}; {} over {over}",
+                    top.name,
                     bytes(top.growth_bytes_per_epoch),
                     if top.mapped { "of anonymous mapped memory " } else { "" },
                     bytes(top.live_bytes),
-                    if self.suspects.len() > 1 {
+                    if top.suspects > 1 { format!(" through {} stacks", top.suspects) } else { String::new() },
+                    if self.suspects.len() > top.suspects {
                         format!(", {} suspects in all", self.suspects.len())
                     } else {
                         String::new()

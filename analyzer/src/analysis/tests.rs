@@ -41,8 +41,31 @@ fn a_leak_is_found_with_its_growth_and_survivors() {
     assert_eq!(s.survivors.len(), 10);
     assert!(s.survivors.iter().enumerate().all(|(i, v)| v.birth_epoch == i as u32 && v.count == 100));
     assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
-    let msg = a.verdict_message(Some("load_batch"));
+    let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "load_batch")));
     assert!(msg.contains("load_batch") && msg.contains("100 KiB/epoch"), "{msg}");
+}
+
+#[test]
+fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
+    let sim = scenario(10, |sim, _| {
+        for stack in 1..=3 {
+            sim.alloc_many(stack, 100, 1024);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(a.suspects.len(), 3);
+    let line = |suspects| Culprit {
+        name: "keep_history",
+        growth_bytes_per_epoch: 200 * 1024,
+        live_bytes: 2000 * 1024,
+        suspects,
+        mapped: false,
+    };
+    let msg = a.verdict_message(Some(line(2)));
+    assert!(msg.starts_with("keep_history keeps about 200 KiB/epoch alive ("), "{msg}");
+    assert!(msg.contains(" now) through 2 stacks, 3 suspects in all; "), "{msg}");
+    let msg = a.verdict_message(Some(line(3)));
+    assert!(msg.contains(" now) through 3 stacks; "), "every suspect is the line's: {msg}");
 }
 
 #[test]
@@ -288,7 +311,7 @@ fn a_leak_with_much_more_rss_growth_says_the_rest_is_outside_the_heap() {
     }
     let (_, a) = run(&sim);
     assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
-    let msg = a.verdict_message(Some("f"));
+    let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "f")));
     assert!(msg.contains("outside what the tracer sees"), "{msg}");
 }
 
@@ -374,7 +397,7 @@ fn a_mapping_leak_is_ranked_with_the_heap_and_labelled_mapped() {
     assert_eq!(trace.snapshots[3].heap_live_bytes, 4 * 10 * 1024);
     assert_eq!(trace.snapshots[3].mapped_live_bytes, 4 * (256 << 10));
     assert_eq!(a.verdict.mapped_growth(), 8 * (256 << 10));
-    let msg = a.verdict_message(Some("map_buffers"));
+    let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "map_buffers")));
     assert!(msg.contains("256 KiB/epoch of anonymous mapped memory"), "{msg}");
     assert!(msg.contains("traced anonymous mappings by 2.00 MiB"), "{msg}");
 }

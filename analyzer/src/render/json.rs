@@ -20,6 +20,8 @@ struct JsonReport<'a> {
     epochs: Vec<JsonEpoch<'a>>,
     analysis: JsonAnalysis,
     suspect_count: usize,
+    lines: Vec<JsonLine<'a>>,
+    suspects_in_lines: usize,
     suspects: Vec<JsonSuspect<'a>>,
     verdict: JsonVerdict<'a>,
     flamegraph: Option<String>,
@@ -95,6 +97,17 @@ struct JsonSuspect<'a> {
     settled_epochs_with_survivors: usize,
     survivors: Vec<JsonSurvivor>,
     frames: Vec<JsonFrame<'a>>,
+}
+
+/// Suspects summed by their first frame in the program's own code.
+#[derive(Serialize)]
+struct JsonLine<'a> {
+    frame: Option<JsonFrame<'a>>,
+    memory: &'static str,
+    growth_bytes_per_epoch: u64,
+    live_bytes: u64,
+    live_count: u64,
+    suspect_ranks: &'a [usize],
 }
 
 #[derive(Serialize)]
@@ -197,6 +210,19 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             noise_floor_bytes_per_epoch: a.noise_floor,
         },
         suspect_count: a.suspects.len(),
+        lines: report
+            .lines
+            .iter()
+            .map(|l| JsonLine {
+                frame: l.frame.as_ref().map(frame),
+                memory: if l.mapped { "mapped" } else { "heap" },
+                growth_bytes_per_epoch: l.growth_bytes_per_epoch,
+                live_bytes: l.live_bytes,
+                live_count: l.live_count,
+                suspect_ranks: &l.ranks,
+            })
+            .collect(),
+        suspects_in_lines: report.suspects_in_lines,
         suspects: report
             .shown
             .iter()

@@ -9,7 +9,8 @@ pub mod text;
 
 use std::path::PathBuf;
 
-use crate::analysis::{Analysis, Suspect};
+use crate::analysis::{Analysis, Culprit, Suspect};
+use crate::lines::{self, LeakLine};
 use crate::symbolize::{Frame, Symbolizer};
 use crate::trace::Trace;
 
@@ -46,6 +47,10 @@ pub struct Report<'t> {
     pub analysis: &'t Analysis,
     /// The suspects shown (the top N), in rank order.
     pub shown: Vec<ShownSuspect>,
+    /// The suspects summed by their line of own code, ranked.
+    pub lines: Vec<LeakLine>,
+    /// How many of the suspects (the best) the lines sum.
+    pub suspects_in_lines: usize,
     pub verdict_message: String,
     pub flamegraph: Option<FlamegraphInfo>,
     /// Problems met along the way (one line each).
@@ -53,6 +58,10 @@ pub struct Report<'t> {
     /// Traces of the process's descendants found beside its trace.
     pub descendants: Vec<crate::trace::Descendant>,
 }
+
+/// The lines sum this many suspects at most (the best), so that a trace of
+/// thousands of growing stacks does not symbolize them all.
+pub const SUSPECTS_IN_LINES: usize = 1000;
 
 /// The innermost frame shown for a stack that made an anonymous mapping.
 pub const MAPPING_FRAME: &str = "[anonymous mmap]";
@@ -114,12 +123,13 @@ pub fn trace_warnings(trace: &Trace) -> Vec<String> {
 }
 
 impl<'t> Report<'t> {
-    /// Symbolizes the top `top` suspects and words the verdict.
+    /// Symbolizes the suspects, sums them by line, keeps the top `top` to
+    /// show and words the verdict.
     pub fn build(trace: &'t Trace, analysis: &'t Analysis, symbolizer: &mut Symbolizer<'_>, top: usize) -> Report<'t> {
-        let shown: Vec<ShownSuspect> = analysis
+        let mut shown: Vec<ShownSuspect> = analysis
             .suspects
             .iter()
-            .take(top)
+            .take(top.max(SUSPECTS_IN_LINES))
             .enumerate()
             .map(|(i, s)| {
                 let frames = stack_frames(trace, symbolizer, s.stack);
@@ -127,13 +137,36 @@ impl<'t> Report<'t> {
                 ShownSuspect { rank: i + 1, suspect: s.clone(), frames, explanation }
             })
             .collect();
-        let top_function = shown.first().map(|s| {
-            let frame = s.own_frame().or(s.frames.first());
-            frame.map(|f| f.function.clone()).unwrap_or_else(|| format!("stack {}", s.suspect.stack))
-        });
-        let verdict_message = analysis.verdict_message(top_function.as_deref());
+        let suspects_in_lines = shown.len();
+        let lines = lines::group(shown.iter().map(|s| (s.rank, &s.suspect, s.own_frame())));
+        let verdict_message = analysis.verdict_message(lines.first().map(|line| culprit(line, &shown)));
+        shown.truncate(top);
         let descendants = crate::trace::descendant_traces(&trace.path);
-        Report { trace, analysis, shown, verdict_message, flamegraph: None, warnings: Vec::new(), descendants }
+        Report {
+            trace,
+            analysis,
+            shown,
+            lines,
+            suspects_in_lines,
+            verdict_message,
+            flamegraph: None,
+            warnings: Vec::new(),
+            descendants,
+        }
+    }
+}
+
+/// The top line as the verdict names it: by its function, or for a suspect
+/// without own code by its innermost frame.
+fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> {
+    let best = &suspects[line.ranks[0] - 1];
+    let name = line.frame.as_ref().or(best.frames.first()).map_or("the top suspect", |f| f.function.as_str());
+    Culprit {
+        name,
+        growth_bytes_per_epoch: line.growth_bytes_per_epoch,
+        live_bytes: line.live_bytes,
+        suspects: line.ranks.len(),
+        mapped: line.mapped,
     }
 }
 

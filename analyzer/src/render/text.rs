@@ -14,6 +14,8 @@ const EPOCH_ROWS: usize = 40;
 const SURVIVOR_ITEMS: usize = 12;
 /// Frames shown per suspect.
 const FRAMES_SHOWN: usize = 40;
+/// Leaking lines shown.
+const LINES_SHOWN: usize = 10;
 
 fn how_epochs_were_cut(trace: &Trace) -> String {
     let mut causes: Vec<(&str, usize)> = Vec::new();
@@ -156,6 +158,66 @@ pub fn frame_line(frame: &Frame, marked: bool) -> String {
     line
 }
 
+/// The ranks of a line's suspects, runs of consecutive ranks as `#3-#10`.
+fn ranks_text(ranks: &[usize]) -> String {
+    const RUNS_SHOWN: usize = 8;
+    let mut sorted = ranks.to_vec();
+    sorted.sort_unstable();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for rank in sorted {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == rank => *last = rank,
+            _ => runs.push((rank, rank)),
+        }
+    }
+    let run = |&(first, last): &(usize, usize)| {
+        if first == last {
+            format!("#{first}")
+        } else {
+            format!("#{first}-#{last}")
+        }
+    };
+    let mut text = runs.iter().take(RUNS_SHOWN).map(run).collect::<Vec<_>>().join(", ");
+    if runs.len() > RUNS_SHOWN {
+        let rest: usize = runs[RUNS_SHOWN..].iter().map(|(first, last)| last - first + 1).sum();
+        let _ = write!(text, " and {rest} more");
+    }
+    let noun = if ranks.len() == 1 { "suspect" } else { "suspects" };
+    format!("{} {noun}: {text}", ranks.len())
+}
+
+fn lines_section(out: &mut String, report: &Report<'_>) {
+    let lines = &report.lines;
+    let of = if report.suspects_in_lines < report.analysis.suspects.len() {
+        format!("the top {} suspects", count(report.suspects_in_lines as u64))
+    } else {
+        "the suspects".to_string()
+    };
+    let _ =
+        writeln!(out, "\nLeaking lines: {} ({of} summed by their first frame in the program's own code)", lines.len());
+    for line in lines.iter().take(LINES_SHOWN) {
+        let memory = if line.mapped { "   mapped memory" } else { "" };
+        let _ = writeln!(
+            out,
+            "  +{}/epoch{memory}   live now {}   {}",
+            bytes(line.growth_bytes_per_epoch),
+            bytes(line.live_bytes),
+            ranks_text(&line.ranks)
+        );
+        match &line.frame {
+            Some(frame) => {
+                let _ = writeln!(out, "    {}", frame_line(frame, true));
+            }
+            None => {
+                let _ = writeln!(out, "    (no frame in the program's own code: see suspect #{})", line.ranks[0]);
+            }
+        }
+    }
+    if lines.len() > LINES_SHOWN {
+        let _ = writeln!(out, "  ... {} more lines (--json lists them all)", lines.len() - LINES_SHOWN);
+    }
+}
+
 fn suspect_block(out: &mut String, s: &ShownSuspect) {
     let v = &s.suspect;
     let (memory, objects) = if v.mapped { ("   mapped memory", "mappings") } else { ("", "allocations") };
@@ -199,6 +261,9 @@ pub fn render(report: &Report<'_>) -> String {
             Some((lo, hi)) => format!("birth epochs {lo}..{hi}"),
             None => "no birth epochs".into(),
         };
+        if !a.suspects.is_empty() {
+            lines_section(&mut out, report);
+        }
         let _ = writeln!(
             out,
             "\nLeak suspects: {} (ranked by growth; survivors at epoch {} from {settled}; noise floor {}/epoch)",

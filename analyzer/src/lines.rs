@@ -1,0 +1,145 @@
+//! Suspects summed by the line of the program's own code they come from.
+//!
+//! One leaking line often leaves several suspects: a call that allocates
+//! along several native paths (a tensor's storage, the autograd graph that
+//! keeps its inputs alive), or a loop the compiler copied, each copy
+//! returning to an address of its own. Suspects are stacks; a person fixes
+//! lines, so the report also sums the suspects whose first own-code frame is
+//! the same line, and ranks those sums.
+
+use std::collections::HashMap;
+
+use crate::analysis::Suspect;
+use crate::merge::base_name;
+use crate::symbolize::Frame;
+
+/// A line of the program's own code and the suspects that lead to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeakLine {
+    /// The first own-code frame its suspects share; `None` for a suspect
+    /// without one, which is a line of its own.
+    pub frame: Option<Frame>,
+    pub growth_bytes_per_epoch: u64,
+    pub live_bytes: u64,
+    pub live_count: u64,
+    /// Every one of its suspects makes anonymous mappings.
+    pub mapped: bool,
+    /// Its suspects' ranks, best first.
+    pub ranks: Vec<usize>,
+}
+
+impl LeakLine {
+    fn new(frame: Option<&Frame>) -> LeakLine {
+        LeakLine {
+            frame: frame.cloned(),
+            growth_bytes_per_epoch: 0,
+            live_bytes: 0,
+            live_count: 0,
+            mapped: true,
+            ranks: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, rank: usize, suspect: &Suspect) {
+        self.growth_bytes_per_epoch += suspect.growth_bytes_per_epoch;
+        self.live_bytes += suspect.live_bytes;
+        self.live_count += suspect.live_count;
+        self.mapped &= suspect.mapped;
+        self.ranks.push(rank);
+    }
+}
+
+/// What tells two lines apart. A frame without line information (native
+/// code built without debug information) stands for its whole function;
+/// the parts a compiler splits a function into (`.cold`) are one function.
+type LineKey<'a> = (&'a str, Option<&'a str>, Option<u32>, Option<&'a str>, bool);
+
+fn key(frame: &Frame) -> LineKey<'_> {
+    (base_name(&frame.function), frame.file.as_deref(), frame.line, frame.module.as_deref(), frame.python)
+}
+
+/// Sums `suspects` (rank, suspect, first own-code frame; in rank order) by
+/// line, ranked by growth, then live bytes, then their best suspect.
+pub fn group<'a>(suspects: impl IntoIterator<Item = (usize, &'a Suspect, Option<&'a Frame>)>) -> Vec<LeakLine> {
+    let mut lines: Vec<LeakLine> = Vec::new();
+    let mut by_key: HashMap<LineKey<'a>, usize> = HashMap::new();
+    for (rank, suspect, own) in suspects {
+        let at = match own {
+            Some(frame) => *by_key.entry(key(frame)).or_insert_with(|| {
+                lines.push(LeakLine::new(Some(frame)));
+                lines.len() - 1
+            }),
+            None => {
+                lines.push(LeakLine::new(None));
+                lines.len() - 1
+            }
+        };
+        lines[at].add(rank, suspect);
+    }
+    lines.sort_by(|a, b| {
+        b.growth_bytes_per_epoch
+            .cmp(&a.growth_bytes_per_epoch)
+            .then(b.live_bytes.cmp(&a.live_bytes))
+            .then(a.ranks[0].cmp(&b.ranks[0]))
+    });
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn suspect(stack: u32, growth: u64, mapped: bool) -> Suspect {
+        Suspect {
+            stack,
+            growth_bytes_per_epoch: growth,
+            live_bytes: growth * 10,
+            live_count: 10,
+            settled_with_survivors: 5,
+            survivors: Vec::new(),
+            mapped,
+        }
+    }
+
+    fn line_of(function: &str, file: Option<&str>, line: Option<u32>, address: u64) -> Frame {
+        Frame { file: file.map(Into::into), line, own_code: true, ..Frame::named(address, function.into()) }
+    }
+
+    #[test]
+    fn suspects_at_one_line_are_summed_and_ranked_by_their_sum() {
+        let keep = line_of("keep_history", Some("train.rs"), Some(260), 0x10);
+        // The same line reached from another return address (an unrolled loop).
+        let keep_again = line_of("keep_history", Some("train.rs"), Some(260), 0x24);
+        let augment = line_of("augment", Some("train.rs"), Some(234), 0x40);
+        let suspects = [suspect(1, 300, false), suspect(2, 250, false), suspect(3, 200, true), suspect(4, 100, false)];
+        let own = [Some(&augment), Some(&keep), Some(&keep_again), None];
+        let lines = group(suspects.iter().zip(own).enumerate().map(|(i, (s, f))| (i + 1, s, f)));
+
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0].frame.as_ref().map(|f| f.function.as_str()), Some("keep_history"));
+        assert_eq!(lines[0].ranks, [2, 3]);
+        assert_eq!((lines[0].growth_bytes_per_epoch, lines[0].live_bytes, lines[0].live_count), (450, 4500, 20));
+        assert!(!lines[0].mapped, "one of its suspects is heap memory");
+        assert_eq!(lines[1].ranks, [1]);
+        assert_eq!(lines[2].ranks, [4]);
+        assert_eq!(lines[2].frame, None, "a suspect without own code is a line of its own");
+    }
+
+    #[test]
+    fn lines_differ_by_line_file_or_language_and_without_lines_by_function() {
+        let at = |function, file, line| line_of(function, file, line, 0x10);
+        let python = Frame { python: true, ..at("step", Some("train.py"), Some(7)) };
+        let cold = at("step.cold", None, None);
+        let frames = [
+            at("step", Some("train.py"), Some(7)),
+            at("step", Some("train.py"), Some(8)),
+            python,
+            at("step", None, None),
+            cold,
+        ];
+        let suspects: Vec<Suspect> = (0..frames.len() as u32).map(|i| suspect(i, 100 - u64::from(i), false)).collect();
+        let lines = group(suspects.iter().zip(&frames).enumerate().map(|(i, (s, f))| (i + 1, s, Some(f))));
+        let ranks: Vec<&[usize]> = lines.iter().map(|l| l.ranks.as_slice()).collect();
+        assert_eq!(ranks, [&[4, 5][..], &[1], &[2], &[3]], "the two parts of one function sum up first");
+    }
+}
