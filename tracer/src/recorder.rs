@@ -84,8 +84,8 @@ pub struct Recorder {
     /// Sampling ended with the warm-up (`TRACER_WARMUP_SAMPLE_BYTES`): every
     /// allocation is recorded since, and the samples of the warm-up keep
     /// their weights. Shared with the processes forked from this one: a
-    /// persistent DataLoader worker, forked during the first pass, records
-    /// everything from the moment its parent does.
+    /// child forked during the warm-up records everything from the moment
+    /// its parent does, unless it samples for life.
     sampling_ended: &'static AtomicBool,
     /// This process samples for its whole life, whatever `sampling_ended`
     /// says: a forked DataLoader worker, whose trace is one snapshot at its
