@@ -212,20 +212,26 @@ fn forked_children_count_what_they_inherited_and_freed_in_their_heap_totals() {
     assert_eq!(parent_after, at_fork, "the children's frees are not the parent's: {processes:?}");
 }
 
-/// A persistent DataLoader worker is forked during the first pass, while
-/// the warm-up is sampled; once the parent's first epoch has closed, the
-/// child records every allocation too (100 blocks of 7777 bytes, counted
+/// A child forked during its parent's warm-up has a warm-up of its own:
+/// each process's first epoch ends its own (each trace notes it), and the
+/// child then records every allocation (100 blocks of 7777 bytes, counted
 /// exactly: sampled at 64 KiB they would be an estimate).
 #[test]
-fn a_child_forked_in_the_warm_up_records_every_allocation_once_it_ends() {
+fn a_child_forked_in_the_warm_up_has_a_warm_up_of_its_own() {
     let program = compile("fork_in_warm_up.c");
     let run = run_traced(&program, &[]);
     assert!(run.output.status.success(), "{}{}", run.stdout(), run.stderr());
     assert_eq!(run.stdout(), "fork_in_warm_up: done\n");
+    let warm_up_ends = |records: &[Record]| {
+        records.iter().filter(|r| matches!(r, Record::Notice(n) if n.text.starts_with("the warm-up ended"))).count()
+    };
+    let (parent, _) = read_trace(&run.trace);
+    assert_eq!(warm_up_ends(&parent), 1, "the parent's own mark ended its warm-up, not the child's");
     let files = run.trace_files();
     let child = files.iter().find(|file| **file != run.trace).expect("the child's trace");
     let (records, end) = read_trace(child);
     assert_eq!(end, TraceEnd::EndOfFile);
+    assert_eq!(warm_up_ends(&records), 1, "the child's mark ended its own warm-up");
     let kept: Vec<(u64, u64)> = records
         .iter()
         .filter_map(|record| match record {

@@ -1,6 +1,7 @@
-/* A child forked during the warm-up, as a persistent DataLoader worker is
- * forked during the first pass: once the parent's first epoch has closed,
- * every block the child allocates is recorded, as in the parent. */
+/* A child forked during its parent's warm-up has a warm-up of its own: it
+ * samples until its own first epoch closes, and closing it leaves the
+ * parent's warm-up alone. The child marks its epoch first, then the parent
+ * marks its own; then the child keeps blocks, every one recorded. */
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,19 +17,24 @@ __attribute__((noinline)) static void keep_blocks(void) {
 }
 
 int main(void) {
-    int go[2];
-    if (pipe(go) != 0) return 1;
+    int ready[2], go[2];
+    char byte;
+    if (pipe(ready) != 0 || pipe(go) != 0) return 1;
     pid_t child = fork();
     if (child < 0) return 1;
     if (child == 0) {
-        char byte;
+        close(ready[0]);
         close(go[1]);
+        mark_epoch(0); /* ends the child's warm-up */
+        if (write(ready[1], "x", 1) != 1) _exit(1);
         if (read(go[0], &byte, 1) != 1) _exit(1);
         keep_blocks();
         exit(0); /* the child's trace is written at its exit */
     }
+    close(ready[1]);
     close(go[0]);
-    mark_epoch(0); /* ends the warm-up */
+    if (read(ready[0], &byte, 1) != 1) return 1;
+    mark_epoch(0); /* ends the parent's warm-up */
     if (write(go[1], "x", 1) != 1) return 1;
     int status = 0;
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;

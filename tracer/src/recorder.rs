@@ -81,23 +81,20 @@ pub struct Recorder {
     current: AtomicUsize,
     /// When set, each sample stands for the many allocations it was drawn from.
     sampling: Option<Sampling>,
-    /// Sampling ended with the warm-up (`TRACER_WARMUP_SAMPLE_BYTES`): every
-    /// allocation is recorded since, and the samples of the warm-up keep
-    /// their weights. Shared with the processes forked from this one: a
-    /// child forked during the warm-up records everything from the moment
-    /// its parent does, unless it samples for life.
-    sampling_ended: &'static AtomicBool,
+    /// Sampling ended with this process's warm-up (`TRACER_WARMUP_SAMPLE_BYTES`):
+    /// every allocation is recorded since, and the samples of the warm-up
+    /// keep their weights. A forked child starts with its parent's flag and
+    /// then has its own: a child forked during its parent's warm-up samples
+    /// until its own first epoch closes, and neither ends the other's.
+    sampling_ended: AtomicBool,
     /// This process samples for its whole life, whatever `sampling_ended`
     /// says: a forked DataLoader worker, whose trace is one snapshot at its
-    /// exit that no epoch is compared with. Not shared with other processes.
+    /// exit that no epoch is compared with.
     sampling_for_life: AtomicBool,
     /// While sampling, the addresses that may hold a sample, in this
     /// process and the generations before it.
     recorded_blocks: Option<BlockFilter>,
 }
-
-/// The flag of a recorder that never samples: never read.
-static NEVER_SAMPLED: AtomicBool = AtomicBool::new(false);
 
 impl Default for Recorder {
     fn default() -> Self {
@@ -112,10 +109,7 @@ impl Recorder {
             descendants: Default::default(),
             current: AtomicUsize::new(0),
             sampling,
-            sampling_ended: match sampling {
-                Some(_) => crate::sys::flag_shared_with_forks().unwrap_or_else(|| Box::leak(Box::default())),
-                None => &NEVER_SAMPLED,
-            },
+            sampling_ended: AtomicBool::new(false),
             sampling_for_life: AtomicBool::new(false),
             recorded_blocks: sampling.map(|_| BlockFilter::default()),
         }

@@ -5,7 +5,6 @@ use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 
 pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
@@ -39,33 +38,6 @@ pub fn rss_bytes() -> u64 {
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize
-}
-
-/// A flag, false at first, that every process forked from this one from
-/// now on shares with it: a page of its own, mapped shared by the raw
-/// system call (which the tracer's mmap hook never sees) and never
-/// unmapped. `None` when the page cannot be had.
-pub fn flag_shared_with_forks() -> Option<&'static AtomicBool> {
-    // SAFETY: a new anonymous mapping at an address the kernel picks; no
-    // existing memory is touched.
-    let address = unsafe {
-        libc::syscall(
-            libc::SYS_mmap,
-            0usize,
-            page_size(),
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1 as libc::c_long,
-            0usize,
-        )
-    };
-    if address == -1 || address == 0 {
-        return None;
-    }
-    // SAFETY: the page is zeroed (an AtomicBool of false), page-aligned,
-    // readable and writable, and stays mapped for the life of the process
-    // and of its forks; it is only ever accessed atomically.
-    Some(unsafe { &*(address as *const AtomicBool) })
 }
 
 /// Reads up to `buf.len()` bytes of a file into a stack buffer without allocating.
