@@ -220,6 +220,12 @@ fn the_json_has_the_documented_shape() {
     for f in frames {
         assert!(f["function"].is_string() && f["inlined"].is_boolean() && f["own_code"].is_boolean(), "{f}");
     }
+    let lines = v["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["growth_bytes_per_epoch"], 100 * 1024);
+    assert_eq!(lines[0]["memory"], "heap");
+    assert_eq!(lines[0]["suspect_ranks"], serde_json::json!([1]));
+    assert_eq!(v["suspects_in_lines"], 1);
     assert_eq!(v["verdict"]["kind"], "heap_leak");
     assert!(v["verdict"]["message"].as_str().unwrap().contains("100 KiB/epoch"));
     let svg = PathBuf::from(v["flamegraph"].as_str().unwrap());
@@ -286,6 +292,8 @@ fn the_text_report_shows_the_run_epochs_suspects_and_verdict() {
         "TRACER_OUTPUT = trace.bin",
         "epoch 11",
         "mapped      tracer",
+        "Leaking lines: 1 (the suspects summed by their first frame in the program's own code)",
+        "1 suspect: #1",
         "Leak suspects: 1",
         "+100 KiB/epoch",
         "Verdict (heap_leak)",
@@ -367,8 +375,12 @@ fn a_stack_the_trace_lacks_does_not_break_the_report() {
             frame_record(&record, &mut bytes);
         }
     }
-    let v = json(&report(&write_temp("nostacks.bin", &bytes), &["--json"]));
+    let path = write_temp("nostacks.bin", &bytes);
+    let v = json(&report(&path, &["--json"]));
     assert_eq!(v["suspects"][0]["frames"][0]["function"], "(unknown stack 1)");
+    assert!(v["lines"][0]["frame"].is_null(), "no own code, a line of its own: {}", v["lines"]);
+    let text = stdout(&report(&path, &[]));
+    assert!(text.contains("(no frame in the program's own code: see suspect #1)"), "{text}");
 }
 
 /// A location table: instructions 0–1 on the first line, 2–5 two lines further.

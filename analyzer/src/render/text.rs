@@ -308,3 +308,16 @@ pub fn render(report: &Report<'_>) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ranks_text;
+
+    #[test]
+    fn ranks_read_as_runs() {
+        assert_eq!(ranks_text(&[1]), "1 suspect: #1");
+        assert_eq!(ranks_text(&[4, 1, 2, 3, 7, 9, 10]), "7 suspects: #1-#4, #7, #9-#10");
+        let scattered: Vec<usize> = (1..=20).map(|i| i * 2).collect();
+        assert_eq!(ranks_text(&scattered), "20 suspects: #2, #4, #6, #8, #10, #12, #14, #16 and 12 more");
+    }
+}
