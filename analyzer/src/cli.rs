@@ -180,8 +180,8 @@ fn report(
     let svg = output.unwrap_or_else(|| default_svg(path, "leaks"));
     let mut stacks = Vec::with_capacity(analysis.suspects.len());
     for (i, s) in analysis.suspects.iter().enumerate() {
-        let frames = match report.shown.get(i) {
-            Some(shown) => flame::fold(&shown.frames),
+        let frames = match report.symbolized.get(i) {
+            Some(symbolized) => flame::fold(&symbolized.frames),
             None => flame::fold(&render::stack_frames(&trace, &mut symbolizer, s.stack)),
         };
         stacks.push((frames, s.growth_bytes_per_epoch));

@@ -222,9 +222,9 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 suspect_ranks: &l.ranks,
             })
             .collect(),
-        suspects_in_lines: report.suspects_in_lines,
+        suspects_in_lines: report.symbolized.len(),
         suspects: report
-            .shown
+            .shown()
             .iter()
             .map(|s| JsonSuspect {
                 rank: s.rank,

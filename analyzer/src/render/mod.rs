@@ -45,12 +45,13 @@ pub struct FlamegraphInfo {
 pub struct Report<'t> {
     pub trace: &'t Trace,
     pub analysis: &'t Analysis,
-    /// The suspects shown (the top N), in rank order.
-    pub shown: Vec<ShownSuspect>,
-    /// The suspects summed by their line of own code, ranked.
+    /// The best suspects symbolized, in rank order: those shown (the top
+    /// N) and the others the lines sum.
+    pub symbolized: Vec<ShownSuspect>,
+    /// How many of them are shown.
+    top: usize,
+    /// The symbolized suspects summed by their line of own code, ranked.
     pub lines: Vec<LeakLine>,
-    /// How many of the suspects (the best) the lines sum.
-    pub suspects_in_lines: usize,
     pub verdict_message: String,
     pub flamegraph: Option<FlamegraphInfo>,
     /// Problems met along the way (one line each).
@@ -126,7 +127,7 @@ impl<'t> Report<'t> {
     /// Symbolizes the suspects, sums them by line, keeps the top `top` to
     /// show and words the verdict.
     pub fn build(trace: &'t Trace, analysis: &'t Analysis, symbolizer: &mut Symbolizer<'_>, top: usize) -> Report<'t> {
-        let mut shown: Vec<ShownSuspect> = analysis
+        let symbolized: Vec<ShownSuspect> = analysis
             .suspects
             .iter()
             .take(top.max(SUSPECTS_IN_LINES))
@@ -137,22 +138,27 @@ impl<'t> Report<'t> {
                 ShownSuspect { rank: i + 1, suspect: s.clone(), frames, explanation }
             })
             .collect();
-        let suspects_in_lines = shown.len();
-        let lines = lines::group(shown.iter().map(|s| (s.rank, &s.suspect, s.own_frame())));
-        let verdict_message = analysis.verdict_message(lines.first().map(|line| culprit(line, &shown)));
-        shown.truncate(top);
+        let lines = lines::group(symbolized.iter().map(|s| (s.rank, &s.suspect, s.own_frame())));
+        let verdict_message = analysis.verdict_message(lines.first().map(|line| culprit(line, &symbolized)));
         let descendants = crate::trace::descendant_traces(&trace.path);
         Report {
             trace,
             analysis,
-            shown,
+            symbolized,
+            top,
             lines,
-            suspects_in_lines,
             verdict_message,
             flamegraph: None,
             warnings: Vec::new(),
             descendants,
         }
+    }
+}
+
+impl Report<'_> {
+    /// The suspects shown (the top N), in rank order.
+    pub fn shown(&self) -> &[ShownSuspect] {
+        &self.symbolized[..self.top.min(self.symbolized.len())]
     }
 }
 

@@ -188,8 +188,8 @@ fn ranks_text(ranks: &[usize]) -> String {
 
 fn lines_section(out: &mut String, report: &Report<'_>) {
     let lines = &report.lines;
-    let of = if report.suspects_in_lines < report.analysis.suspects.len() {
-        format!("the top {} suspects", count(report.suspects_in_lines as u64))
+    let of = if report.symbolized.len() < report.analysis.suspects.len() {
+        format!("the top {} suspects", count(report.symbolized.len() as u64))
     } else {
         "the suspects".to_string()
     };
@@ -274,14 +274,14 @@ pub fn render(report: &Report<'_>) -> String {
         if a.suspects.is_empty() {
             let _ = writeln!(out, "  none: no stack keeps allocations alive epoch after epoch");
         }
-        for s in &report.shown {
+        for s in report.shown() {
             suspect_block(&mut out, s);
         }
-        if a.suspects.len() > report.shown.len() {
+        if a.suspects.len() > report.shown().len() {
             let _ = writeln!(
                 out,
                 "\n  ... {} more suspects not shown (--top N shows more)",
-                a.suspects.len() - report.shown.len()
+                a.suspects.len() - report.shown().len()
             );
         }
     }
