@@ -463,7 +463,7 @@ mod tests {
         assert!(!recorder.sample_for_life());
         assert!(recorder.samples_for_life());
         assert!(recorder.sampling().is_some(), "sampling again, though the warm-up has ended");
-        assert!(!recorder.end_sampling(), "already ended: the flag is the parent's too");
+        assert!(!recorder.end_sampling(), "already ended, before the fork");
         assert!(recorder.sampling().is_some(), "ending the warm-up does not end it");
         recorder.allocated(0, 0x3000, 100, true, 3, 2);
         assert!(recorder.may_hold(0x2000), "the inherited block, recorded exactly");

@@ -207,9 +207,7 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
             let epoch = session.epoch.load(Ordering::Relaxed);
             session.recorder.allocated(ordinal, address as usize, size, sample, stack_id, epoch);
         } else if loader_walk_due {
-            let mut python_frames = PyStack::new();
-            session.python.capture(&mut python_frames);
-            session.see_loader_frames(python_frames.loader_frames());
+            session.see_loader_frames(session.walk_for_loader());
         }
         if clock_due {
             session.close_slice_if_due();
@@ -424,7 +422,7 @@ fn adopt_child(session: &Session) {
     // walk finds the loader also when the program's marks turned the pass
     // detection off.
     let inside_parents_pass = auto_epochs::forked_inside_parents_pass();
-    if inside_parents_pass || session.inside_data_loader_iter() {
+    if inside_parents_pass || matches!(session.walk_for_loader(), LoaderFrames::Present(_)) {
         // A DataLoader worker lives inside one of its parent's epochs; the
         // default time slices, inherited from a parent that had not yet seen
         // its loader repeat, would cut the worker's trace by how long it ran.
@@ -463,11 +461,11 @@ impl Session {
         self.stacks.intern_capture(kind, &stack, python_frames.words())
     }
 
-    /// Whether the calling thread's Python frames include `DataLoader.__iter__`.
-    fn inside_data_loader_iter(&self) -> bool {
+    /// What a walk of the calling thread's Python frames shows of a DataLoader pass.
+    fn walk_for_loader(&self) -> LoaderFrames {
         let mut python_frames = PyStack::new();
         self.python.capture(&mut python_frames);
-        matches!(python_frames.loader_frames(), LoaderFrames::Present(_))
+        python_frames.loader_frames()
     }
 
     fn elapsed_ns(&self) -> u64 {
