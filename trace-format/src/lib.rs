@@ -32,10 +32,10 @@ pub use records::*;
 /// The first bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"LEAKTRC\0";
 /// The format version this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 /// The oldest format version this crate reads. Version 3 only added
-/// frame kinds (mappings, Python paths of their own), so a version 2 trace
-/// reads as it did.
+/// frame kinds (mappings, Python paths of their own) and version 4 an
+/// epoch cause, so a version 2 or 3 trace reads as it did.
 pub const OLDEST_READABLE_VERSION: u16 = 2;
 /// Length of the file header (magic, version, reserved).
 pub const FILE_HEADER_LEN: usize = 12;

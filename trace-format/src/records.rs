@@ -5,6 +5,8 @@ use crate::codec::{DecodeError, Decoder, Encoder};
 /// Version 3 added [`Frame::Mapping`], [`Frame::PythonLeaf`] and the mapped
 /// totals of [`Snapshot`].
 const VERSION_3: u16 = 3;
+/// Version 4 added [`EpochCause::Parent`].
+const VERSION_4: u16 = 4;
 
 /// The kind byte of each record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +148,10 @@ pub enum EpochCause {
     Exit,
     /// Detected automatically (a new pass over a data loader).
     Auto,
+    /// The parent process closed an epoch: a forked DataLoader worker
+    /// follows the epochs of the process that forked it. Format version 4
+    /// and later.
+    Parent,
 }
 
 impl EpochCause {
@@ -155,15 +161,17 @@ impl EpochCause {
             EpochCause::Timer => 1,
             EpochCause::Exit => 2,
             EpochCause::Auto => 3,
+            EpochCause::Parent => 4,
         }
     }
 
-    fn from_byte(byte: u8) -> Result<Self, DecodeError> {
+    fn from_byte(byte: u8, version: u16) -> Result<Self, DecodeError> {
         Ok(match byte {
             0 => EpochCause::Mark,
             1 => EpochCause::Timer,
             2 => EpochCause::Exit,
             3 => EpochCause::Auto,
+            4 if version >= VERSION_4 => EpochCause::Parent,
             _ => return Err(DecodeError::BadValue("epoch cause")),
         })
     }
@@ -174,6 +182,7 @@ impl EpochCause {
             EpochCause::Timer => "timer",
             EpochCause::Exit => "exit",
             EpochCause::Auto => "auto",
+            EpochCause::Parent => "parent",
         }
     }
 }
@@ -415,7 +424,7 @@ impl Record {
             }),
             RecordKind::Snapshot => {
                 let epoch = d.u32()?;
-                let cause = EpochCause::from_byte(d.byte()?)?;
+                let cause = EpochCause::from_byte(d.byte()?, version)?;
                 let label = d.string()?;
                 let elapsed_ns = d.u64()?;
                 let rss_bytes = d.u64()?;

@@ -211,3 +211,23 @@ fn a_snapshot_framed_in_pieces_is_the_framed_record() {
     }
     panic!("no snapshot among the sample records");
 }
+
+#[test]
+fn a_parent_epoch_reads_back_in_version_4_and_is_damage_in_version_3() {
+    let snapshot =
+        Record::Snapshot(Snapshot { cause: EpochCause::Parent, label: "parent epoch 3".into(), ..Default::default() });
+    let mut bytes = file_header().to_vec();
+    frame_record(&snapshot, &mut bytes);
+    let read: Vec<Record> = RecordReader::new(&bytes[..]).unwrap().collect();
+    assert_eq!(read, std::slice::from_ref(&snapshot));
+
+    let mut bytes = file_header_of_version(3).to_vec();
+    frame_record_of_version(3, &snapshot, &mut bytes);
+    let mut reader = RecordReader::new(&bytes[..]).unwrap();
+    assert_eq!(reader.by_ref().count(), 0);
+    assert!(
+        matches!(reader.end(), TraceEnd::Damaged { reason, .. } if reason.contains("epoch cause")),
+        "{:?}",
+        reader.end()
+    );
+}

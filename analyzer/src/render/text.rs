@@ -25,6 +25,7 @@ fn how_epochs_were_cut(trace: &Trace) -> String {
             trace_format::EpochCause::Timer => "timer",
             trace_format::EpochCause::Exit => "exit",
             trace_format::EpochCause::Auto => "auto-detected",
+            trace_format::EpochCause::Parent => "the parent's epochs",
         };
         match causes.iter_mut().find(|c| c.0 == name) {
             Some(c) => c.1 += 1,
