@@ -100,22 +100,49 @@ fn assert_top_suspect_is_planted(report: &Value, name: &str) {
 const WORKER_SAMPLED_FOR_LIFE: &str = "for the whole life of this forked DataLoader worker";
 const WHOLE_RUN_SAMPLED: &str = "(TRACER_SAMPLE_BYTES); counts and bytes are estimates";
 
-/// Every descendant trace (the forked DataLoader workers) is complete, none
-/// has an epoch of its own beyond the exit snapshot, and each says it
-/// recorded as `sampling` describes.
-fn assert_workers_cut_nothing(run: &TracedRun, at_least: usize, sampling: &str) {
+/// The traces of the run's descendants (its forked DataLoader workers).
+fn worker_traces(run: &TracedRun) -> Vec<PathBuf> {
     // Reports leave their flamegraphs beside the traces.
     let is_trace = |t: &PathBuf| *t != run.trace && t.extension().is_none_or(|e| e != "svg");
-    let workers: Vec<PathBuf> = run.trace_files().into_iter().filter(is_trace).collect();
+    run.trace_files().into_iter().filter(is_trace).collect()
+}
+
+/// How the workers cut their traces: non-persistent workers live inside one
+/// of their parent's epochs and have their exit snapshot only; persistent
+/// ones follow each epoch their parent closes after their fork.
+#[derive(Clone, Copy)]
+enum WorkerEpochs {
+    ExitOnly,
+    Parents,
+}
+
+/// Every descendant trace is complete, cut as `epochs` says, and says it
+/// recorded as `sampling` describes.
+fn assert_workers(run: &TracedRun, at_least: usize, sampling: &str, epochs: WorkerEpochs) {
+    let workers = worker_traces(run);
     assert!(workers.len() >= at_least, "{} worker traces, expected {at_least} or more", workers.len());
     for worker in workers {
         let report = report_json(&worker);
         assert_eq!(report["trace_end"], "complete", "{}", worker.display());
         assert!(report["process"]["forked_from"].is_u64(), "{} is not a forked worker's", worker.display());
-        assert_eq!(causes(&report), ["exit"], "{}", worker.display());
+        let causes = causes(&report);
+        match epochs {
+            WorkerEpochs::ExitOnly => assert_eq!(causes, ["exit"], "{}", worker.display()),
+            WorkerEpochs::Parents => {
+                let (exit, followed) = causes.split_last().expect("at least the exit snapshot");
+                assert_eq!(exit, "exit", "{}", worker.display());
+                assert!(followed.len() >= EPOCHS - 1, "{}: {causes:?}", worker.display());
+                assert!(followed.iter().all(|c| c == "parent"), "{}: {causes:?}", worker.display());
+            }
+        }
         let setting = report["process"]["settings"]["sampling"].as_str().unwrap_or_default();
         assert!(setting.contains(sampling), "{}: {setting:?}", worker.display());
     }
+}
+
+/// The function of the report's top leaking line, if it has one.
+fn top_line_function(report: &Value) -> Option<String> {
+    report["lines"].get(0).and_then(|line| line["frame"]["function"].as_str()).map(str::to_string)
 }
 
 #[test]
@@ -143,7 +170,7 @@ fn training_passes_cut_the_epochs_with_forked_workers() {
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     // Each pass of both loaders forks its workers.
-    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE);
+    assert_workers(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::ExitOnly);
     assert_code_records_only_for_named_code(&run);
 
     let notes = report["notes"].as_array().expect("notes");
@@ -203,7 +230,7 @@ fn assert_code_records_only_for_named_code(run: &TracedRun) {
 fn training_passes_cut_the_epochs_when_sampling() {
     let run = torch_job(&["--workers", &WORKERS.to_string()], &[SAMPLING]);
     assert_cut_by_training_passes(&report_json(&run.trace));
-    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS, WHOLE_RUN_SAMPLED);
+    assert_workers(&run, 2 * WORKERS * EPOCHS, WHOLE_RUN_SAMPLED, WorkerEpochs::ExitOnly);
     let run = torch_job(&["--workers", "0"], &[SAMPLING]);
     assert_cut_by_training_passes(&report_json(&run.trace));
 }
@@ -218,7 +245,42 @@ fn training_passes_cut_the_epochs_with_persistent_workers() {
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     // Two loaders, each with workers of its own for the whole run.
-    assert_workers_cut_nothing(&run, 2 * WORKERS, WORKER_SAMPLED_FOR_LIFE);
+    assert_workers(&run, 2 * WORKERS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::Parents);
+    let epochs = report_json(&worker_traces(&run)[0])["process"]["settings"]["epochs"].as_str().unwrap().to_string();
+    assert!(epochs.starts_with("its parent's epochs"), "{epochs}");
+}
+
+/// A leak in the Dataset of a loader with persistent workers grows in the
+/// workers, which follow their parent's epochs: each training worker's own
+/// report ranks the leaking line first, and the parent's does not have it.
+#[test]
+fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
+    let args = ["--workers", &WORKERS.to_string(), "--persistent", "--worker-leak", "--steps", "16"];
+    let run = torch_job(&args, &[]);
+    let report = report_json(&run.trace);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let lines = report["lines"].as_array().expect("lines");
+    assert!(lines.iter().all(|l| l["frame"]["function"] != "keep_sample_buffer"), "{lines:#?}");
+    assert_workers(&run, 2 * WORKERS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::Parents);
+    let leaking: Vec<PathBuf> = worker_traces(&run)
+        .into_iter()
+        .filter(|worker| top_line_function(&report_json(worker)).as_deref() == Some("keep_sample_buffer"))
+        .collect();
+    // The training loader's workers; the evaluation loader's Dataset keeps nothing.
+    assert_eq!(leaking.len(), WORKERS, "{leaking:?}");
+    for worker in &leaking {
+        let report = report_json(worker);
+        assert_eq!(report["verdict"]["kind"], "heap_leak", "{}", worker.display());
+        let line = &report["lines"][0]["frame"];
+        assert!(line["file"].as_str().unwrap_or_default().ends_with("loader_epochs.py"), "{line}");
+        let text = std::fs::read_to_string(script("loader_epochs.py")).unwrap();
+        let planted = text.lines().position(|l| l.contains("SAMPLES_KEPT.append(")).expect("the worker leak");
+        assert_eq!(line["line"], planted as u64 + 1, "{line}");
+        let text = Command::new(analyzer()).arg("report").arg(worker).output().unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.contains("(cut by the parent's epochs "), "{text}");
+        assert!(text.contains("parent's epoch 2  parent"), "{text}");
+    }
 }
 
 /// Full capture records the workers' every allocation too.
@@ -228,7 +290,7 @@ fn full_capture_records_the_workers_in_full() {
     let report = report_json(&run.trace);
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
-    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS, "every allocation recorded");
+    assert_workers(&run, 2 * WORKERS * EPOCHS, "every allocation recorded", WorkerEpochs::ExitOnly);
 }
 
 #[test]
@@ -246,7 +308,7 @@ fn auto_epochs_off_leaves_time_slices() {
 #[test]
 fn a_program_that_marks_gets_its_marks_only() {
     let run = torch_job(&["--workers", &WORKERS.to_string(), "--mark"], &[]);
-    assert_workers_cut_nothing(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE);
+    assert_workers(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::ExitOnly);
     let report = report_json(&run.trace);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     let causes = causes(&report);

@@ -5,9 +5,12 @@ evaluation DataLoader; every training step keeps a 64 KiB buffer for good
 (`keep_step_buffer`). With --mark the job marks the end of each epoch with
 tracer_mark (scripts/tracer_mark.py) instead of leaving the epochs to the
 tracer. With --persistent the loaders keep their workers from pass to pass
-(each later pass then resets its iterator instead of making one).
+(each later pass then resets its iterator instead of making one). With
+--worker-leak every sample the Dataset hands out keeps a 16 KiB buffer in
+the process that made it (`keep_sample_buffer`): with persistent workers, a
+leak that grows in the workers, epoch after epoch.
 
-Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent] [--mark]
+Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent] [--worker-leak] [--mark]
 """
 
 import argparse
@@ -22,16 +25,23 @@ from tracer_mark import mark  # noqa: E402
 
 BATCH = 8
 KEPT = []
+SAMPLES_KEPT = []
+
+
+def keep_sample_buffer():
+    SAMPLES_KEPT.append(bytearray(16 * 1024))
 
 
 class Numbers(Dataset):
-    def __init__(self, length):
-        self.length = length
+    def __init__(self, length, leak=False):
+        self.length, self.leak = length, leak
 
     def __len__(self):
         return self.length
 
     def __getitem__(self, i):
+        if self.leak:
+            keep_sample_buffer()
         return torch.full((16,), float(i))
 
 
@@ -59,6 +69,7 @@ def main():
     parser.add_argument("--steps", type=int, default=8, help="training batches per epoch")
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--persistent", action="store_true", help="persistent_workers=True (needs --workers)")
+    parser.add_argument("--worker-leak", action="store_true", help="the training Dataset keeps a buffer per sample")
     parser.add_argument("--mark", action="store_true", help="mark each epoch's end with tracer_mark")
     args = parser.parse_args()
 
@@ -67,7 +78,7 @@ def main():
     model = torch.nn.Linear(16, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     workers = {"num_workers": args.workers, "persistent_workers": args.persistent}
-    train_loader = DataLoader(Numbers(args.steps * BATCH), batch_size=BATCH, shuffle=True, **workers)
+    train_loader = DataLoader(Numbers(args.steps * BATCH, leak=args.worker_leak), batch_size=BATCH, shuffle=True, **workers)
     eval_loader = DataLoader(Numbers(4 * BATCH), batch_size=BATCH, **workers)
     for epoch in range(1, args.epochs + 1):
         train(train_loader, model, optimizer)

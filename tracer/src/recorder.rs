@@ -123,12 +123,14 @@ impl Recorder {
             .filter(|_| !self.sampling_ended.load(Ordering::Relaxed) || self.sampling_for_life.load(Ordering::Relaxed))
     }
 
-    /// Samples until this process ends, even after the warm-up; true when
-    /// there is sampling to keep. Frees still look every block up once the
-    /// warm-up has ended (see [`Recorder::may_hold`]): the blocks this
-    /// process inherited were all recorded.
-    pub fn sample_for_life(&self) -> bool {
-        self.sampling.is_some() && !self.sampling_for_life.swap(true, Ordering::Relaxed)
+    /// Samples until this process ends, even after the warm-up, when there
+    /// is sampling to keep. Frees still look every block up when the
+    /// warm-up ended before the fork (see [`Recorder::may_hold`]): the
+    /// blocks this process inherited were all recorded.
+    pub fn sample_for_life(&self) {
+        if self.sampling.is_some() {
+            self.sampling_for_life.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Whether [`Recorder::sample_for_life`] was called.
@@ -137,11 +139,12 @@ impl Recorder {
     }
 
     /// Records every allocation from now on; true the first time, when
-    /// there was sampling to end. A thread that sees sampling ended sees it
-    /// ended in every later free of the blocks it records (read-read
-    /// coherence of the flag), so none of them is filtered out.
+    /// there was sampling to end (never in a process sampling for life).
+    /// A thread that sees sampling ended sees it ended in every later free
+    /// of the blocks it records (read-read coherence of the flag), so none
+    /// of them is filtered out.
     pub fn end_sampling(&self) -> bool {
-        self.sampling.is_some() && !self.sampling_ended.swap(true, Ordering::Relaxed)
+        self.sampling.is_some() && !self.samples_for_life() && !self.sampling_ended.swap(true, Ordering::Relaxed)
     }
 
     /// Whether `address` may be a block this process recorded or inherited;
@@ -459,8 +462,7 @@ mod tests {
         recorder.end_sampling();
         recorder.allocated(0, 0x2000, 100, false, 2, 1);
         recorder.forked();
-        assert!(recorder.sample_for_life(), "once");
-        assert!(!recorder.sample_for_life());
+        recorder.sample_for_life();
         assert!(recorder.samples_for_life());
         assert!(recorder.sampling().is_some(), "sampling again, though the warm-up has ended");
         assert!(!recorder.end_sampling(), "already ended, before the fork");
@@ -477,8 +479,21 @@ mod tests {
     fn without_sampling_there_is_no_sampling_to_keep() {
         let recorder = Recorder::default();
         recorder.forked();
-        assert!(!recorder.sample_for_life());
+        recorder.sample_for_life();
+        assert!(!recorder.samples_for_life());
         assert!(recorder.sampling().is_none());
+    }
+
+    #[test]
+    fn a_worker_forked_in_the_warm_up_never_ends_its_sampling() {
+        let recorder = Recorder::new(Some(Sampling::new(65536)));
+        recorder.allocated(0, 0x1000, 100, true, 1, 0);
+        recorder.forked();
+        recorder.sample_for_life();
+        assert!(!recorder.end_sampling(), "its first epoch ends no warm-up");
+        assert!(recorder.sampling().is_some());
+        assert!(recorder.may_hold(0x1000), "the inherited sample");
+        assert!(!recorder.may_hold(0x9000), "frees of blocks never sampled still skip the tables");
     }
 
     #[test]

@@ -64,6 +64,14 @@ struct Session {
     /// The process the session belongs to: a `vfork` child shares this memory
     /// and must leave it alone.
     pid: AtomicU32,
+    /// How many epochs this process closed (its exit aside), in a page its
+    /// forked children share: a DataLoader worker closes one of its own
+    /// each time its parent does.
+    epochs_closed: sys::SharedCounterSlot,
+    /// In a DataLoader worker, its parent's `epochs_closed`.
+    parent_epochs_closed: sys::SharedCounterSlot,
+    /// How many of the parent's epochs this process has followed.
+    parent_epochs_followed: AtomicU32,
     output: Mutex<Output>,
     stop_reported: AtomicBool,
 }
@@ -161,6 +169,9 @@ fn begin() {
         started_ns: now,
         slice_deadline_ns: AtomicU64::new(slice_deadline_ns),
         pid: AtomicU32::new(sys::pid()),
+        epochs_closed: sys::SharedCounterSlot::default(),
+        parent_epochs_closed: sys::SharedCounterSlot::default(),
+        parent_epochs_followed: AtomicU32::new(0),
         output: Mutex::new(Output {
             writer: Some(writer),
             modules: ModuleMap::default(),
@@ -176,6 +187,7 @@ fn begin() {
         return;
     }
     let session = SESSION.get().expect("just set");
+    session.epochs_closed.set(sys::counter_shared_with_forks());
     let started = {
         let mut output = lock(&session.output);
         session.write_preamble(&mut output)
@@ -197,11 +209,16 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
     let (count, recorded) = thread_state::count_allocation(size as u64, next_gap);
     let clock_due = count & CLOCK_CHECK_MASK == 0;
     let loader_walk_due = !recorded && session.loader_walk_due(count);
-    if !recorded && !clock_due && !loader_walk_due {
+    let parent_closed_epoch = session.parent_closed_epoch();
+    if !recorded && !clock_due && !loader_walk_due && !parent_closed_epoch {
         return;
     }
     let sample = sampling.is_some();
     record(|session, ordinal| {
+        if parent_closed_epoch {
+            // Before this allocation, which belongs to the next epoch.
+            session.follow_parent_epoch();
+        }
         if recorded {
             let stack_id = session.capture_stack(StackKind::Heap, entry);
             let epoch = session.epoch.load(Ordering::Relaxed);
@@ -432,10 +449,20 @@ fn adopt_child(session: &Session) {
         // recording each of its allocations, when the user let the warm-up
         // be sampled, would cost as much again as the parent's own recording
         // and sharpen nothing the report ranks.
-        if session.config.sample_warm_up_only && !session.config.epoch_seconds_explicit {
-            session.recorder.sample_for_life();
+        if !session.config.epoch_seconds_explicit {
+            // Its epochs are then its parent's: a persistent worker (one
+            // that lives through many passes) has its growth compared epoch
+            // by epoch, as its parent's is.
+            let parents = session.epochs_closed.get();
+            session.parent_epochs_followed.store(parents.map_or(0, |c| c.load(Ordering::Relaxed)), Ordering::Relaxed);
+            session.parent_epochs_closed.set(parents);
+            if session.config.sample_warm_up_only {
+                session.recorder.sample_for_life();
+            }
         }
     }
+    // What this process closes is for its own children to follow.
+    session.epochs_closed.set(sys::counter_shared_with_forks());
     let parent = session.pid.swap(sys::pid(), Ordering::Relaxed);
     let mut output = lock(&session.output);
     // The child writes a file of its own, opened when it first has something
@@ -466,6 +493,34 @@ impl Session {
         let mut python_frames = PyStack::new();
         self.python.capture(&mut python_frames);
         python_frames.loader_frames()
+    }
+
+    /// Whether this DataLoader worker's parent closed an epoch the worker
+    /// has not followed yet. Two loads of words that change once an epoch:
+    /// it runs at every allocation, so that a worker allocating little
+    /// still follows each epoch.
+    #[inline]
+    fn parent_closed_epoch(&self) -> bool {
+        self.parent_epochs_closed.get().is_some_and(|parents| {
+            parents.load(Ordering::Relaxed) != self.parent_epochs_followed.load(Ordering::Relaxed)
+        })
+    }
+
+    /// In a DataLoader worker: closes an epoch when its parent closed one
+    /// since the worker last allocated (one for several, should the worker
+    /// have allocated nothing in between).
+    fn follow_parent_epoch(&self) {
+        let Some(parents) = self.parent_epochs_closed.get() else { return };
+        let closed = parents.load(Ordering::Relaxed);
+        let followed = self.parent_epochs_followed.load(Ordering::Relaxed);
+        if closed != followed
+            && self
+                .parent_epochs_followed
+                .compare_exchange(followed, closed, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.close_epoch(EpochCause::Parent, format!("parent's epoch {closed}"));
+        }
     }
 
     fn elapsed_ns(&self) -> u64 {
@@ -590,10 +645,15 @@ impl Session {
             counters: Vec::new(),
         };
         output.next_is_full = false;
-        self.write_with(&mut output, |writer| {
+        let written = self.write_with(&mut output, |writer| {
             records.iter().for_each(|record| writer.append(record));
             writer.write_snapshot(&snapshot, &counters)
         });
+        if written && cause != EpochCause::Exit {
+            if let Some(closed) = self.epochs_closed.get() {
+                closed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// A forked child's own file: header, process, every module.
@@ -672,7 +732,7 @@ impl Session {
         match (self.config.sample_warm_up_only, self.recorder.sampling().is_some()) {
             (false, _) => format!("{poisson} ({SAMPLE_VAR}); counts and bytes are estimates"),
             (true, true) if self.recorder.samples_for_life() => format!(
-                "{poisson} for the whole life of this forked DataLoader worker, whose trace is its exit snapshot ({WARM_UP_SAMPLE_VAR}=0 records it all); counts and bytes are estimates"
+                "{poisson} for the whole life of this forked DataLoader worker ({WARM_UP_SAMPLE_VAR}=0 records it all); counts and bytes are estimates"
             ),
             (true, true) => format!(
                 "{poisson} until the warm-up (the first epoch) ends, then every allocation ({WARM_UP_SAMPLE_VAR}=0 records it all); the warm-up's counts and bytes are estimates"
@@ -685,6 +745,9 @@ impl Session {
 
     /// How epochs are cut, as the Process record says.
     fn epochs_setting(&self) -> String {
+        if self.parent_epochs_closed.get().is_some() {
+            return "its parent's epochs: this forked DataLoader worker closes one each time its parent does".into();
+        }
         let python = self.python.walks_frames();
         let passes = match (python, self.config.auto_epochs) {
             (false, _) => "",

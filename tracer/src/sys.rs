@@ -5,6 +5,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
@@ -38,6 +39,53 @@ pub fn rss_bytes() -> u64 {
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize
+}
+
+/// A counter, 0 at first, that every process forked from this one from
+/// now on shares with it: a page of its own, mapped shared by the raw
+/// system call (which the tracer's mmap hook never sees) and never
+/// unmapped. `None` when the page cannot be had.
+pub fn counter_shared_with_forks() -> Option<&'static AtomicU32> {
+    // SAFETY: a new anonymous mapping at an address the kernel picks; no
+    // existing memory is touched.
+    let address = unsafe {
+        libc::syscall(
+            libc::SYS_mmap,
+            0usize,
+            page_size(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1 as libc::c_long,
+            0usize,
+        )
+    };
+    if address == -1 || address == 0 {
+        return None;
+    }
+    // SAFETY: the page is zeroed (an AtomicU32 of 0), page-aligned,
+    // readable and writable, and stays mapped for the life of the process
+    // and of its forks; it is only ever accessed atomically.
+    Some(unsafe { &*(address as *const AtomicU32) })
+}
+
+/// Holds one of the counters [`counter_shared_with_forks`] hands out, or
+/// none; replaceable through a shared reference (a forked child swaps its
+/// parent's for a page of its own).
+#[derive(Default)]
+pub struct SharedCounterSlot(AtomicPtr<AtomicU32>);
+
+impl SharedCounterSlot {
+    pub fn set(&self, counter: Option<&'static AtomicU32>) {
+        let pointer = counter.map_or(std::ptr::null_mut(), |c| c as *const AtomicU32 as *mut AtomicU32);
+        self.0.store(pointer, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> Option<&'static AtomicU32> {
+        let pointer = self.0.load(Ordering::Relaxed);
+        // SAFETY: the slot holds null or a pointer from a `&'static AtomicU32`
+        // (`set` takes nothing else): a page that is never unmapped.
+        unsafe { pointer.as_ref() }
+    }
 }
 
 /// Reads up to `buf.len()` bytes of a file into a stack buffer without allocating.
@@ -178,6 +226,25 @@ mod tests {
             mapping_containing(here).map(|(s, e)| s <= here && here < e)
         });
         assert_eq!(other.join().unwrap(), Some(true));
+    }
+
+    #[test]
+    fn a_shared_counter_is_shared_with_a_forked_child() {
+        let counter = counter_shared_with_forks().expect("a shared page");
+        let slot = SharedCounterSlot::default();
+        assert!(slot.get().is_none());
+        slot.set(Some(counter));
+        // SAFETY: the child only touches the shared counter and exits with
+        // the raw call, running no destructor or handler of the test harness.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            slot.get().map(|c| c.fetch_add(5, Ordering::Relaxed));
+            exit_group(0);
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just forked.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert_eq!(counter.load(Ordering::Relaxed), 5, "the child's increment is seen by its parent");
     }
 
     #[test]
