@@ -30,6 +30,10 @@ pub struct Sim {
     pub rss_extra: u64,
     /// The tracer's own memory, also part of the RSS.
     pub tracer_bytes: u64,
+    /// Pages a forked process copied from its parent; when set, snapshots
+    /// carry the private memory (these, the heap, the mappings and the
+    /// tracer's), as a forked process's do.
+    pub copied_from_parent: Option<u64>,
     /// Nanoseconds added to the clock at each snapshot.
     pub epoch_ns: u64,
     elapsed_ns: u64,
@@ -60,6 +64,7 @@ impl Sim {
             next_node: INNER_NODE_IDS,
             rss_extra: 64 << 20,
             tracer_bytes: 1 << 20,
+            copied_from_parent: None,
             epoch_ns: 1_000_000_000,
             elapsed_ns: 0,
             full_snapshots: false,
@@ -194,6 +199,9 @@ impl Sim {
             heap_live_count: heap_count,
             mapped_live_bytes: mapped_bytes,
             mapped_live_count: mapped_count,
+            private_dirty_bytes: self
+                .copied_from_parent
+                .map_or(0, |copied| copied + heap_bytes + mapped_bytes + self.tracer_bytes),
             tracer_bytes: self.tracer_bytes,
             full: self.full_snapshots,
             counters,

@@ -117,6 +117,7 @@ fn thousands_of_epochs_and_100k_stacks() {
                 heap_live_count: 0,
                 mapped_live_bytes: 0,
                 mapped_live_count: 0,
+                private_dirty_bytes: 0,
                 tracer_bytes: 0,
                 full: false,
                 counters,

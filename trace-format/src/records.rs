@@ -5,7 +5,8 @@ use crate::codec::{DecodeError, Decoder, Encoder};
 /// Version 3 added [`Frame::Mapping`], [`Frame::PythonLeaf`] and the mapped
 /// totals of [`Snapshot`].
 const VERSION_3: u16 = 3;
-/// Version 4 added [`EpochCause::Parent`].
+/// Version 4 added [`EpochCause::Parent`] and the private memory of
+/// [`Snapshot`].
 const VERSION_4: u16 = 4;
 
 /// The kind byte of each record.
@@ -230,6 +231,11 @@ pub struct Snapshot {
     /// heap (0 in version 2 traces, which did not trace mappings).
     pub mapped_live_bytes: u64,
     pub mapped_live_count: u64,
+    /// Memory written by this process alone (`Private_Dirty` of
+    /// `/proc/self/smaps_rollup`): its own heap and mappings, and the pages
+    /// it shared with its parent and copied when it wrote them. Measured in
+    /// forked processes only; 0 elsewhere, and in traces before version 4.
+    pub private_dirty_bytes: u64,
     /// Memory the tracer itself holds for its tables and buffers.
     pub tracer_bytes: u64,
     /// When set, `counters` holds every pair with live allocations and
@@ -252,6 +258,9 @@ impl Snapshot {
         if version >= VERSION_3 {
             e.u64(self.mapped_live_bytes);
             e.u64(self.mapped_live_count);
+        }
+        if version >= VERSION_4 {
+            e.u64(self.private_dirty_bytes);
         }
         e.u64(self.tracer_bytes);
         e.bool(self.full);
@@ -432,6 +441,7 @@ impl Record {
                 let heap_live_count = d.u64()?;
                 let (mapped_live_bytes, mapped_live_count) =
                     if version >= VERSION_3 { (d.u64()?, d.u64()?) } else { (0, 0) };
+                let private_dirty_bytes = if version >= VERSION_4 { d.u64()? } else { 0 };
                 let tracer_bytes = d.u64()?;
                 let full = d.bool()?;
                 // Sized up front: collecting through `Result` grows the list
@@ -458,6 +468,7 @@ impl Record {
                     heap_live_count,
                     mapped_live_bytes,
                     mapped_live_count,
+                    private_dirty_bytes,
                     tracer_bytes,
                     full,
                     counters,
