@@ -284,6 +284,40 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
 }
 
 /// Full capture records the workers' every allocation too.
+/// Persistent workers that read Python objects made before the fork copy
+/// their parent's pages: their RSS stays flat, their private memory grows
+/// by about 8 MiB an epoch, and their reports say so, with no suspect.
+#[test]
+fn persistent_workers_copying_their_parents_objects_are_told() {
+    let run = torch_job(&["--workers", &WORKERS.to_string(), "--persistent", "--read-parent-objects"], &[]);
+    assert_eq!(report_json(&run.trace)["epochs"][0]["private_dirty_bytes"], 0, "measured in forked processes only");
+    let workers = worker_traces(&run);
+    let copying: Vec<&PathBuf> =
+        workers.iter().filter(|worker| report_json(worker)["verdict"]["kind"] == "copy_on_write").collect();
+    // The training loader's workers; the evaluation loader's read nothing of the kind.
+    assert_eq!(copying.len(), WORKERS, "{workers:?}");
+    let epoch_table_header = |trace: &PathBuf| {
+        let text = Command::new(analyzer()).arg("report").arg(trace).output().unwrap();
+        let text = String::from_utf8_lossy(&text.stdout).into_owned();
+        text.lines().skip_while(|l| *l != "Epochs").nth(1).unwrap_or_default().to_string()
+    };
+    assert!(
+        epoch_table_header(copying[0]).contains("RSS     private   live heap"),
+        "{}",
+        epoch_table_header(copying[0])
+    );
+    assert!(!epoch_table_header(&run.trace).contains("private"), "{}", epoch_table_header(&run.trace));
+    for report in copying.iter().map(|worker| report_json(worker)) {
+        assert!(report["suspects"].as_array().unwrap().is_empty(), "{:#}", report["suspects"]);
+        let growth = report["verdict"]["private_growth_bytes"].as_i64().unwrap();
+        let epochs = report["verdict"]["epochs"].as_i64().unwrap();
+        assert!((6 << 20..10 << 20).contains(&(growth / epochs)), "{growth} over {epochs} epochs");
+        assert!(report["verdict"]["rss_growth_bytes"].as_i64().unwrap() < growth / 4, "{:#}", report["verdict"]);
+        let message = report["verdict"]["message"].as_str().unwrap();
+        assert!(message.contains("copying the pages it shares with its parent"), "{message}");
+    }
+}
+
 #[test]
 fn full_capture_records_the_workers_in_full() {
     let run = torch_job(&["--workers", &WORKERS.to_string()], &[FULL_CAPTURE]);

@@ -26,6 +26,9 @@
 //!   would raise the floor above its own growth after a thousand epochs.
 //! * Memory the tracer sees is the live heap plus the traced mappings; RSS
 //!   growing well beyond it is growth outside what the tracer sees.
+//! * A forked process's private memory growing well beyond it, while no
+//!   suspect explains it, is memory copied from its parent as the process
+//!   writes pages they shared (its RSS counted them from the fork on).
 
 use crate::format::bytes;
 use crate::trace::{IntMap, Trace};
@@ -64,6 +67,7 @@ pub struct Suspect {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerdictKind {
     HeapLeak,
+    CopiedFromParent,
     GrowthOutsideHeap,
     NoGrowth,
     TooFewEpochs,
@@ -73,6 +77,7 @@ impl VerdictKind {
     pub fn name(self) -> &'static str {
         match self {
             VerdictKind::HeapLeak => "heap_leak",
+            VerdictKind::CopiedFromParent => "copy_on_write",
             VerdictKind::GrowthOutsideHeap => "growth_outside_heap",
             VerdictKind::NoGrowth => "no_growth",
             VerdictKind::TooFewEpochs => "too_few_epochs",
@@ -96,6 +101,10 @@ pub struct Verdict {
     /// The tracer's own memory (its tables), part of the RSS.
     pub tracer_start: u64,
     pub tracer_end: u64,
+    /// Memory written by the process alone (forked processes only; 0 when
+    /// not measured).
+    pub private_start: u64,
+    pub private_end: u64,
 }
 
 impl Verdict {
@@ -111,6 +120,9 @@ impl Verdict {
     /// Growth of all the memory the tracer sees: the heap and the mappings.
     pub fn traced_growth(&self) -> i128 {
         self.heap_growth() + self.mapped_growth()
+    }
+    pub fn private_growth(&self) -> i128 {
+        i128::from(self.private_end) - i128::from(self.private_start)
     }
     /// Growth of the tracer's own memory: new stacks grow its tables.
     pub fn tracer_growth(&self) -> i128 {
@@ -163,6 +175,14 @@ fn rss_grew_noticeably(v: &Verdict) -> bool {
 
 fn rss_outgrew_traced_memory(v: &Verdict) -> bool {
     rss_grew_noticeably(v) && v.program_rss_growth() > 2 * v.traced_growth().max(0)
+}
+
+/// Private memory growing noticeably, and beyond twice what the heap, the
+/// mappings and the tracer's tables (all private) grew by.
+fn private_outgrew_traced_memory(v: &Verdict) -> bool {
+    let own = v.traced_growth().max(0) + v.tracer_growth().max(0);
+    let g = v.private_growth();
+    g > NOTICEABLE_BYTES && (g as f64) > NOTICEABLE_FRACTION * v.private_start as f64 && g > 2 * own
 }
 
 /// The tracer's own growth is named when it is above this.
@@ -253,6 +273,13 @@ impl Analysis {
                 }
                 msg
             }
+            VerdictKind::CopiedFromParent => format!(
+                "this forked process's private memory grew by {} over {over} ({}/epoch), while {}; {}: it is copying the pages it shares with its parent as it writes them. In a DataLoader worker that is usually the Dataset's Python objects (lists, dicts, strings made before the workers were forked): reading one writes its reference count, which copies its page; hold such data in numpy arrays, tensors or Arrow tables, whose elements are not Python objects",
+                signed(v.private_growth()),
+                bytes((v.private_growth().max(0) / v.epochs.max(1) as i128) as u64),
+                rss_growth_words(v, "changed"),
+                traced_growth_words(v),
+            ),
             VerdictKind::GrowthOutsideHeap => {
                 let traced_end = v.heap_end + v.mapped_end;
                 let traced = if v.traced_growth().abs() * 10 < v.program_rss_growth() {
@@ -310,6 +337,8 @@ pub fn analyze(trace: &Trace) -> Analysis {
         mapped_end: snap(reference).mapped_live_bytes,
         tracer_start: snap(start).tracer_bytes,
         tracer_end: snap(reference).tracer_bytes,
+        private_start: snap(start).private_dirty_bytes,
+        private_end: snap(reference).private_dirty_bytes,
     };
     let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
     let noise_floor = NOISE_FLOOR_MIN.max(traced_at_start / NOISE_FLOOR_HEAP_DIVISOR);
@@ -393,6 +422,8 @@ pub fn analyze(trace: &Trace) -> Analysis {
 
     verdict.kind = if !suspects.is_empty() {
         VerdictKind::HeapLeak
+    } else if private_outgrew_traced_memory(&verdict) {
+        VerdictKind::CopiedFromParent
     } else if rss_outgrew_traced_memory(&verdict) {
         VerdictKind::GrowthOutsideHeap
     } else {

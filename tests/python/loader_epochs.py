@@ -8,9 +8,15 @@ tracer. With --persistent the loaders keep their workers from pass to pass
 (each later pass then resets its iterator instead of making one). With
 --worker-leak every sample the Dataset hands out keeps a 16 KiB buffer in
 the process that made it (`keep_sample_buffer`): with persistent workers, a
-leak that grows in the workers, epoch after epoch.
+leak that grows in the workers, epoch after epoch. With --read-parent-objects
+the training Dataset holds two million Python ints, made before the workers
+are forked, and every sample reads a run of them that no earlier sample of
+its worker read: reading a Python object writes its reference count, so
+each worker copies pages it shared with its parent, about 8 MiB an epoch,
+while no heap grows (pytorch/pytorch#13246).
 
-Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent] [--worker-leak] [--mark]
+Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
+                        [--worker-leak] [--read-parent-objects] [--mark]
 """
 
 import argparse
@@ -32,9 +38,16 @@ def keep_sample_buffer():
     SAMPLES_KEPT.append(bytearray(16 * 1024))
 
 
+PARENT_OBJECTS = 2_000_000
+# Ints read per sample: with 32 samples per worker and epoch (the defaults,
+# two workers), 8 MiB of 32-byte objects.
+OBJECTS_PER_SAMPLE = 8192
+
+
 class Numbers(Dataset):
-    def __init__(self, length, leak=False):
-        self.length, self.leak = length, leak
+    def __init__(self, length, leak=False, parent_objects=None):
+        self.length, self.leak, self.parent_objects = length, leak, parent_objects
+        self.cursor = 0
 
     def __len__(self):
         return self.length
@@ -42,6 +55,10 @@ class Numbers(Dataset):
     def __getitem__(self, i):
         if self.leak:
             keep_sample_buffer()
+        if self.parent_objects is not None:
+            start = self.cursor % (len(self.parent_objects) - OBJECTS_PER_SAMPLE)
+            self.cursor += OBJECTS_PER_SAMPLE
+            i += sum(self.parent_objects[start:start + OBJECTS_PER_SAMPLE]) % 2
         return torch.full((16,), float(i))
 
 
@@ -70,6 +87,8 @@ def main():
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--persistent", action="store_true", help="persistent_workers=True (needs --workers)")
     parser.add_argument("--worker-leak", action="store_true", help="the training Dataset keeps a buffer per sample")
+    parser.add_argument("--read-parent-objects", action="store_true",
+                        help="the training Dataset reads Python objects made before the fork")
     parser.add_argument("--mark", action="store_true", help="mark each epoch's end with tracer_mark")
     args = parser.parse_args()
 
@@ -78,7 +97,9 @@ def main():
     model = torch.nn.Linear(16, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     workers = {"num_workers": args.workers, "persistent_workers": args.persistent}
-    train_loader = DataLoader(Numbers(args.steps * BATCH, leak=args.worker_leak), batch_size=BATCH, shuffle=True, **workers)
+    parent_objects = list(range(1000, 1000 + PARENT_OBJECTS)) if args.read_parent_objects else None
+    train_data = Numbers(args.steps * BATCH, leak=args.worker_leak, parent_objects=parent_objects)
+    train_loader = DataLoader(train_data, batch_size=BATCH, shuffle=True, **workers)
     eval_loader = DataLoader(Numbers(4 * BATCH), batch_size=BATCH, **workers)
     for epoch in range(1, args.epochs + 1):
         train(train_loader, model, optimizer)

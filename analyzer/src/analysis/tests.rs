@@ -280,6 +280,41 @@ fn growth_outside_the_heap() {
     assert!(msg.contains("no heap or mapping site"), "{msg}");
 }
 
+/// A forked process writing pages it shares with its parent: its RSS stays
+/// flat, its private memory grows, no site is responsible.
+#[test]
+fn a_forked_process_copying_its_parents_memory() {
+    let sim = churning_epochs(|sim| *sim.copied_from_parent.get_or_insert(0) += 16 << 20);
+    let (_, a) = run(&sim);
+    assert!(a.suspects.is_empty());
+    assert_eq!(a.verdict.kind, VerdictKind::CopiedFromParent);
+    assert_eq!(a.verdict.rss_growth(), 0);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("private memory grew by") && msg.contains("(16.0 MiB/epoch)"), "{msg}");
+    assert!(msg.contains("copying the pages it shares with its parent"), "{msg}");
+
+    // Private memory that its own heap grew by is no copy.
+    let mut sim = Sim::new("/opt/app/worker");
+    sim.copied_from_parent = Some(64 << 20);
+    for e in 0..10 {
+        let kept = sim.alloc_many(1, 1, 16 << 20);
+        if e % 2 == 1 {
+            sim.free_all(kept);
+        }
+        sim.mark(&format!("{e}"));
+    }
+    sim.exit();
+    let (_, a) = run(&sim);
+    assert_ne!(a.verdict.kind, VerdictKind::CopiedFromParent, "{:?}", a.verdict);
+    assert!(a.verdict.private_growth() > 0);
+
+    // Nor is a flat private figure, or one never measured.
+    for copied in [Some(64 << 20), None] {
+        let sim = churning_epochs(|sim| sim.copied_from_parent = copied);
+        assert_eq!(run(&sim).1.verdict.kind, VerdictKind::NoGrowth);
+    }
+}
+
 #[test]
 fn the_tracers_own_growth_is_not_taken_for_growth_outside_the_heap() {
     // New stacks every epoch grow the tracer's tables, not the program.

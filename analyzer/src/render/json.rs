@@ -63,6 +63,8 @@ struct JsonEpoch<'a> {
     live_count: u64,
     mapped_bytes: u64,
     mapped_count: u64,
+    /// Forked processes only; 0 elsewhere.
+    private_dirty_bytes: u64,
     tracer_bytes: u64,
     analysed: bool,
 }
@@ -133,6 +135,7 @@ struct JsonVerdict<'a> {
     tracer_growth_bytes: i64,
     heap_growth_bytes: i64,
     mapped_growth_bytes: i64,
+    private_growth_bytes: i64,
     epochs: usize,
 }
 
@@ -197,6 +200,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 live_count: s.heap_live_count,
                 mapped_bytes: s.mapped_live_bytes,
                 mapped_count: s.mapped_live_count,
+                private_dirty_bytes: s.private_dirty_bytes,
                 tracer_bytes: s.tracer_bytes,
                 analysed: (a.first..a.first + a.snapshots).contains(&i),
             })
@@ -251,6 +255,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             tracer_growth_bytes: clamp(a.verdict.tracer_growth()),
             heap_growth_bytes: clamp(a.verdict.heap_growth()),
             mapped_growth_bytes: clamp(a.verdict.mapped_growth()),
+            private_growth_bytes: clamp(a.verdict.private_growth()),
             epochs: a.verdict.epochs,
         },
         flamegraph: report.flamegraph.as_ref().map(|f| f.path.display().to_string()),

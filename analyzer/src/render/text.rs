@@ -88,10 +88,23 @@ fn descendants_section(out: &mut String, descendants: &[crate::trace::Descendant
 fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>) {
     let _ = writeln!(out, "\nEpochs");
     let label_width = trace.snapshots.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(5, 32);
+    // A forked process's private memory: what it copied of its parent's
+    // shows there, not in its RSS.
+    let has_private = trace.snapshots.iter().any(|s| s.private_dirty_bytes > 0);
+    let private = |value: &str| if has_private { format!("  {value:>10}") } else { String::new() };
     let _ = writeln!(
         out,
-        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}  {:>10}  {:>10}",
-        "epoch", "label", "cause", "elapsed", "RSS", "live heap", "live allocs", "mapped", "tracer"
+        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}  {:>10}  {:>12}  {:>10}  {:>10}",
+        "epoch",
+        "label",
+        "cause",
+        "elapsed",
+        "RSS",
+        private("private"),
+        "live heap",
+        "live allocs",
+        "mapped",
+        "tracer"
     );
     let n = trace.snapshots.len();
     for (i, s) in trace.snapshots.iter().enumerate() {
@@ -114,12 +127,13 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         };
         let _ = writeln!(
             out,
-            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}  {:>10}  {:>12}  {:>10}  {:>10}{note}",
+            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}  {:>10}  {:>12}  {:>10}  {:>10}{note}",
             s.epoch,
             label,
             s.cause.name(),
             duration_ns(s.elapsed_ns),
             bytes(s.rss_bytes),
+            private(&bytes(s.private_dirty_bytes)),
             bytes(s.heap_live_bytes),
             count(s.heap_live_count),
             bytes(s.mapped_live_bytes),
