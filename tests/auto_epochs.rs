@@ -140,6 +140,12 @@ fn assert_workers(run: &TracedRun, at_least: usize, sampling: &str, epochs: Work
     }
 }
 
+/// The kinds of the findings the report gives for its descendants' traces.
+fn descendant_findings(report: &Value) -> Vec<String> {
+    let descendants = report["descendant_traces"].as_array().expect("descendant traces");
+    descendants.iter().filter_map(|d| d["finding"]["kind"].as_str()).map(str::to_string).collect()
+}
+
 /// The function of the report's top leaking line, if it has one.
 fn top_line_function(report: &Value) -> Option<String> {
     report["lines"].get(0).and_then(|line| line["frame"]["function"].as_str()).map(str::to_string)
@@ -261,6 +267,7 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     let lines = report["lines"].as_array().expect("lines");
     assert!(lines.iter().all(|l| l["frame"]["function"] != "keep_sample_buffer"), "{lines:#?}");
+    assert_eq!(descendant_findings(&report), vec!["heap_leak"; WORKERS], "the parent's report points at them");
     assert_workers(&run, 2 * WORKERS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::Parents);
     let leaking: Vec<PathBuf> = worker_traces(&run)
         .into_iter()
@@ -290,7 +297,9 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
 #[test]
 fn persistent_workers_copying_their_parents_objects_are_told() {
     let run = torch_job(&["--workers", &WORKERS.to_string(), "--persistent", "--read-parent-objects"], &[]);
-    assert_eq!(report_json(&run.trace)["epochs"][0]["private_dirty_bytes"], 0, "measured in forked processes only");
+    let report = report_json(&run.trace);
+    assert_eq!(report["epochs"][0]["private_dirty_bytes"], 0, "measured in forked processes only");
+    assert_eq!(descendant_findings(&report), vec!["copy_on_write"; WORKERS], "the parent's report points at them");
     let workers = worker_traces(&run);
     let copying: Vec<&PathBuf> =
         workers.iter().filter(|worker| report_json(worker)["verdict"]["kind"] == "copy_on_write").collect();

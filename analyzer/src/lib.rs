@@ -4,12 +4,14 @@
 //! ranks leak suspects and gives the verdict, [`symbolize`] resolves the
 //! addresses and Python code locations that are shown, [`merge`] makes one
 //! stack of their native and Python frames, [`lines`] sums the suspects by
-//! their line of own code, and [`render`] writes the text report, the JSON
-//! and the flamegraphs. [`cli`] ties them to the command line.
+//! their line of own code, [`findings`] looks at the traces of the process's
+//! descendants, and [`render`] writes the text report, the JSON and the
+//! flamegraphs. [`cli`] ties them to the command line.
 
 pub mod analysis;
 pub mod cli;
 pub mod error;
+pub mod findings;
 pub mod format;
 pub mod lines;
 pub mod merge;

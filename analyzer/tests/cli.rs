@@ -163,13 +163,28 @@ fn descendants_traces_beside_the_trace_are_listed() {
     child.mark("epoch 0");
     std::fs::write(path.with_file_name("trace.bin.4243"), child.bytes()).unwrap();
     std::fs::write(path.with_file_name("trace.bin.notes"), b"not a descendant").unwrap();
+    // A persistent worker copying its parent's pages, 16 MiB an epoch.
+    let mut copying = Sim::new("/opt/app/worker");
+    copying.process_mut().pid = 4244;
+    copying.process_mut().forked_from = Some(4242);
+    for e in 0..8 {
+        copying.copied_from_parent = Some(e * (16 << 20));
+        copying.mark(&format!("parent's epoch {e}"));
+    }
+    copying.exit();
+    std::fs::write(path.with_file_name("trace.bin.4244"), copying.bytes()).unwrap();
     let out = report(&path, &["--json"]);
     let listed = json(&out)["descendant_traces"].as_array().unwrap().clone();
-    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed.len(), 2, "{listed:?}");
     assert_eq!(listed[0]["pid"], 4243);
     assert_eq!(listed[0]["forked_from"], 4242);
+    assert!(listed[0]["finding"].is_null(), "one epoch: nothing to find");
+    assert_eq!(listed[1]["finding"]["kind"], "copy_on_write");
+    assert_eq!(listed[1]["finding"]["summary"], "private memory +16.0 MiB/epoch");
     let text = stdout(&report(&path, &[]));
     assert!(text.contains("children") && text.contains("trace.bin.4243 (pid 4243, forked"), "{text}");
+    assert!(text.contains("trace.bin.4244: copy_on_write, private memory +16.0 MiB/epoch"), "{text}");
+    assert!(text.contains("Note: 1 of this process's descendants found more in their own traces"), "{text}");
 }
 
 #[test]

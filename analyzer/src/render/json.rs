@@ -41,6 +41,14 @@ struct JsonDescendant<'a> {
     pid: u32,
     forked_from: Option<u32>,
     cmdline: &'a [String],
+    /// What the descendant's own report finds; null when nothing.
+    finding: Option<JsonFinding<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonFinding<'a> {
+    kind: &'static str,
+    summary: &'a str,
 }
 
 #[derive(Serialize)]
@@ -263,10 +271,11 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             .descendants
             .iter()
             .map(|d| JsonDescendant {
-                path: d.path.display().to_string(),
-                pid: d.pid,
-                forked_from: d.forked_from,
-                cmdline: &d.cmdline,
+                path: d.trace.path.display().to_string(),
+                pid: d.trace.pid,
+                forked_from: d.trace.forked_from,
+                cmdline: &d.trace.cmdline,
+                finding: d.finding.as_ref().map(|f| JsonFinding { kind: f.kind.name(), summary: &f.summary }),
             })
             .collect(),
     };

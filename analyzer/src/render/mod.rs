@@ -56,8 +56,9 @@ pub struct Report<'t> {
     pub flamegraph: Option<FlamegraphInfo>,
     /// Problems met along the way (one line each).
     pub warnings: Vec<String>,
-    /// Traces of the process's descendants found beside its trace.
-    pub descendants: Vec<crate::trace::Descendant>,
+    /// Traces of the process's descendants found beside its trace, with
+    /// what they found.
+    pub descendants: Vec<crate::findings::DescendantReport>,
 }
 
 /// The lines sum this many suspects at most (the best), so that a trace of
@@ -140,7 +141,7 @@ impl<'t> Report<'t> {
             .collect();
         let lines = lines::group(symbolized.iter().map(|s| (s.rank, &s.suspect, s.own_frame())));
         let verdict_message = analysis.verdict_message(lines.first().map(|line| culprit(line, &symbolized)));
-        let descendants = crate::trace::descendant_traces(&trace.path);
+        let descendants = crate::findings::look_at(crate::trace::descendant_traces(&trace.path));
         Report {
             trace,
             analysis,

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use super::{Report, ShownSuspect};
 use crate::analysis::{Survivor, VerdictKind};
+use crate::findings::{DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
 use crate::symbolize::Frame;
 use crate::trace::Trace;
@@ -64,24 +65,51 @@ fn run_section(out: &mut String, trace: &Trace) {
     }
 }
 
-/// Descendants' traces shown before the rest are summarized.
+/// Descendants' traces (and their findings) shown before the rest are summarized.
 const DESCENDANTS_SHOWN: usize = 6;
 
-fn descendants_section(out: &mut String, descendants: &[crate::trace::Descendant]) {
+fn descendants_section(out: &mut String, descendants: &[DescendantReport]) {
     for (i, d) in descendants.iter().take(DESCENDANTS_SHOWN).enumerate() {
-        let how = if d.forked_from.is_some() { "forked" } else { "exec'd" };
+        let how = if d.trace.forked_from.is_some() { "forked" } else { "exec'd" };
         let _ = writeln!(
             out,
             "  {:<10} {} (pid {}, {how}: {})",
             if i == 0 { "children" } else { "" },
-            d.path.display(),
-            d.pid,
-            d.cmdline.join(" ")
+            d.trace.path.display(),
+            d.trace.pid,
+            d.trace.cmdline.join(" ")
         );
     }
     if descendants.len() > DESCENDANTS_SHOWN {
         let _ =
             writeln!(out, "  {:<10} ... and {} more traces of descendants", "", descendants.len() - DESCENDANTS_SHOWN);
+    }
+    let found: Vec<&DescendantReport> = descendants.iter().filter(|d| d.finding.is_some()).collect();
+    for (i, d) in found.iter().take(DESCENDANTS_SHOWN).enumerate() {
+        let finding = d.finding.as_ref().expect("filtered");
+        let _ = writeln!(
+            out,
+            "  {:<10} {}: {}, {}",
+            if i == 0 { "findings" } else { "" },
+            d.trace.path.display(),
+            finding.kind.name(),
+            finding.summary
+        );
+    }
+    if found.len() > DESCENDANTS_SHOWN {
+        let _ =
+            writeln!(out, "  {:<10} ... and {} more descendants with findings", "", found.len() - DESCENDANTS_SHOWN);
+    }
+    if !found.is_empty() {
+        let _ = writeln!(out, "  {:<10} (each has a report of its own: analyzer report <trace>)", "");
+    }
+    if descendants.len() > LOOKED_AT {
+        let _ = writeln!(
+            out,
+            "  {:<10} (findings looked for in the first {LOOKED_AT} of {} descendants' traces)",
+            "",
+            descendants.len()
+        );
     }
 }
 
@@ -307,9 +335,16 @@ pub fn render(report: &Report<'_>) -> String {
             let _ = writeln!(
                 out,
                 "Note: if the program ran under a wrapper (a shell script, timeout, env), its trace is a descendant's: analyzer report {}",
-                first.path.display()
+                first.trace.path.display()
             );
         }
+    }
+    let found = report.descendants.iter().filter(|d| d.finding.is_some()).count();
+    if found > 0 {
+        let _ = writeln!(
+            out,
+            "Note: {found} of this process's descendants found more in their own traces (findings, under Run)"
+        );
     }
     if let Some(note) = super::pymalloc_note(trace) {
         let _ = writeln!(out, "Note: {note}");

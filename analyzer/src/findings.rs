@@ -1,0 +1,124 @@
+//! What the traces of a process's descendants found. A leak in a
+//! persistent DataLoader worker, or its copying of its parent's pages,
+//! shows in the worker's own trace, not in its parent's: the parent's
+//! report points at it.
+
+use std::path::Path;
+
+use trace_format::{Record, RecordReader};
+
+use crate::analysis::{analyze, VerdictKind, MIN_EPOCHS};
+use crate::format::bytes;
+use crate::trace::{load, Descendant, LoadOptions};
+
+/// Descendants' traces looked at, at most: a long job that forks its
+/// workers for every pass leaves thousands, of one snapshot each.
+pub const LOOKED_AT: usize = 256;
+
+/// A descendant's verdict, when it found something.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub kind: VerdictKind,
+    /// The finding in a few words: "2 suspects, the top +512 KiB/epoch".
+    pub summary: String,
+}
+
+/// A descendant's trace, with what its analysis found.
+#[derive(Debug, Clone)]
+pub struct DescendantReport {
+    pub trace: Descendant,
+    /// `None` when it found nothing, was not looked at (past
+    /// [`LOOKED_AT`]), or could not be read.
+    pub finding: Option<Finding>,
+}
+
+/// The descendants' traces, the first [`LOOKED_AT`] analysed.
+pub fn look_at(descendants: Vec<Descendant>) -> Vec<DescendantReport> {
+    descendants
+        .into_iter()
+        .enumerate()
+        .map(|(i, trace)| {
+            let finding = if i < LOOKED_AT { finding(&trace.path) } else { None };
+            DescendantReport { trace, finding }
+        })
+        .collect()
+}
+
+/// What the trace at `path` found: `None` when it shows no growth, has too
+/// few epochs (a worker forked for one pass has its exit snapshot only),
+/// or cannot be read (its own report says why).
+pub fn finding(path: &Path) -> Option<Finding> {
+    // Counting first: most descendants' traces are too short to analyse,
+    // and counting reads less than loading.
+    let snapshots = RecordReader::open(path).ok()?.filter(|r| matches!(r, Record::Snapshot(_))).count();
+    if snapshots < MIN_EPOCHS {
+        return None;
+    }
+    let trace = load(path, &LoadOptions::default()).ok()?;
+    let analysis = analyze(&trace);
+    let v = &analysis.verdict;
+    let per_epoch = |growth: i128| bytes((growth.max(0) / v.epochs.max(1) as i128) as u64);
+    let summary = match v.kind {
+        VerdictKind::HeapLeak => {
+            let n = analysis.suspects.len();
+            format!(
+                "{n} suspect{}, the top +{}/epoch",
+                if n == 1 { "" } else { "s" },
+                bytes(analysis.suspects[0].growth_bytes_per_epoch)
+            )
+        }
+        VerdictKind::CopiedFromParent => format!("private memory +{}/epoch", per_epoch(v.private_growth())),
+        VerdictKind::GrowthOutsideHeap => format!("RSS +{}/epoch outside the heap", per_epoch(v.program_rss_growth())),
+        VerdictKind::NoGrowth | VerdictKind::TooFewEpochs => return None,
+    };
+    Some(Finding { kind: v.kind, summary })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{write_temp, Sim};
+    use crate::trace::descendant_traces;
+
+    /// A worker's trace: `leaking` keeps 64 KiB alive per epoch.
+    fn worker(pid: u32, epochs: u32, leaking: bool) -> Vec<u8> {
+        let mut sim = Sim::new("/opt/app/worker");
+        sim.process_mut().pid = pid;
+        sim.process_mut().forked_from = Some(4242);
+        for e in 0..epochs {
+            if leaking {
+                sim.alloc_many(7, 1, 64 << 10);
+            }
+            sim.mark(&format!("parent's epoch {e}"));
+        }
+        sim.exit();
+        sim.bytes()
+    }
+
+    #[test]
+    fn a_leaking_descendant_is_found_and_short_ones_are_not_analysed() {
+        let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
+        std::fs::write(parent.with_file_name("trace.bin.4300"), worker(4300, 8, true)).unwrap();
+        std::fs::write(parent.with_file_name("trace.bin.4301"), worker(4301, 1, true)).unwrap();
+        std::fs::write(parent.with_file_name("trace.bin.4302"), worker(4302, 8, false)).unwrap();
+        let found = look_at(descendant_traces(&parent));
+        let findings: Vec<Option<Finding>> = found.into_iter().map(|d| d.finding).collect();
+        let leak = Finding { kind: VerdictKind::HeapLeak, summary: "1 suspect, the top +64.0 KiB/epoch".into() };
+        assert_eq!(findings, [Some(leak), None, None]);
+    }
+
+    #[test]
+    fn descendants_past_the_bound_are_listed_but_not_looked_at() {
+        let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
+        for i in 0..=LOOKED_AT as u32 {
+            // Only the last, past the bound, has something to find.
+            let pid = 10_000 + i;
+            let bytes = worker(pid, if i == LOOKED_AT as u32 { 8 } else { 1 }, true);
+            std::fs::write(parent.with_file_name(format!("trace.bin.{pid}")), bytes).unwrap();
+        }
+        let found = look_at(descendant_traces(&parent));
+        assert_eq!(found.len(), LOOKED_AT + 1);
+        assert!(found.iter().all(|d| d.finding.is_none()));
+        assert!(finding(&found[LOOKED_AT].trace.path).is_some(), "found when looked at");
+    }
+}
