@@ -440,19 +440,18 @@ fn adopt_child(session: &Session) {
     // detection off.
     let inside_parents_pass = auto_epochs::forked_inside_parents_pass();
     if inside_parents_pass || matches!(session.walk_for_loader(), LoaderFrames::Present(_)) {
-        // A DataLoader worker lives inside one of its parent's epochs; the
-        // default time slices, inherited from a parent that had not yet seen
-        // its loader repeat, would cut the worker's trace by how long it ran.
+        // A DataLoader worker's epochs are its parent's; the default time
+        // slices, inherited from a parent that had not yet seen its loader
+        // repeat, would cut the worker's trace by how long it ran.
         session.end_default_time_slices();
-        // Unless time slices were asked for, its trace is then a single
-        // snapshot, taken at its exit, which no epoch is compared with:
-        // recording each of its allocations, when the user let the warm-up
-        // be sampled, would cost as much again as the parent's own recording
-        // and sharpen nothing the report ranks.
         if !session.config.epoch_seconds_explicit {
-            // Its epochs are then its parent's: a persistent worker (one
-            // that lives through many passes) has its growth compared epoch
-            // by epoch, as its parent's is.
+            // Unless time slices were asked for, it closes an epoch each time
+            // its parent does: a persistent worker (one that lives through
+            // many passes) has its growth compared epoch by epoch, a worker
+            // of one pass has its exit snapshot. Recording each of its
+            // allocations, when the user let the warm-up be sampled, would
+            // cost as much again as the parent's own recording: its samples
+            // show what grows in it by tens of KiB an epoch and more.
             let parents = session.epochs_closed.get();
             session.parent_epochs_followed.store(parents.map_or(0, |c| c.load(Ordering::Relaxed)), Ordering::Relaxed);
             session.parent_epochs_closed.set(parents);
