@@ -271,6 +271,12 @@ impl Analysis {
                         signed(v.program_rss_growth() - v.traced_growth().max(0))
                     ));
                 }
+                if private_outgrew_traced_memory(v) {
+                    msg.push_str(&format!(
+                        "; this forked process's private memory grew by {}, much more than the heap and mappings: it is also copying pages it shares with its parent as it writes them",
+                        signed(v.private_growth())
+                    ));
+                }
                 msg
             }
             VerdictKind::CopiedFromParent => format!(

@@ -308,6 +308,18 @@ fn a_forked_process_copying_its_parents_memory() {
     assert_ne!(a.verdict.kind, VerdictKind::CopiedFromParent, "{:?}", a.verdict);
     assert!(a.verdict.private_growth() > 0);
 
+    // A leak beside the copying: the leak's verdict, which tells of both.
+    let mut sim = Sim::new("/opt/app/worker");
+    for e in 0..10 {
+        sim.copied_from_parent = Some(e * (16 << 20));
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("{e}"));
+    }
+    let (_, a) = run(&sim);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "f")));
+    assert!(msg.contains("also copying pages it shares with its parent"), "{msg}");
+
     // Nor is a flat private figure, or one never measured.
     for copied in [Some(64 << 20), None] {
         let sim = churning_epochs(|sim| sim.copied_from_parent = copied);
