@@ -103,7 +103,13 @@ fn active_session() -> Option<&'static Session> {
 /// fork, and never letting a failure reach the program.
 /// `work` gets the thread's ordinal too (see [`thread_state::inside`]).
 fn record(work: impl FnOnce(&'static Session, usize)) {
-    let Some(session) = active_session() else { return };
+    if let Some(session) = active_session() {
+        record_in(session, work);
+    }
+}
+
+/// [`record`] for a hook that already has the active session.
+fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usize)) {
     thread_state::inside(|ordinal| {
         let _pass = gate::pass(ordinal);
         if STATE.load(Ordering::Acquire) != RECORDING {
@@ -214,7 +220,7 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
         return;
     }
     let sample = sampling.is_some();
-    record(|session, ordinal| {
+    record_in(session, |session, ordinal| {
         if parent_closed_epoch {
             // Before this allocation, which belongs to the next epoch.
             session.follow_parent_epoch();
@@ -233,29 +239,30 @@ pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
 }
 
 pub fn freed(address: *mut std::ffi::c_void) {
-    if address.is_null() || !may_be_recorded(address) {
-        return;
+    if let Some(session) = session_that_may_hold(address) {
+        record_in(session, |session, ordinal| {
+            session.recorder.freed(ordinal, address as usize);
+        });
     }
-    record(|session, ordinal| {
-        session.recorder.freed(ordinal, address as usize);
-    });
 }
 
-/// False when `address` surely holds no recorded block (when sampling, most
-/// do not): its free then skips the tracer, the fork gate and the live table.
-fn may_be_recorded(address: *mut std::ffi::c_void) -> bool {
-    active_session().is_some_and(|session| session.recorder.may_hold(address as usize))
+/// The active session, unless `address` surely holds no block it recorded
+/// (when sampling, most do not): its free then skips the tracer, the fork
+/// gate and the live table.
+fn session_that_may_hold(address: *mut std::ffi::c_void) -> Option<&'static Session> {
+    if address.is_null() {
+        return None;
+    }
+    active_session().filter(|session| session.recorder.may_hold(address as usize))
 }
 
 /// Forgets `address` before realloc hands it back to glibc, so that another
 /// thread that receives the same address cannot have its record removed.
 /// Returns whether the tracer knew it, so a failed realloc can restore it.
 pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
-    if !may_be_recorded(address) {
-        return false;
-    }
+    let Some(session) = session_that_may_hold(address) else { return false };
     let mut known = false;
-    record(|session, ordinal| known = session.recorder.freed(ordinal, address as usize));
+    record_in(session, |session, ordinal| known = session.recorder.freed(ordinal, address as usize));
     known
 }
 
