@@ -177,12 +177,17 @@ fn rss_outgrew_traced_memory(v: &Verdict) -> bool {
     rss_grew_noticeably(v) && v.program_rss_growth() > 2 * v.traced_growth().max(0)
 }
 
-/// Private memory growing noticeably, and beyond twice what the heap, the
-/// mappings and the tracer's tables (all private) grew by.
+/// Private memory growing noticeably, beyond twice what the heap, the
+/// mappings and the tracer's tables (all private) grew by, and beyond
+/// twice what the RSS grew by: pages copied from the parent were resident
+/// already, where new memory outside the heap grows both.
 fn private_outgrew_traced_memory(v: &Verdict) -> bool {
     let own = v.traced_growth().max(0) + v.tracer_growth().max(0);
     let g = v.private_growth();
-    g > NOTICEABLE_BYTES && (g as f64) > NOTICEABLE_FRACTION * v.private_start as f64 && g > 2 * own
+    g > NOTICEABLE_BYTES
+        && (g as f64) > NOTICEABLE_FRACTION * v.private_start as f64
+        && g > 2 * own
+        && g > 2 * v.program_rss_growth().max(0)
 }
 
 /// The tracer's own growth is named when it is above this.

@@ -320,6 +320,13 @@ fn a_forked_process_copying_its_parents_memory() {
     let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "f")));
     assert!(msg.contains("also copying pages it shares with its parent"), "{msg}");
 
+    // Memory outside the heap that is new grows the RSS as much: no copy.
+    let sim = churning_epochs(|sim| {
+        *sim.copied_from_parent.get_or_insert(0) += 16 << 20;
+        sim.rss_extra += 16 << 20;
+    });
+    assert_eq!(run(&sim).1.verdict.kind, VerdictKind::GrowthOutsideHeap);
+
     // Nor is a flat private figure, or one never measured.
     for copied in [Some(64 << 20), None] {
         let sim = churning_epochs(|sim| sim.copied_from_parent = copied);
