@@ -94,6 +94,33 @@ fn rss_growth_outside_the_heap_is_said_plainly() {
     assert!(message.contains("outside what the tracer sees"), "{message}");
 }
 
+/// Freed memory that malloc keeps (a new arena per thread, each holding
+/// 4 MB freed between blocks still in use) is told apart from memory the
+/// tracer cannot see, by malloc's own count of the free memory it holds.
+#[test]
+fn freed_memory_that_malloc_keeps_is_said_plainly() {
+    let program = compile("fragmented.c");
+    let run = run_traced(&program, &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let report = report_json(&run.trace);
+    assert!(suspects(&report).is_empty(), "a heap or mapping site was blamed: {report:#}");
+    assert_eq!(report["verdict"]["kind"], "allocator_retention", "{report:#}");
+    let verdict = &report["verdict"];
+    let (kept, epochs) =
+        (verdict["allocator_free_growth_bytes"].as_i64().unwrap(), verdict["epochs"].as_i64().unwrap());
+    // Of the 4 MB freed an epoch, what did not merge back into free space
+    // the arena could hand back.
+    assert!((3 << 19..5 << 20).contains(&(kept / epochs)), "{kept} over {epochs} epochs");
+    let message = verdict["message"].as_str().unwrap();
+    assert!(message.contains("malloc kept instead of handing it back"), "{message}");
+    let epochs = report["epochs"].as_array().unwrap();
+    assert!(epochs.iter().all(|e| e["allocator_free_bytes"].as_u64().unwrap() > 0), "{epochs:#?}");
+
+    // The memfd program's growth is none of malloc's.
+    let run = run_traced(&compile("outside_heap.c"), &[]);
+    assert_eq!(report_json(&run.trace)["verdict"]["kind"], "growth_outside_heap");
+}
+
 /// One sample per 16 KiB allocated on average: the leak (about 215 KiB per
 /// epoch) is sampled many times an epoch, the decoys' bytes are estimated.
 const SAMPLING: (&str, &str) = ("TRACER_SAMPLE_BYTES", "16k");

@@ -26,6 +26,8 @@
 //!   would raise the floor above its own growth after a thousand epochs.
 //! * Memory the tracer sees is the live heap plus the traced mappings; RSS
 //!   growing well beyond it is growth outside what the tracer sees.
+//! * RSS growth outside it that malloc's freed-but-kept memory accounts for
+//!   (at least half) is the allocator's retention, not an unseen mapping.
 //! * A forked process's private memory growing well beyond it, while no
 //!   suspect explains it, is memory copied from its parent as the process
 //!   writes pages they shared (its RSS counted them from the fork on).
@@ -68,6 +70,7 @@ pub struct Suspect {
 pub enum VerdictKind {
     HeapLeak,
     CopiedFromParent,
+    AllocatorRetention,
     GrowthOutsideHeap,
     NoGrowth,
     TooFewEpochs,
@@ -78,6 +81,7 @@ impl VerdictKind {
         match self {
             VerdictKind::HeapLeak => "heap_leak",
             VerdictKind::CopiedFromParent => "copy_on_write",
+            VerdictKind::AllocatorRetention => "allocator_retention",
             VerdictKind::GrowthOutsideHeap => "growth_outside_heap",
             VerdictKind::NoGrowth => "no_growth",
             VerdictKind::TooFewEpochs => "too_few_epochs",
@@ -105,6 +109,9 @@ pub struct Verdict {
     /// not measured).
     pub private_start: u64,
     pub private_end: u64,
+    /// Freed memory glibc's malloc kept in its arenas (0 before format 4).
+    pub allocator_free_start: u64,
+    pub allocator_free_end: u64,
 }
 
 impl Verdict {
@@ -120,6 +127,9 @@ impl Verdict {
     /// Growth of all the memory the tracer sees: the heap and the mappings.
     pub fn traced_growth(&self) -> i128 {
         self.heap_growth() + self.mapped_growth()
+    }
+    pub fn allocator_free_growth(&self) -> i128 {
+        i128::from(self.allocator_free_end) - i128::from(self.allocator_free_start)
     }
     pub fn private_growth(&self) -> i128 {
         i128::from(self.private_end) - i128::from(self.private_start)
@@ -190,6 +200,12 @@ fn private_outgrew_traced_memory(v: &Verdict) -> bool {
         && g > 2 * v.program_rss_growth().max(0)
 }
 
+/// RSS growth outside the traced memory that malloc's freed-but-kept
+/// memory accounts for, at least half of it.
+fn allocator_kept_the_growth(v: &Verdict) -> bool {
+    rss_outgrew_traced_memory(v) && 2 * v.allocator_free_growth() >= v.program_rss_growth()
+}
+
 /// The tracer's own growth is named when it is above this.
 const TRACER_GROWTH_NAMED: i128 = 1 << 20;
 
@@ -204,6 +220,17 @@ fn rss_growth_words(v: &Verdict, verb: &str) -> String {
         )
     } else {
         format!("RSS {verb} by {}", signed(v.rss_growth()))
+    }
+}
+
+/// What the live heap and the traced mappings did beside an RSS growth
+/// outside them: "stayed at X" or "changed only by X to Y".
+fn traced_change_words(v: &Verdict) -> String {
+    let traced_end = v.heap_end + v.mapped_end;
+    if v.traced_growth().abs() * 10 < v.program_rss_growth() {
+        format!("stayed at {}", bytes(traced_end))
+    } else {
+        format!("changed only by {} to {}", signed(v.traced_growth()), bytes(traced_end))
     }
 }
 
@@ -291,18 +318,18 @@ impl Analysis {
                 rss_growth_words(v, "changed"),
                 traced_growth_words(v),
             ),
-            VerdictKind::GrowthOutsideHeap => {
-                let traced_end = v.heap_end + v.mapped_end;
-                let traced = if v.traced_growth().abs() * 10 < v.program_rss_growth() {
-                    format!("stayed at {}", bytes(traced_end))
-                } else {
-                    format!("changed only by {} to {}", signed(v.traced_growth()), bytes(traced_end))
-                };
-                format!(
-                    "{} over {over} while the live heap and traced anonymous mappings {traced}; the growth is outside what the tracer sees (file or shared-memory mappings such as memfd or /dev/shm, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
-                    rss_growth_words(v, "grew")
-                )
-            }
+            VerdictKind::AllocatorRetention => format!(
+                "{} over {over} while the live heap and traced anonymous mappings {}, and glibc's malloc held {} more freed memory than at the start ({} now): memory the program freed and malloc kept instead of handing it back to the system, spread over its arenas (one per thread, up to eight per CPU) or cut into pieces between blocks still in use. Set MALLOC_ARENA_MAX=2 for fewer arenas, call malloc_trim(0) after each epoch, or preload jemalloc or tcmalloc; no heap or mapping site is responsible",
+                rss_growth_words(v, "grew"),
+                traced_change_words(v),
+                signed(v.allocator_free_growth()),
+                bytes(v.allocator_free_end),
+            ),
+            VerdictKind::GrowthOutsideHeap => format!(
+                "{} over {over} while the live heap and traced anonymous mappings {}; the growth is outside what the tracer sees (file or shared-memory mappings such as memfd or /dev/shm, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
+                rss_growth_words(v, "grew"),
+                traced_change_words(v),
+            ),
             VerdictKind::NoGrowth => format!(
                 "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} {} and the live heap by {}{}",
                 rss_growth_words(v, "changed"),
@@ -350,6 +377,8 @@ pub fn analyze(trace: &Trace) -> Analysis {
         tracer_end: snap(reference).tracer_bytes,
         private_start: snap(start).private_dirty_bytes,
         private_end: snap(reference).private_dirty_bytes,
+        allocator_free_start: snap(start).allocator_free_bytes,
+        allocator_free_end: snap(reference).allocator_free_bytes,
     };
     let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
     let noise_floor = NOISE_FLOOR_MIN.max(traced_at_start / NOISE_FLOOR_HEAP_DIVISOR);
@@ -435,6 +464,8 @@ pub fn analyze(trace: &Trace) -> Analysis {
         VerdictKind::HeapLeak
     } else if private_outgrew_traced_memory(&verdict) {
         VerdictKind::CopiedFromParent
+    } else if allocator_kept_the_growth(&verdict) {
+        VerdictKind::AllocatorRetention
     } else if rss_outgrew_traced_memory(&verdict) {
         VerdictKind::GrowthOutsideHeap
     } else {

@@ -68,6 +68,9 @@ pub fn finding(path: &Path) -> Option<Finding> {
             )
         }
         VerdictKind::CopiedFromParent => format!("private memory +{}/epoch", per_epoch(v.private_growth())),
+        VerdictKind::AllocatorRetention => {
+            format!("malloc kept +{}/epoch of freed memory", per_epoch(v.allocator_free_growth()))
+        }
         VerdictKind::GrowthOutsideHeap => format!("RSS +{}/epoch outside the heap", per_epoch(v.program_rss_growth())),
         VerdictKind::NoGrowth | VerdictKind::TooFewEpochs => return None,
     };

@@ -34,6 +34,8 @@ pub struct Sim {
     /// carry the private memory (these, the heap, the mappings and the
     /// tracer's), as a forked process's do.
     pub copied_from_parent: Option<u64>,
+    /// Freed memory malloc keeps (part of `rss_extra` when it is resident).
+    pub allocator_free: u64,
     /// Nanoseconds added to the clock at each snapshot.
     pub epoch_ns: u64,
     elapsed_ns: u64,
@@ -65,6 +67,7 @@ impl Sim {
             rss_extra: 64 << 20,
             tracer_bytes: 1 << 20,
             copied_from_parent: None,
+            allocator_free: 0,
             epoch_ns: 1_000_000_000,
             elapsed_ns: 0,
             full_snapshots: false,
@@ -202,6 +205,7 @@ impl Sim {
             private_dirty_bytes: self
                 .copied_from_parent
                 .map_or(0, |copied| copied + heap_bytes + mapped_bytes + self.tracer_bytes),
+            allocator_free_bytes: self.allocator_free,
             tracer_bytes: self.tracer_bytes,
             full: self.full_snapshots,
             counters,

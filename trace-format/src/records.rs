@@ -5,8 +5,8 @@ use crate::codec::{DecodeError, Decoder, Encoder};
 /// Version 3 added [`Frame::Mapping`], [`Frame::PythonLeaf`] and the mapped
 /// totals of [`Snapshot`].
 const VERSION_3: u16 = 3;
-/// Version 4 added [`EpochCause::Parent`] and the private memory of
-/// [`Snapshot`].
+/// Version 4 added [`EpochCause::Parent`], and the private memory and the
+/// allocator's free bytes of [`Snapshot`].
 const VERSION_4: u16 = 4;
 
 /// The kind byte of each record.
@@ -236,6 +236,10 @@ pub struct Snapshot {
     /// it shared with its parent and copied when it wrote them. Measured in
     /// forked processes only; 0 elsewhere, and in traces before version 4.
     pub private_dirty_bytes: u64,
+    /// Freed memory glibc's malloc holds in its arenas rather than handing
+    /// it back to the system (`fordblks` of `mallinfo2`, the tracer's own
+    /// freed memory included); 0 before version 4.
+    pub allocator_free_bytes: u64,
     /// Memory the tracer itself holds for its tables and buffers.
     pub tracer_bytes: u64,
     /// When set, `counters` holds every pair with live allocations and
@@ -261,6 +265,7 @@ impl Snapshot {
         }
         if version >= VERSION_4 {
             e.u64(self.private_dirty_bytes);
+            e.u64(self.allocator_free_bytes);
         }
         e.u64(self.tracer_bytes);
         e.bool(self.full);
@@ -441,7 +446,8 @@ impl Record {
                 let heap_live_count = d.u64()?;
                 let (mapped_live_bytes, mapped_live_count) =
                     if version >= VERSION_3 { (d.u64()?, d.u64()?) } else { (0, 0) };
-                let private_dirty_bytes = if version >= VERSION_4 { d.u64()? } else { 0 };
+                let (private_dirty_bytes, allocator_free_bytes) =
+                    if version >= VERSION_4 { (d.u64()?, d.u64()?) } else { (0, 0) };
                 let tracer_bytes = d.u64()?;
                 let full = d.bool()?;
                 // Sized up front: collecting through `Result` grows the list
@@ -469,6 +475,7 @@ impl Record {
                     mapped_live_bytes,
                     mapped_live_count,
                     private_dirty_bytes,
+                    allocator_free_bytes,
                     tracer_bytes,
                     full,
                     counters,

@@ -44,6 +44,7 @@ fn sample_records() -> Vec<Record> {
             mapped_live_bytes: 3 << 20,
             mapped_live_count: 3,
             private_dirty_bytes: 7 << 20,
+            allocator_free_bytes: 5 << 20,
             tracer_bytes: 4096,
             full: true,
             counters: vec![SiteCounters {
@@ -155,6 +156,7 @@ fn version_2_traces_read_as_traces_without_mappings() {
                 snapshot.mapped_live_bytes = 0;
                 snapshot.mapped_live_count = 0;
                 snapshot.private_dirty_bytes = 0;
+                snapshot.allocator_free_bytes = 0;
             }
             _ => {}
         }
@@ -235,17 +237,18 @@ fn a_parent_epoch_reads_back_in_version_4_and_is_damage_in_version_3() {
 }
 
 #[test]
-fn version_3_snapshots_read_without_private_memory() {
+fn version_3_snapshots_read_without_private_memory_or_allocator_figures() {
     let Some(Record::Snapshot(snapshot)) = sample_records().into_iter().find(|r| matches!(r, Record::Snapshot(_)))
     else {
         panic!("no snapshot among the sample records")
     };
     assert_ne!(snapshot.private_dirty_bytes, 0);
+    assert_ne!(snapshot.allocator_free_bytes, 0);
     let record = Record::Snapshot(snapshot.clone());
     let mut bytes = file_header_of_version(3).to_vec();
     frame_record_of_version(3, &record, &mut bytes);
     let read: Vec<Record> = RecordReader::new(&bytes[..]).unwrap().collect();
-    assert_eq!(read, [Record::Snapshot(Snapshot { private_dirty_bytes: 0, ..snapshot })]);
+    assert_eq!(read, [Record::Snapshot(Snapshot { private_dirty_bytes: 0, allocator_free_bytes: 0, ..snapshot })]);
     let (mut v3, mut v4) = (Vec::new(), Vec::new());
     frame_record_of_version(3, &record, &mut v3);
     frame_record_of_version(4, &record, &mut v4);

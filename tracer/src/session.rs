@@ -645,6 +645,7 @@ impl Session {
             // What a forked child copied of its parent's memory shows here,
             // not in its RSS, which counted the shared pages from the fork on.
             private_dirty_bytes: if output.forked_from.is_some() { sys::private_dirty_bytes() } else { 0 },
+            allocator_free_bytes: real_alloc::allocator_free_bytes(),
             heap_live_bytes: heap.live_bytes,
             heap_live_count: heap.live_count,
             mapped_live_bytes: mapped.live_bytes,

@@ -280,6 +280,27 @@ fn growth_outside_the_heap() {
     assert!(msg.contains("no heap or mapping site"), "{msg}");
 }
 
+/// RSS that grows by memory malloc keeps after the program freed it.
+#[test]
+fn freed_memory_that_malloc_keeps() {
+    let sim = churning_epochs(|sim| {
+        sim.rss_extra += 64 << 20;
+        sim.allocator_free += 60 << 20;
+    });
+    let (_, a) = run(&sim);
+    assert!(a.suspects.is_empty());
+    assert_eq!(a.verdict.kind, VerdictKind::AllocatorRetention);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("glibc's malloc held") && msg.contains("MALLOC_ARENA_MAX=2"), "{msg}");
+
+    // Kept memory that explains less than half of the growth: still outside.
+    let sim = churning_epochs(|sim| {
+        sim.rss_extra += 64 << 20;
+        sim.allocator_free += 16 << 20;
+    });
+    assert_eq!(run(&sim).1.verdict.kind, VerdictKind::GrowthOutsideHeap);
+}
+
 /// A forked process writing pages it shares with its parent: its RSS stays
 /// flat, its private memory grows, no site is responsible.
 #[test]

@@ -73,6 +73,8 @@ struct JsonEpoch<'a> {
     mapped_count: u64,
     /// Forked processes only; 0 elsewhere.
     private_dirty_bytes: u64,
+    /// Freed memory malloc kept; 0 before format 4.
+    allocator_free_bytes: u64,
     tracer_bytes: u64,
     analysed: bool,
 }
@@ -144,6 +146,7 @@ struct JsonVerdict<'a> {
     heap_growth_bytes: i64,
     mapped_growth_bytes: i64,
     private_growth_bytes: i64,
+    allocator_free_growth_bytes: i64,
     epochs: usize,
 }
 
@@ -209,6 +212,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 mapped_bytes: s.mapped_live_bytes,
                 mapped_count: s.mapped_live_count,
                 private_dirty_bytes: s.private_dirty_bytes,
+                allocator_free_bytes: s.allocator_free_bytes,
                 tracer_bytes: s.tracer_bytes,
                 analysed: (a.first..a.first + a.snapshots).contains(&i),
             })
@@ -264,6 +268,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             heap_growth_bytes: clamp(a.verdict.heap_growth()),
             mapped_growth_bytes: clamp(a.verdict.mapped_growth()),
             private_growth_bytes: clamp(a.verdict.private_growth()),
+            allocator_free_growth_bytes: clamp(a.verdict.allocator_free_growth()),
             epochs: a.verdict.epochs,
         },
         flamegraph: report.flamegraph.as_ref().map(|f| f.path.display().to_string()),

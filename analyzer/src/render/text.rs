@@ -120,9 +120,12 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
     // shows there, not in its RSS.
     let has_private = trace.snapshots.iter().any(|s| s.private_dirty_bytes > 0);
     let private = |value: &str| if has_private { format!("  {value:>10}") } else { String::new() };
+    // Freed memory malloc kept (traces of format 4 on).
+    let has_kept = trace.snapshots.iter().any(|s| s.allocator_free_bytes > 0);
+    let kept = |value: &str| if has_kept { format!("  {value:>11}") } else { String::new() };
     let _ = writeln!(
         out,
-        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}  {:>10}  {:>12}  {:>10}  {:>10}",
+        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}  {:>10}  {:>12}  {:>10}{}  {:>10}",
         "epoch",
         "label",
         "cause",
@@ -132,6 +135,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         "live heap",
         "live allocs",
         "mapped",
+        kept("malloc free"),
         "tracer"
     );
     let n = trace.snapshots.len();
@@ -155,7 +159,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         };
         let _ = writeln!(
             out,
-            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}  {:>10}  {:>12}  {:>10}  {:>10}{note}",
+            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}  {:>10}  {:>12}  {:>10}{}  {:>10}{note}",
             s.epoch,
             label,
             s.cause.name(),
@@ -165,6 +169,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             bytes(s.heap_live_bytes),
             count(s.heap_live_count),
             bytes(s.mapped_live_bytes),
+            kept(&bytes(s.allocator_free_bytes)),
             bytes(s.tracer_bytes),
         );
     }
