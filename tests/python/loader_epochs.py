@@ -59,7 +59,7 @@ class Numbers(Dataset):
             start = self.cursor % (len(self.parent_objects) - OBJECTS_PER_SAMPLE)
             self.cursor += OBJECTS_PER_SAMPLE
             i += sum(self.parent_objects[start:start + OBJECTS_PER_SAMPLE]) % 2
-        return torch.full((16,), float(i))
+        return torch.full((16,), float(i) / self.length)
 
 
 def keep_step_buffer():
