@@ -327,6 +327,23 @@ fn persistent_workers_copying_their_parents_objects_are_told() {
     }
 }
 
+/// Batches made by workers reach the main process in shared memory it
+/// maps; a loop that keeps them keeps the mappings (8 batches of 512 KiB
+/// an epoch), ranked first as shared memory at the loop's line.
+#[test]
+fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
+    let run = torch_job(&["--workers", &WORKERS.to_string(), "--keep-batches"], &[]);
+    let report = report_json(&run.trace);
+    let line = &report["lines"][0];
+    assert_eq!(line["memory"], "shared", "{line:#}");
+    assert_eq!(line["growth_bytes_per_epoch"], 4 << 20, "{line:#}");
+    let text = std::fs::read_to_string(script("loader_epochs.py")).unwrap();
+    let the_loop = text.lines().position(|l| l.trim() == "for batch in loader:").expect("the training loop") + 1;
+    assert_eq!((&line["frame"]["function"], &line["frame"]["line"]), (&"train".into(), &the_loop.into()), "{line:#}");
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(message.starts_with("train keeps about 4.00 MiB/epoch of shared memory alive"), "{message}");
+}
+
 #[test]
 fn full_capture_records_the_workers_in_full() {
     let run = torch_job(&["--workers", &WORKERS.to_string()], &[FULL_CAPTURE]);

@@ -84,14 +84,32 @@ fn cxx_new_reaches_the_tracer_through_malloc() {
 
 #[test]
 fn rss_growth_outside_the_heap_is_said_plainly() {
-    let program = compile("outside_heap.c");
-    let run = run_traced(&program, &[]);
+    let program = compile("shared_memory.c");
+    let run = run_traced(&program, &["raw"]);
     assert!(run.output.status.success(), "{}", run.stderr());
     let report = report_json(&run.trace);
     assert!(suspects(&report).is_empty(), "a heap or mapping site was blamed: {report:#}");
     assert_eq!(report["verdict"]["kind"], "growth_outside_heap", "{report:#}");
     let message = report["verdict"]["message"].as_str().unwrap();
     assert!(message.contains("outside what the tracer sees"), "{message}");
+}
+
+/// The same memfd pages mapped through mmap: shared memory the program
+/// keeps, ranked at the line that maps it.
+#[test]
+fn shared_memory_kept_is_ranked_at_the_line_that_maps_it() {
+    let run = run_traced(&compile("shared_memory.c"), &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let report = report_json(&run.trace);
+    assert_eq!(report["verdict"]["kind"], "heap_leak", "{report:#}");
+    let top = &report["suspects"][0];
+    assert_eq!(top["memory"], "shared", "{top:#}");
+    assert_eq!(top["growth_bytes_per_epoch"], 16 << 20, "{top:#}");
+    assert!(mentions(&suspects(&report)[0], "map_shared"), "{top:#}");
+    let line = &report["lines"][0];
+    assert_eq!((&line["memory"], &line["frame"]["function"]), (&"shared".into(), &"map_shared".into()), "{line:#}");
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(message.contains("16.0 MiB/epoch of shared memory alive"), "{message}");
 }
 
 /// Freed memory that malloc keeps (a new arena per thread, each holding
@@ -117,7 +135,7 @@ fn freed_memory_that_malloc_keeps_is_said_plainly() {
     assert!(epochs.iter().all(|e| e["allocator_free_bytes"].as_u64().unwrap() > 0), "{epochs:#?}");
 
     // The memfd program's growth is none of malloc's.
-    let run = run_traced(&compile("outside_heap.c"), &[]);
+    let run = run_traced(&compile("shared_memory.c"), &["raw"]);
     assert_eq!(report_json(&run.trace)["verdict"]["kind"], "growth_outside_heap");
 }
 

@@ -62,8 +62,39 @@ pub struct Suspect {
     pub settled_with_survivors: usize,
     /// Every birth epoch with allocations alive at the reference, oldest first.
     pub survivors: Vec<Survivor>,
-    /// The stack makes anonymous mappings, not heap allocations.
-    pub mapped: bool,
+    /// What the stack's allocations are.
+    pub memory: Memory,
+}
+
+/// What a suspect's (or a line's) memory is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// Heap allocations (malloc and friends); for a line, also a mix of kinds.
+    Heap,
+    /// Anonymous mappings.
+    Mapped,
+    /// Files mapped shared and writable: shared memory.
+    Shared,
+}
+
+impl Memory {
+    /// As the JSON names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Memory::Heap => "heap",
+            Memory::Mapped => "mapped",
+            Memory::Shared => "shared",
+        }
+    }
+
+    /// How a mapping stack's memory is said in words; `None` for the heap.
+    pub fn words(self) -> Option<&'static str> {
+        match self {
+            Memory::Heap => None,
+            Memory::Mapped => Some("anonymous mapped memory"),
+            Memory::Shared => Some("shared memory"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,7 +283,7 @@ pub struct Culprit<'a> {
     pub growth_bytes_per_epoch: u64,
     pub live_bytes: u64,
     pub suspects: usize,
-    pub mapped: bool,
+    pub memory: Memory,
 }
 
 impl<'a> Culprit<'a> {
@@ -263,7 +294,7 @@ impl<'a> Culprit<'a> {
             growth_bytes_per_epoch: suspect.growth_bytes_per_epoch,
             live_bytes: suspect.live_bytes,
             suspects: 1,
-            mapped: suspect.mapped,
+            memory: suspect.memory,
         }
     }
 }
@@ -286,7 +317,7 @@ impl Analysis {
                     "{} keeps about {}/epoch {}alive ({} now){}{}; {} over {over}",
                     top.name,
                     bytes(top.growth_bytes_per_epoch),
-                    if top.mapped { "of anonymous mapped memory " } else { "" },
+                    top.memory.words().map(|words| format!("of {words} ")).unwrap_or_default(),
                     bytes(top.live_bytes),
                     if top.suspects > 1 { format!(" through {} stacks", top.suspects) } else { String::new() },
                     if self.suspects.len() > top.suspects {
@@ -326,7 +357,7 @@ impl Analysis {
                 bytes(v.allocator_free_end),
             ),
             VerdictKind::GrowthOutsideHeap => format!(
-                "{} over {over} while the live heap and traced anonymous mappings {}; the growth is outside what the tracer sees (file or shared-memory mappings such as memfd or /dev/shm, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
+                "{} over {over} while the live heap and traced anonymous mappings {}; the growth is outside what the tracer sees (private or read-only file mappings, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
                 rss_growth_words(v, "grew"),
                 traced_change_words(v),
             ),
@@ -438,7 +469,13 @@ pub fn analyze(trace: &Trace) -> Analysis {
                 live_count: s.live_count,
                 settled_with_survivors: s.settled_hits,
                 survivors: Vec::new(),
-                mapped: trace.stacks.is_mapping(stack),
+                memory: if trace.stacks.is_shared_mapping(stack) {
+                    Memory::Shared
+                } else if trace.stacks.is_mapping(stack) {
+                    Memory::Mapped
+                } else {
+                    Memory::Heap
+                },
             })
         })
         .collect();

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::analysis::Suspect;
+use crate::analysis::{Memory, Suspect};
 use crate::merge::base_name;
 use crate::symbolize::Frame;
 
@@ -22,8 +22,8 @@ pub struct LeakLine {
     pub growth_bytes_per_epoch: u64,
     pub live_bytes: u64,
     pub live_count: u64,
-    /// Every one of its suspects makes anonymous mappings.
-    pub mapped: bool,
+    /// Its suspects' memory when they all share one kind, else the heap's.
+    pub memory: Memory,
     /// Its suspects' ranks, best first.
     pub ranks: Vec<usize>,
 }
@@ -35,7 +35,7 @@ impl LeakLine {
             growth_bytes_per_epoch: 0,
             live_bytes: 0,
             live_count: 0,
-            mapped: true,
+            memory: Memory::Heap,
             ranks: Vec::new(),
         }
     }
@@ -44,7 +44,8 @@ impl LeakLine {
         self.growth_bytes_per_epoch += suspect.growth_bytes_per_epoch;
         self.live_bytes += suspect.live_bytes;
         self.live_count += suspect.live_count;
-        self.mapped &= suspect.mapped;
+        self.memory =
+            if self.ranks.is_empty() || self.memory == suspect.memory { suspect.memory } else { Memory::Heap };
         self.ranks.push(rank);
     }
 }
@@ -89,7 +90,7 @@ pub fn group<'a>(suspects: impl IntoIterator<Item = (usize, &'a Suspect, Option<
 mod tests {
     use super::*;
 
-    fn suspect(stack: u32, growth: u64, mapped: bool) -> Suspect {
+    fn suspect(stack: u32, growth: u64, memory: Memory) -> Suspect {
         Suspect {
             stack,
             growth_bytes_per_epoch: growth,
@@ -97,7 +98,7 @@ mod tests {
             live_count: 10,
             settled_with_survivors: 5,
             survivors: Vec::new(),
-            mapped,
+            memory,
         }
     }
 
@@ -111,7 +112,12 @@ mod tests {
         // The same line reached from another return address (an unrolled loop).
         let keep_again = line_of("keep_history", Some("train.rs"), Some(260), 0x24);
         let augment = line_of("augment", Some("train.rs"), Some(234), 0x40);
-        let suspects = [suspect(1, 300, false), suspect(2, 250, false), suspect(3, 200, true), suspect(4, 100, false)];
+        let suspects = [
+            suspect(1, 300, Memory::Shared),
+            suspect(2, 250, Memory::Heap),
+            suspect(3, 200, Memory::Mapped),
+            suspect(4, 100, Memory::Heap),
+        ];
         let own = [Some(&augment), Some(&keep), Some(&keep_again), None];
         let lines = group(suspects.iter().zip(own).enumerate().map(|(i, (s, f))| (i + 1, s, f)));
 
@@ -119,8 +125,9 @@ mod tests {
         assert_eq!(lines[0].frame.as_ref().map(|f| f.function.as_str()), Some("keep_history"));
         assert_eq!(lines[0].ranks, [2, 3]);
         assert_eq!((lines[0].growth_bytes_per_epoch, lines[0].live_bytes, lines[0].live_count), (450, 4500, 20));
-        assert!(!lines[0].mapped, "one of its suspects is heap memory");
+        assert_eq!(lines[0].memory, Memory::Heap, "one of its suspects is heap memory");
         assert_eq!(lines[1].ranks, [1]);
+        assert_eq!(lines[1].memory, Memory::Shared, "all of its suspects are shared memory");
         assert_eq!(lines[2].ranks, [4]);
         assert_eq!(lines[2].frame, None, "a suspect without own code is a line of its own");
     }
@@ -137,7 +144,8 @@ mod tests {
             at("step", None, None),
             cold,
         ];
-        let suspects: Vec<Suspect> = (0..frames.len() as u32).map(|i| suspect(i, 100 - u64::from(i), false)).collect();
+        let suspects: Vec<Suspect> =
+            (0..frames.len() as u32).map(|i| suspect(i, 100 - u64::from(i), Memory::Heap)).collect();
         let lines = group(suspects.iter().zip(&frames).enumerate().map(|(i, (s, f))| (i + 1, s, Some(f))));
         let ranks: Vec<&[usize]> = lines.iter().map(|l| l.ranks.as_slice()).collect();
         assert_eq!(ranks, [&[4, 5][..], &[1], &[2], &[3]], "the two parts of one function sum up first");

@@ -94,8 +94,17 @@ impl Sim {
     /// Declares stack `id` as a mapping stack: the mapping marker, then the
     /// given return addresses (innermost first). Its objects are mappings.
     pub fn mapping_stack(&mut self, id: u32, native: Vec<u64>) {
+        self.marked_mapping_stack(id, Frame::Mapping, native);
+    }
+
+    /// [`Sim::mapping_stack`] for a stack that maps shared memory.
+    pub fn shared_mapping_stack(&mut self, id: u32, native: Vec<u64>) {
+        self.marked_mapping_stack(id, Frame::SharedMapping, native);
+    }
+
+    fn marked_mapping_stack(&mut self, id: u32, marker: Frame, native: Vec<u64>) {
         self.mapping_stacks.insert(id);
-        self.stack_frames(id, std::iter::once(Frame::Mapping).chain(native.into_iter().map(Frame::Native)).collect());
+        self.stack_frames(id, std::iter::once(marker).chain(native.into_iter().map(Frame::Native)).collect());
     }
 
     /// Declares stack `id` (non-zero) with the given frames, innermost first

@@ -144,8 +144,11 @@ pub struct Stack {
     pub python: Vec<PyFrame>,
     /// The walk to the root stopped at a node the trace lacks (or looped).
     pub broken_at: Option<u32>,
-    /// The stack made an anonymous memory mapping, not a heap allocation.
+    /// The stack made a memory mapping (anonymous or shared), not a heap
+    /// allocation.
     pub mapping: bool,
+    /// The mapping is of shared memory (a file mapped shared and writable).
+    pub shared: bool,
 }
 
 /// No stack is followed further than this many frames (a guard against
@@ -159,6 +162,7 @@ const TAG_PYTHON: u8 = 2;
 const TAG_PYTHON_ENTRY: u8 = 3;
 const TAG_PYTHON_LEAF: u8 = 4;
 const TAG_MAPPING: u8 = 5;
+const TAG_SHARED_MAPPING: u8 = 6;
 
 /// One node as stored: parent, kind, and the frame packed in a u64 (a native
 /// address, or the interned code index in the high half and the instruction
@@ -215,6 +219,7 @@ impl Stacks {
             }
             Frame::PythonLeaf(node) => (TAG_PYTHON_LEAF, u64::from(node)),
             Frame::Mapping => (TAG_MAPPING, 0),
+            Frame::SharedMapping => (TAG_SHARED_MAPPING, 0),
         }
     }
 
@@ -279,10 +284,15 @@ impl Stacks {
         ))
     }
 
-    /// Whether the stack `id` made an anonymous mapping: the tracer writes
-    /// the mapping marker as a mapping stack's innermost node.
+    /// Whether the stack `id` made a mapping, anonymous or shared: the
+    /// tracer writes a mapping marker as a mapping stack's innermost node.
     pub fn is_mapping(&self, id: u32) -> bool {
-        self.lookup(id).is_some_and(|(_, tag, _)| tag == TAG_MAPPING)
+        self.lookup(id).is_some_and(|(_, tag, _)| tag == TAG_MAPPING || tag == TAG_SHARED_MAPPING)
+    }
+
+    /// Whether the stack `id` mapped shared memory.
+    pub fn is_shared_mapping(&self, id: u32) -> bool {
+        self.lookup(id).is_some_and(|(_, tag, _)| tag == TAG_SHARED_MAPPING)
     }
 
     /// The stack whose innermost node is `id`; `None` when the trace has no
@@ -318,6 +328,7 @@ impl Stacks {
                 TAG_NATIVE => stack.native.push(value),
                 TAG_PYTHON_LEAF => python_leaf = python_leaf.or(Some(value as u32)),
                 TAG_MAPPING => stack.mapping = true,
+                TAG_SHARED_MAPPING => (stack.mapping, stack.shared) = (true, true),
                 _ => stack.python.push(PyFrame {
                     code: self.codes[(value >> 32) as usize],
                     instruction: value as u32,

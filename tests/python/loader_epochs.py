@@ -13,10 +13,13 @@ the training Dataset holds two million Python ints, made before the workers
 are forked, and every sample reads a run of them that no earlier sample of
 its worker read: reading a Python object writes its reference count, so
 each worker copies pages it shared with its parent, about 8 MiB an epoch,
-while no heap grows (pytorch/pytorch#13246).
+while no heap grows (pytorch/pytorch#13246). With --keep-batches the
+training samples are 64 KiB each and the training loop keeps every batch:
+batches made by workers reach the main process in shared memory, which it
+maps and keeps as long as it keeps the batch (pytorch/pytorch#11201).
 
 Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
-                        [--worker-leak] [--read-parent-objects] [--mark]
+                        [--worker-leak] [--read-parent-objects] [--keep-batches] [--mark]
 """
 
 import argparse
@@ -30,8 +33,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
 from tracer_mark import mark  # noqa: E402
 
 BATCH = 8
+FEATURES = 16
 KEPT = []
 SAMPLES_KEPT = []
+BATCHES_KEPT = []
 
 
 def keep_sample_buffer():
@@ -45,8 +50,8 @@ OBJECTS_PER_SAMPLE = 8192
 
 
 class Numbers(Dataset):
-    def __init__(self, length, leak=False, parent_objects=None):
-        self.length, self.leak, self.parent_objects = length, leak, parent_objects
+    def __init__(self, length, leak=False, parent_objects=None, width=FEATURES):
+        self.length, self.leak, self.parent_objects, self.width = length, leak, parent_objects, width
         self.cursor = 0
 
     def __len__(self):
@@ -59,20 +64,22 @@ class Numbers(Dataset):
             start = self.cursor % (len(self.parent_objects) - OBJECTS_PER_SAMPLE)
             self.cursor += OBJECTS_PER_SAMPLE
             i += sum(self.parent_objects[start:start + OBJECTS_PER_SAMPLE]) % 2
-        return torch.full((16,), float(i) / self.length)
+        return torch.full((self.width,), float(i) / self.length)
 
 
 def keep_step_buffer():
     KEPT.append(bytearray(64 * 1024))
 
 
-def train(loader, model, optimizer):
+def train(loader, model, optimizer, keep_batches):
     for batch in loader:
-        loss = model(batch).pow(2).mean()
+        loss = model(batch[:, :FEATURES]).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         keep_step_buffer()
+        if keep_batches:
+            BATCHES_KEPT.append(batch)
 
 
 def evaluate(loader, model):
@@ -89,20 +96,22 @@ def main():
     parser.add_argument("--worker-leak", action="store_true", help="the training Dataset keeps a buffer per sample")
     parser.add_argument("--read-parent-objects", action="store_true",
                         help="the training Dataset reads Python objects made before the fork")
+    parser.add_argument("--keep-batches", action="store_true", help="64 KiB samples; the training loop keeps every batch")
     parser.add_argument("--mark", action="store_true", help="mark each epoch's end with tracer_mark")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = torch.nn.Linear(16, 4)
+    model = torch.nn.Linear(FEATURES, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     workers = {"num_workers": args.workers, "persistent_workers": args.persistent}
     parent_objects = list(range(1000, 1000 + PARENT_OBJECTS)) if args.read_parent_objects else None
-    train_data = Numbers(args.steps * BATCH, leak=args.worker_leak, parent_objects=parent_objects)
+    width = 16384 if args.keep_batches else FEATURES
+    train_data = Numbers(args.steps * BATCH, leak=args.worker_leak, parent_objects=parent_objects, width=width)
     train_loader = DataLoader(train_data, batch_size=BATCH, shuffle=True, **workers)
     eval_loader = DataLoader(Numbers(4 * BATCH), batch_size=BATCH, **workers)
     for epoch in range(1, args.epochs + 1):
-        train(train_loader, model, optimizer)
+        train(train_loader, model, optimizer, args.keep_batches)
         total = evaluate(eval_loader, model)
         if args.mark:
             mark(f"epoch {epoch}")

@@ -268,7 +268,7 @@ impl StackTree {
                     trace_format::Frame::Native(address) => stack.native.push(address),
                     trace_format::Frame::Python(frame) => stack.python.push(frame),
                     trace_format::Frame::PythonLeaf(leaf) => next = Some(leaf),
-                    trace_format::Frame::Mapping => stack.mapping = true,
+                    trace_format::Frame::Mapping | trace_format::Frame::SharedMapping => stack.mapping = true,
                 }
                 id = node.parent;
             }

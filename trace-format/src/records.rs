@@ -5,8 +5,8 @@ use crate::codec::{DecodeError, Decoder, Encoder};
 /// Version 3 added [`Frame::Mapping`], [`Frame::PythonLeaf`] and the mapped
 /// totals of [`Snapshot`].
 const VERSION_3: u16 = 3;
-/// Version 4 added [`EpochCause::Parent`], and the private memory and the
-/// allocator's free bytes of [`Snapshot`].
+/// Version 4 added [`EpochCause::Parent`], [`Frame::SharedMapping`], and the
+/// private memory and the allocator's free bytes of [`Snapshot`].
 const VERSION_4: u16 = 4;
 
 /// The kind byte of each record.
@@ -106,6 +106,11 @@ pub enum Frame {
     /// (`mmap` with `MAP_ANONYMOUS`) rather than a heap allocation; the frames
     /// further out are the mapping call's stack. Format version 3 and later.
     Mapping,
+    /// The innermost node of a stack that mapped a file shared and writable
+    /// (`MAP_SHARED` of a descriptor with `PROT_WRITE`: shared memory such
+    /// as /dev/shm or a memfd, through which DataLoader workers hand their
+    /// batches over). Format version 4 and later.
+    SharedMapping,
     /// The stack's Python frames are the path that ends at this node (a path
     /// of Python frames only). Such a node is the innermost of its stack and
     /// its parent is the stack's innermost native frame, so a stack's native
@@ -354,6 +359,7 @@ impl Record {
                             e.bool(frame.entry);
                         }
                         Frame::Mapping => e.byte(2),
+                        Frame::SharedMapping => e.byte(4),
                         Frame::PythonLeaf(node) => {
                             e.byte(3);
                             e.u32(node);
@@ -419,6 +425,7 @@ impl Record {
                             1 => Frame::Python(PyFrame { code: d.u64()?, instruction: d.u32()?, entry: d.bool()? }),
                             2 if version >= VERSION_3 => Frame::Mapping,
                             3 if version >= VERSION_3 => Frame::PythonLeaf(d.u32()?),
+                            4 if version >= VERSION_4 => Frame::SharedMapping,
                             _ => return Err(DecodeError::BadValue("frame kind")),
                         };
                         if id == 0 {

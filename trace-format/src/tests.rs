@@ -24,6 +24,7 @@ fn sample_records() -> Vec<Record> {
                 StackNode { id: 4, parent: 3, frame: Frame::Mapping },
                 StackNode { id: 5, parent: 0, frame: Frame::Python(PyFrame { code: 9, instruction: 3, entry: true }) },
                 StackNode { id: 6, parent: 2, frame: Frame::PythonLeaf(5) },
+                StackNode { id: 7, parent: 2, frame: Frame::SharedMapping },
             ],
         }),
         Record::PyCode(PyCode {
@@ -150,7 +151,7 @@ fn version_2_traces_read_as_traces_without_mappings() {
     for record in &mut records {
         match record {
             Record::StackNodes(nodes) => {
-                nodes.nodes.retain(|n| !matches!(n.frame, Frame::Mapping | Frame::PythonLeaf(_)))
+                nodes.nodes.retain(|n| !matches!(n.frame, Frame::Mapping | Frame::PythonLeaf(_) | Frame::SharedMapping))
             }
             Record::Snapshot(snapshot) => {
                 snapshot.mapped_live_bytes = 0;
@@ -175,19 +176,25 @@ fn version_2_traces_read_as_traces_without_mappings() {
     assert_eq!(v2.len() + 2, v3.len());
 }
 
+/// A trace of `version` holding a node of `frame`, a kind that version
+/// lacks, reads as damage.
+fn assert_frame_kind_is_damage_in(version: u16, frame: Frame) {
+    let nodes = Record::StackNodes(StackNodes { nodes: vec![StackNode { id: 1, parent: 0, frame }] });
+    let mut bytes = file_header_of_version(version).to_vec();
+    frame_record_of_version(version, &nodes, &mut bytes);
+    let mut reader = RecordReader::new(&bytes[..]).unwrap();
+    assert_eq!(reader.by_ref().count(), 0);
+    assert!(
+        matches!(reader.end(), TraceEnd::Damaged { reason, .. } if reason.contains("frame kind")),
+        "{:?}",
+        reader.end()
+    );
+}
+
 #[test]
 fn a_version_3_frame_kind_in_a_version_2_trace_is_damage() {
     for frame in [Frame::Mapping, Frame::PythonLeaf(1)] {
-        let nodes = Record::StackNodes(StackNodes { nodes: vec![StackNode { id: 1, parent: 0, frame }] });
-        let mut bytes = file_header_of_version(2).to_vec();
-        frame_record_of_version(2, &nodes, &mut bytes);
-        let mut reader = RecordReader::new(&bytes[..]).unwrap();
-        assert_eq!(reader.by_ref().count(), 0);
-        assert!(
-            matches!(reader.end(), TraceEnd::Damaged { reason, .. } if reason.contains("frame kind")),
-            "{:?}",
-            reader.end()
-        );
+        assert_frame_kind_is_damage_in(2, frame);
     }
 }
 
@@ -253,4 +260,9 @@ fn version_3_snapshots_read_without_private_memory_or_allocator_figures() {
     frame_record_of_version(3, &record, &mut v3);
     frame_record_of_version(4, &record, &mut v4);
     assert!(v3.len() < v4.len());
+}
+
+#[test]
+fn a_version_4_frame_kind_in_a_version_3_trace_is_damage() {
+    assert_frame_kind_is_damage_in(3, Frame::SharedMapping);
 }

@@ -267,12 +267,12 @@ pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
 }
 
 /// Runs the mapping call `call` with the mapping table locked, then lets
-/// `update` record its result (with the call's stack when `with_stack`, and
-/// the current epoch). The lock spans the call: once a range is unmapped,
+/// `update` record its result (with the call's stack, of kind `with_stack`,
+/// when there is one, and the current epoch). The lock spans the call: once a range is unmapped,
 /// another thread may be handed it, and its record must come second. When
 /// the tracer does not record, `call` simply runs.
 fn change_mappings<R: Copy>(
-    with_stack: bool,
+    with_stack: Option<StackKind>,
     call: impl FnOnce() -> R,
     update: impl FnOnce(R, &mut Locked<'_>, Option<StackId>, u32),
 ) -> R {
@@ -280,7 +280,7 @@ fn change_mappings<R: Copy>(
     let mut result = None;
     record(|session, _| {
         // Unwinding is slow; it happens before the lock is taken.
-        let stack = with_stack.then(|| session.capture_stack(StackKind::Mapping, Entry::UNKNOWN));
+        let stack = with_stack.map(|kind| session.capture_stack(kind, Entry::UNKNOWN));
         let mut table = session.mappings.lock();
         let Some(call) = call.take() else { return };
         let value = call();
@@ -295,21 +295,33 @@ fn change_mappings<R: Copy>(
 }
 
 /// What a successful `mmap` of `len` bytes with `flags` and `prot` means
-/// for the table. Only anonymous mappings that can hold memory are recorded:
-/// a `PROT_NONE` one reserves address space. A `MAP_FIXED` mapping of any
-/// kind replaces the pages it covers.
+/// for the table. Anonymous mappings that can hold memory are recorded (a
+/// `PROT_NONE` one reserves address space), and files mapped shared and
+/// writable: shared memory, such as the /dev/shm files and memfds through
+/// which DataLoader workers hand their batches over, which the process
+/// keeps as long as it keeps the tensors. Read-only or private file
+/// mappings (libraries, memory-mapped datasets) are not the program's
+/// memory to rank. A `MAP_FIXED` mapping of any kind replaces the pages it
+/// covers.
 pub fn mapping(
     len: usize,
     prot: i32,
     flags: i32,
     call: impl FnOnce() -> *mut std::ffi::c_void,
 ) -> *mut std::ffi::c_void {
-    let recorded = flags & libc::MAP_ANONYMOUS != 0 && prot != libc::PROT_NONE;
+    let anonymous = flags & libc::MAP_ANONYMOUS != 0;
+    let kind = if anonymous && prot != libc::PROT_NONE {
+        Some(StackKind::Mapping)
+    } else if !anonymous && flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0 {
+        Some(StackKind::SharedMapping)
+    } else {
+        None
+    };
     let replaces = flags & libc::MAP_FIXED != 0;
-    if !recorded && !replaces {
+    if kind.is_none() && !replaces {
         return call();
     }
-    change_mappings(recorded, call, |address, table, stack, epoch| {
+    change_mappings(kind, call, |address, table, stack, epoch| {
         if address == libc::MAP_FAILED {
             return;
         }
@@ -321,7 +333,7 @@ pub fn mapping(
 }
 
 pub fn unmapping(address: *mut std::ffi::c_void, len: usize, call: impl FnOnce() -> i32) -> i32 {
-    change_mappings(false, call, |result, table, _, _| {
+    change_mappings(None, call, |result, table, _, _| {
         if result == 0 {
             table.unmapped(address as usize, len);
         }
@@ -343,7 +355,10 @@ pub fn remapping(
 ) -> *mut std::ffi::c_void {
     let (old, fixed_at) = (old as usize, fixed_at as usize);
     let keeps_old = flags & libc::MREMAP_DONTUNMAP != 0 || old_len == 0;
-    change_mappings(new_len > old_len || keeps_old, call, |new, table, stack, epoch| {
+    // The pages a mapping grows by are counted as anonymous ones, whatever
+    // the mapping was: the table does not keep a range's kind, only its stack.
+    let grows = (new_len > old_len || keeps_old).then_some(StackKind::Mapping);
+    change_mappings(grows, call, |new, table, stack, epoch| {
         if new == libc::MAP_FAILED {
             return;
         }

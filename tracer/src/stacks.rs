@@ -45,15 +45,20 @@ const PYTHON_LEAF_TAG: FrameWord = 1 << 62;
 /// Stands in for the frames of a stack the unwinder could not capture at all.
 const NO_FRAMES: FrameWord = 0;
 
-/// The innermost word of a mapping's stack: no return address is 1.
+/// The innermost word of a mapping's stack: no return address is 1 (or 2).
 const MAPPING: FrameWord = 1;
+/// The innermost word of a shared-memory mapping's stack.
+const SHARED_MAPPING: FrameWord = 2;
 
 /// What a stack made: the tree keeps a heap stack and a mapping stack with
 /// the same frames apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StackKind {
     Heap,
+    /// An anonymous mapping.
     Mapping,
+    /// A file mapped shared and writable: shared memory.
+    SharedMapping,
 }
 
 pub struct StackTable {
@@ -290,7 +295,7 @@ impl EdgeIndex {
 /// it, the rare mapping stack whose heap twin was interned first by another
 /// path gets a join of its own, which costs a node, not correctness.)
 fn ends_a_stack(word: FrameWord) -> bool {
-    word == MAPPING || word & (PYTHON_TAG | PYTHON_LEAF_TAG) == PYTHON_LEAF_TAG
+    word == MAPPING || word == SHARED_MAPPING || word & (PYTHON_TAG | PYTHON_LEAF_TAG) == PYTHON_LEAF_TAG
 }
 
 fn edge_hash(parent: u32, word: FrameWord) -> u64 {
@@ -354,8 +359,13 @@ impl StackTable {
             path[len] = PYTHON_LEAF_TAG | FrameWord::from(python_leaf);
             len + 1
         };
-        if kind == StackKind::Mapping {
-            path[len] = MAPPING;
+        let marker = match kind {
+            StackKind::Heap => None,
+            StackKind::Mapping => Some(MAPPING),
+            StackKind::SharedMapping => Some(SHARED_MAPPING),
+        };
+        if let Some(marker) = marker {
+            path[len] = marker;
             len += 1;
         }
         let node = self.path_node(NATIVE_PATH, &path[..len]);
@@ -485,6 +495,8 @@ fn frame_of(word: FrameWord) -> Frame {
         Frame::Python(python::unpack(word & !PYTHON_TAG))
     } else if word == MAPPING {
         Frame::Mapping
+    } else if word == SHARED_MAPPING {
+        Frame::SharedMapping
     } else if word & PYTHON_LEAF_TAG != 0 {
         Frame::PythonLeaf((word & !PYTHON_LEAF_TAG) as u32)
     } else {
@@ -502,6 +514,7 @@ fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> (u64, u64) {
     let kind = match kind {
         StackKind::Heap => 0,
         StackKind::Mapping => 1 << 32,
+        StackKind::SharedMapping => 2 << 32,
     };
     let (mut a, mut b) = (native.len() as u64 ^ kind, python.len() as u64 ^ K2);
     for &word in native.iter().chain(python) {
@@ -593,7 +606,7 @@ mod tests {
                     Frame::Native(address) => native.push(address),
                     Frame::Python(frame) => python.push(python::pack(frame.code, frame.instruction, frame.entry)),
                     Frame::PythonLeaf(python_leaf) => leaf = Some(python_leaf),
-                    Frame::Mapping => {}
+                    Frame::Mapping | Frame::SharedMapping => {}
                 }
                 id = node.parent;
             }
@@ -711,6 +724,11 @@ mod tests {
         let from_python = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]);
         assert_eq!(frames_of(&table, from_python), (vec![0x20, 0x10], vec![f]));
         assert_eq!(path_of(&table, from_python).last().unwrap().frame, Frame::Mapping);
+        // Shared memory mapped at the same place is a stack of its own.
+        let shared = table.intern(StackKind::SharedMapping, &[0x20, 0x10], &[]);
+        assert!(shared != heap && shared != mapping);
+        assert_eq!(table.intern(StackKind::SharedMapping, &[0x20, 0x10], &[]), shared);
+        assert_eq!(path_of(&table, shared).last().unwrap().frame, Frame::SharedMapping);
     }
 
     #[test]

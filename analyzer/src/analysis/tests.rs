@@ -59,7 +59,7 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
         growth_bytes_per_epoch: 200 * 1024,
         live_bytes: 2000 * 1024,
         suspects,
-        mapped: false,
+        memory: Memory::Heap,
     };
     let msg = a.verdict_message(Some(line(2)));
     assert!(msg.starts_with("keep_history keeps about 200 KiB/epoch alive ("), "{msg}");
@@ -451,6 +451,24 @@ fn a_run_cut_only_by_time_starts_at_epoch_0() {
     assert_eq!(suspect_stacks(&a), vec![1]);
 }
 
+/// Batches a DataLoader's workers send arrive in shared memory the main
+/// process maps; keeping them keeps the mappings.
+#[test]
+fn a_shared_memory_leak_is_labelled_shared() {
+    let mut sim = Sim::new("/opt/app/train");
+    sim.shared_mapping_stack(9, vec![0x40_1000, 0x40_0010]);
+    for e in 0..10 {
+        sim.alloc(9, 512 << 10);
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), vec![9]);
+    assert_eq!(a.suspects[0].memory, Memory::Shared);
+    let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "train")));
+    assert!(msg.contains("train keeps about 512 KiB/epoch of shared memory alive"), "{msg}");
+}
+
 #[test]
 fn a_mapping_leak_is_ranked_with_the_heap_and_labelled_mapped() {
     let mut sim = Sim::new("/opt/app/train");
@@ -466,7 +484,7 @@ fn a_mapping_leak_is_ranked_with_the_heap_and_labelled_mapped() {
     sim.exit();
     let (trace, a) = run(&sim);
     assert_eq!(suspect_stacks(&a), vec![9, 1]);
-    assert!(a.suspects[0].mapped && !a.suspects[1].mapped);
+    assert_eq!((a.suspects[0].memory, a.suspects[1].memory), (Memory::Mapped, Memory::Heap));
     assert_eq!(a.suspects[0].growth_bytes_per_epoch, 256 << 10);
     // The heap figures stay the heap's; the mappings are counted apart.
     assert_eq!(trace.snapshots[3].heap_live_bytes, 4 * 10 * 1024);

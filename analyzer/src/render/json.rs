@@ -231,7 +231,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             .iter()
             .map(|l| JsonLine {
                 frame: l.frame.as_ref().map(frame),
-                memory: if l.mapped { "mapped" } else { "heap" },
+                memory: l.memory.name(),
                 growth_bytes_per_epoch: l.growth_bytes_per_epoch,
                 live_bytes: l.live_bytes,
                 live_count: l.live_count,
@@ -245,7 +245,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             .map(|s| JsonSuspect {
                 rank: s.rank,
                 stack_id: s.suspect.stack,
-                memory: if s.suspect.mapped { "mapped" } else { "heap" },
+                memory: s.suspect.memory.name(),
                 explanation: s.explanation,
                 growth_bytes_per_epoch: s.suspect.growth_bytes_per_epoch,
                 live_bytes: s.suspect.live_bytes,

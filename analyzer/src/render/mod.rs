@@ -9,7 +9,7 @@ pub mod text;
 
 use std::path::PathBuf;
 
-use crate::analysis::{Analysis, Culprit, Suspect};
+use crate::analysis::{Analysis, Culprit, Memory, Suspect};
 use crate::lines::{self, LeakLine};
 use crate::symbolize::{Frame, Symbolizer};
 use crate::trace::Trace;
@@ -67,6 +67,8 @@ pub const SUSPECTS_IN_LINES: usize = 1000;
 
 /// The innermost frame shown for a stack that made an anonymous mapping.
 pub const MAPPING_FRAME: &str = "[anonymous mmap]";
+/// The first frame shown of a shared-memory mapping's stack.
+pub const SHARED_MAPPING_FRAME: &str = "[shared memory mmap]";
 
 /// The frames of a stack id, or one placeholder frame when the trace lacks
 /// it; a mapping stack starts with [`MAPPING_FRAME`].
@@ -76,7 +78,8 @@ pub fn stack_frames(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) 
     };
     let mut frames = if s.native.is_empty() && s.python.is_empty() { Vec::new() } else { symbolizer.stack(&s) };
     if s.mapping {
-        frames.insert(0, placeholder(MAPPING_FRAME.to_string()));
+        let marker = if s.shared { SHARED_MAPPING_FRAME } else { MAPPING_FRAME };
+        frames.insert(0, placeholder(marker.to_string()));
     }
     if let Some(node) = s.broken_at {
         frames.push(placeholder(format!("(stack cut: node {node} is missing from the trace)")));
@@ -116,7 +119,7 @@ fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'s
                 && ARENA_MAPPERS.contains(&crate::merge::base_name(&f.function))
         })
     };
-    (suspect.mapped && pymalloc_in_force(trace) && by_arena_allocator()).then_some(PYMALLOC_ARENAS)
+    (suspect.memory == Memory::Mapped && pymalloc_in_force(trace) && by_arena_allocator()).then_some(PYMALLOC_ARENAS)
 }
 
 /// Warnings about the trace itself (beyond how it ended).
@@ -173,7 +176,7 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> 
         growth_bytes_per_epoch: line.growth_bytes_per_epoch,
         live_bytes: line.live_bytes,
         suspects: line.ranks.len(),
-        mapped: line.mapped,
+        memory: line.memory,
     }
 }
 

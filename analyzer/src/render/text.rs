@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::{Report, ShownSuspect};
-use crate::analysis::{Survivor, VerdictKind};
+use crate::analysis::{Memory, Survivor, VerdictKind};
 use crate::findings::{DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
 use crate::symbolize::Frame;
@@ -244,7 +244,7 @@ fn lines_section(out: &mut String, report: &Report<'_>) {
     let _ =
         writeln!(out, "\nLeaking lines: {} ({of} summed by their first frame in the program's own code)", lines.len());
     for line in lines.iter().take(LINES_SHOWN) {
-        let memory = if line.mapped { "   mapped memory" } else { "" };
+        let memory = memory_label(line.memory);
         let _ = writeln!(
             out,
             "  +{}/epoch{memory}   live now {}   {}",
@@ -266,9 +266,18 @@ fn lines_section(out: &mut String, report: &Report<'_>) {
     }
 }
 
+/// "   mapped memory" or "   shared memory" after a growth; nothing for the heap.
+fn memory_label(memory: Memory) -> String {
+    match memory {
+        Memory::Heap => String::new(),
+        kind => format!("   {} memory", kind.name()),
+    }
+}
+
 fn suspect_block(out: &mut String, s: &ShownSuspect) {
     let v = &s.suspect;
-    let (memory, objects) = if v.mapped { ("   mapped memory", "mappings") } else { ("", "allocations") };
+    let objects = if v.memory == Memory::Heap { "allocations" } else { "mappings" };
+    let memory = memory_label(v.memory);
     let _ = writeln!(
         out,
         "\n#{}  +{}/epoch{memory}   live now {} in {} {objects}   stack {}",
