@@ -342,6 +342,8 @@ fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
     assert_eq!((&line["frame"]["function"], &line["frame"]["line"]), (&"train".into(), &the_loop.into()), "{line:#}");
     let message = report["verdict"]["message"].as_str().unwrap();
     assert!(message.starts_with("train keeps about 4.00 MiB/epoch of shared memory alive"), "{message}");
+    let top = &report["suspects"][0];
+    assert!(top["explanation"].as_str().is_some_and(|e| e.starts_with("batches from DataLoader workers")), "{top:#}");
 }
 
 #[test]

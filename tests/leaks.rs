@@ -105,6 +105,7 @@ fn shared_memory_kept_is_ranked_at_the_line_that_maps_it() {
     let top = &report["suspects"][0];
     assert_eq!(top["memory"], "shared", "{top:#}");
     assert_eq!(top["growth_bytes_per_epoch"], 16 << 20, "{top:#}");
+    assert!(top["explanation"].is_null(), "no DataLoader here: {top:#}");
     assert!(mentions(&suspects(&report)[0], "map_shared"), "{top:#}");
     let line = &report["lines"][0];
     assert_eq!((&line["memory"], &line["frame"]["function"]), (&"shared".into(), &"map_shared".into()), "{line:#}");

@@ -111,15 +111,29 @@ pub const PYMALLOC_ARENAS: &str = "pymalloc arenas: this memory holds Python obj
 /// The interpreter functions that map pymalloc's arenas (3.11 and 3.12+ names).
 const ARENA_MAPPERS: &[&str] = &["_PyObject_ArenaMmap", "_PyMem_ArenaAlloc", "new_arena"];
 
+/// What a shared-memory suspect mapped as torch rebuilt a tensor another
+/// process sent (a DataLoader worker's batch) is.
+pub const WORKER_BATCHES: &str = "batches from DataLoader workers: each arrives in shared memory that this process maps, and stays mapped as long as the batch or anything still holding it is kept (a list of batches, a loss or output kept with its autograd graph); keep numbers (.item()) or copies (.clone()) of what you need";
+
+/// torch's functions that map a tensor another process sent.
+const SHARED_TENSOR_REBUILDERS: &[&str] = &["rebuild_storage_fd", "rebuild_storage_filename"];
+
 fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'static str> {
-    let by_arena_allocator = || {
-        frames.iter().any(|f| {
-            !f.python
-                && crate::merge::is_python_module(f.module.as_deref())
-                && ARENA_MAPPERS.contains(&crate::merge::base_name(&f.function))
-        })
-    };
-    (suspect.memory == Memory::Mapped && pymalloc_in_force(trace) && by_arena_allocator()).then_some(PYMALLOC_ARENAS)
+    match suspect.memory {
+        Memory::Mapped => {
+            let by_arena_allocator = frames.iter().any(|f| {
+                !f.python
+                    && crate::merge::is_python_module(f.module.as_deref())
+                    && ARENA_MAPPERS.contains(&crate::merge::base_name(&f.function))
+            });
+            (pymalloc_in_force(trace) && by_arena_allocator).then_some(PYMALLOC_ARENAS)
+        }
+        Memory::Shared => frames
+            .iter()
+            .any(|f| f.python && SHARED_TENSOR_REBUILDERS.contains(&f.function.as_str()))
+            .then_some(WORKER_BATCHES),
+        Memory::Heap => None,
+    }
 }
 
 /// Warnings about the trace itself (beyond how it ended).
