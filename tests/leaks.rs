@@ -18,8 +18,7 @@ fn assert_only_suspect_is(report: &serde_json::Value, leak: &str, decoys: &[&str
 #[test]
 fn planted_leak_is_the_top_suspect_and_no_decoy_is_listed() {
     let program = compile("leaky.c");
-    let run = run_traced(&program, &["8"]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced(&program, &["8"]).succeeded();
     assert_eq!(run.stdout(), "leaky: 8 epochs, 1600 blocks leaked\n", "the tracer changed the program's output");
     let report = report_json(&run.trace);
     assert_eq!(report["epochs"].as_array().unwrap().len(), 9, "8 marks and the exit snapshot");
@@ -61,8 +60,7 @@ fn text_report_names_the_leak_and_the_flamegraph_shows_only_it() {
 fn threads_allocating_at_once_are_all_traced() {
     let program = compile("threads.c");
     for env in [&[FULL_CAPTURE][..], &[]] {
-        let run = run_traced_with(&program, &[], env);
-        assert!(run.output.status.success(), "{}", run.stderr());
+        let run = run_traced_with(&program, &[], env).succeeded();
         let report = report_json(&run.trace);
         assert_only_suspect_is(&report, "thread_leak", &["churn"]);
         // 4 threads x 100 blocks x 512 bytes per epoch.
@@ -74,8 +72,7 @@ fn threads_allocating_at_once_are_all_traced() {
 #[test]
 fn cxx_new_reaches_the_tracer_through_malloc() {
     let program = compile("cxx_leak.cpp");
-    let run = run_traced(&program, &[]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced(&program, &[]).succeeded();
     let report = report_json(&run.trace);
     assert_only_suspect_is(&report, "leak_nodes", &["balanced_work"]);
     let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_f64().unwrap();
@@ -85,8 +82,7 @@ fn cxx_new_reaches_the_tracer_through_malloc() {
 #[test]
 fn rss_growth_outside_the_heap_is_said_plainly() {
     let program = compile("shared_memory.c");
-    let run = run_traced(&program, &["raw"]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced(&program, &["raw"]).succeeded();
     let report = report_json(&run.trace);
     assert!(suspects(&report).is_empty(), "a heap or mapping site was blamed: {report:#}");
     assert_eq!(report["verdict"]["kind"], "growth_outside_heap", "{report:#}");
@@ -98,8 +94,7 @@ fn rss_growth_outside_the_heap_is_said_plainly() {
 /// keeps, ranked at the line that maps it.
 #[test]
 fn shared_memory_kept_is_ranked_at_the_line_that_maps_it() {
-    let run = run_traced(&compile("shared_memory.c"), &[]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced(&compile("shared_memory.c"), &[]).succeeded();
     let report = report_json(&run.trace);
     assert_eq!(report["verdict"]["kind"], "heap_leak", "{report:#}");
     let top = &report["suspects"][0];
@@ -119,8 +114,7 @@ fn shared_memory_kept_is_ranked_at_the_line_that_maps_it() {
 #[test]
 fn freed_memory_that_malloc_keeps_is_said_plainly() {
     let program = compile("fragmented.c");
-    let run = run_traced(&program, &[]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced(&program, &[]).succeeded();
     let report = report_json(&run.trace);
     assert!(suspects(&report).is_empty(), "a heap or mapping site was blamed: {report:#}");
     assert_eq!(report["verdict"]["kind"], "allocator_retention", "{report:#}");
@@ -147,8 +141,7 @@ const SAMPLING: (&str, &str) = ("TRACER_SAMPLE_BYTES", "16k");
 #[test]
 fn sampling_still_names_the_planted_leak_first_and_no_decoy() {
     let program = compile("leaky.c");
-    let run = run_traced_with(&program, &["8"], &[SAMPLING]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced_with(&program, &["8"], &[SAMPLING]).succeeded();
     assert!(!run.stderr().contains("tracer:"), "sampling the whole run is no conflict: {}", run.stderr());
     let report = report_json(&run.trace);
     let sampling = report["process"]["settings"]["sampling"].as_str().unwrap();
@@ -163,8 +156,7 @@ fn sampling_still_names_the_planted_leak_first_and_no_decoy() {
 #[test]
 fn sampling_threads_still_names_the_leaking_site() {
     let program = compile("threads.c");
-    let run = run_traced_with(&program, &[], &[SAMPLING]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced_with(&program, &[], &[SAMPLING]).succeeded();
     assert_only_suspect_is(&report_json(&run.trace), "thread_leak", &["churn"]);
 }
 
@@ -191,8 +183,7 @@ fn only_warning(stderr: &str) -> &str {
 #[test]
 fn by_default_the_warm_up_is_sampled_and_every_later_epoch_counted_exactly() {
     let program = compile("leaky.c");
-    let run = run_traced(&program, &["8"]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced(&program, &["8"]).succeeded();
     assert_eq!(run.stdout(), "leaky: 8 epochs, 1600 blocks leaked\n");
     assert!(!run.stderr().contains("tracer:"), "the default says nothing: {}", run.stderr());
     let report = report_json(&run.trace);
@@ -212,8 +203,7 @@ fn by_default_the_warm_up_is_sampled_and_every_later_epoch_counted_exactly() {
 #[test]
 fn a_warm_up_rate_of_zero_records_every_allocation_from_the_start() {
     let program = compile("leaky.c");
-    let run = run_traced_with(&program, &["8"], &[FULL_CAPTURE]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced_with(&program, &["8"], &[FULL_CAPTURE]).succeeded();
     let report = report_json(&run.trace);
     assert_eq!(report["process"]["settings"]["sampling"], "every allocation recorded");
     assert!(report["notes"].as_array().unwrap().is_empty(), "no warm-up sampled: {report:#}");
@@ -226,8 +216,7 @@ fn a_warm_up_rate_of_zero_records_every_allocation_from_the_start() {
 #[test]
 fn an_unreadable_warm_up_rate_is_said_once_and_the_default_kept() {
     let program = compile("leaky.c");
-    let run = run_traced_with(&program, &["8"], &[("TRACER_WARMUP_SAMPLE_BYTES", "lots")]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced_with(&program, &["8"], &[("TRACER_WARMUP_SAMPLE_BYTES", "lots")]).succeeded();
     let stderr = run.stderr();
     let warning = only_warning(&stderr);
     assert!(warning.contains("TRACER_WARMUP_SAMPLE_BYTES=\"lots\" is not a number of bytes"), "{stderr}");
@@ -241,8 +230,7 @@ fn an_unreadable_warm_up_rate_is_said_once_and_the_default_kept() {
 #[test]
 fn both_sampling_variables_sample_the_whole_run_and_say_so() {
     let program = compile("leaky.c");
-    let run = run_traced_with(&program, &["8"], &[WARM_UP_SAMPLING, SAMPLING]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced_with(&program, &["8"], &[WARM_UP_SAMPLING, SAMPLING]).succeeded();
     let stderr = run.stderr();
     assert!(
         only_warning(&stderr).contains("both TRACER_SAMPLE_BYTES and TRACER_WARMUP_SAMPLE_BYTES are set"),
@@ -277,8 +265,7 @@ fn suspect_at<'a>(report: &'a serde_json::Value, function: &str, line: u64) -> &
 #[test]
 fn anonymous_mappings_left_behind_are_ranked_as_mapped_memory() {
     let program = compile("mapped_leak.c");
-    let run = run_traced(&program, &[]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced(&program, &[]).succeeded();
     assert_eq!(run.stdout(), "mapped_leak: done\n", "the tracer changed the program's output");
     let report = report_json(&run.trace);
     let source = "programs/mapped_leak.c";

@@ -10,8 +10,7 @@ use trace_format::{EndReason, Record, TraceEnd};
 #[test]
 fn forking_multithreaded_program_finishes_and_every_process_leaves_a_readable_trace() {
     let program = compile("forking.c");
-    let run = run_traced(&program, &[]);
-    assert!(run.output.status.success(), "{}{}", run.stdout(), run.stderr());
+    let run = run_traced(&program, &[]).succeeded();
     assert_eq!(run.stdout(), "forking: 0 failures\n");
 
     let files = run.trace_files();
@@ -113,8 +112,7 @@ fn torn_trace_tail_is_detected_not_misread() {
 fn time_slices_cut_epochs_in_a_program_that_never_marks_however_it_is_sampled() {
     let program = compile("unmarked.c");
     for env in [&[FULL_CAPTURE][..], &[("TRACER_SAMPLE_BYTES", "64m")], &[]] {
-        let run = run_traced_with(&program, &[], &[&[("TRACER_EPOCH_SECONDS", "0.1")], env].concat());
-        assert!(run.output.status.success(), "{}", run.stderr());
+        let run = run_traced_with(&program, &[], &[&[("TRACER_EPOCH_SECONDS", "0.1")], env].concat()).succeeded();
         let (records, _) = read_trace(&run.trace);
         let slices = records
             .iter()
@@ -141,8 +139,7 @@ fn time_slices_cut_epochs_in_a_program_that_never_marks_however_it_is_sampled() 
 fn a_snapshot_naming_many_new_stack_nodes_writes_them_in_several_records() {
     let program = compile("many_stacks.c");
     // One epoch, the warm-up, recorded in full: every stack in it.
-    let run = run_traced_with(&program, &[], &[FULL_CAPTURE]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let run = run_traced_with(&program, &[], &[FULL_CAPTURE]).succeeded();
     let (records, end) = read_trace(&run.trace);
     assert_eq!(end, TraceEnd::EndOfFile);
     let mut tree = StackTree::default();
@@ -172,8 +169,7 @@ fn a_snapshot_naming_many_new_stack_nodes_writes_them_in_several_records() {
 #[test]
 fn forked_children_count_what_they_inherited_and_freed_in_their_heap_totals() {
     let program = compile("fork_inherited.c");
-    let run = run_traced(&program, &[]);
-    assert!(run.output.status.success(), "{}{}", run.stdout(), run.stderr());
+    let run = run_traced(&program, &[]).succeeded();
     // Each process's snapshots by label, and the process it was forked from.
     let mut processes = Vec::new();
     for file in run.trace_files() {
@@ -219,8 +215,7 @@ fn forked_children_count_what_they_inherited_and_freed_in_their_heap_totals() {
 #[test]
 fn a_child_forked_in_the_warm_up_has_a_warm_up_of_its_own() {
     let program = compile("fork_in_warm_up.c");
-    let run = run_traced(&program, &[]);
-    assert!(run.output.status.success(), "{}{}", run.stdout(), run.stderr());
+    let run = run_traced(&program, &[]).succeeded();
     assert_eq!(run.stdout(), "fork_in_warm_up: done\n");
     let warm_up_ends = |records: &[Record]| {
         records.iter().filter(|r| matches!(r, Record::Notice(n) if n.text.starts_with("the warm-up ended"))).count()

@@ -126,6 +126,13 @@ impl TracedRun {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
 
+    /// The run, once it is known to have exited successfully.
+    #[track_caller]
+    pub fn succeeded(self) -> TracedRun {
+        assert!(self.output.status.success(), "{}:\n{}{}", self.output.status, self.stdout(), self.stderr());
+        self
+    }
+
     /// Every trace file the run left: the named one and its descendants'.
     pub fn trace_files(&self) -> Vec<PathBuf> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
