@@ -565,13 +565,17 @@ def main():
                         "(64 KiB), comma-separated")
     p.add_argument("--timeout", type=float, default=300,
                    help="a run is killed after max(this, 40x the untraced median) seconds, or when it hangs")
-    p.add_argument("--out", default=os.path.join(ROOT, "out/bench"))
+    p.add_argument("--out", default=os.path.join(ROOT, "out/bench"),
+                   help="where the results and each run's files go (default: out/bench)")
     p.add_argument("--keep", action="store_true", help="keep every round's output files, not only the last")
     args = p.parse_args()
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     for w in workloads:
         if w not in SIZES:
             p.error(f"unknown workload {w!r}")
+    # The runs start in folders of their own: a relative path would name
+    # another place from there.
+    args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     bindir = os.path.join(args.out, "bin")
     os.makedirs(bindir, exist_ok=True)
