@@ -96,7 +96,7 @@ fn assert_top_suspect_is_planted(report: &Value, name: &str) {
 }
 
 /// How the workers record: each samples for its whole life when the parent
-/// samples only its warm-up (their traces are one snapshot each).
+/// samples only its warm-up.
 const WORKER_SAMPLED_FOR_LIFE: &str = "for the whole life of this forked DataLoader worker";
 const WHOLE_RUN_SAMPLED: &str = "(TRACER_SAMPLE_BYTES); counts and bytes are estimates";
 
