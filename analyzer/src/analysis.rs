@@ -33,7 +33,7 @@
 //!   writes pages they shared (its RSS counted them from the fork on).
 
 use crate::format::bytes;
-use crate::trace::{IntMap, Trace};
+use crate::trace::{IntMap, Memory, Trace};
 
 /// Fewest analysis snapshots the leak analysis needs.
 pub const MIN_EPOCHS: usize = 4;
@@ -64,37 +64,6 @@ pub struct Suspect {
     pub survivors: Vec<Survivor>,
     /// What the stack's allocations are.
     pub memory: Memory,
-}
-
-/// What a suspect's (or a line's) memory is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Memory {
-    /// Heap allocations (malloc and friends); for a line, also a mix of kinds.
-    Heap,
-    /// Anonymous mappings.
-    Mapped,
-    /// Files mapped shared and writable: shared memory.
-    Shared,
-}
-
-impl Memory {
-    /// As the JSON names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Memory::Heap => "heap",
-            Memory::Mapped => "mapped",
-            Memory::Shared => "shared",
-        }
-    }
-
-    /// How a mapping stack's memory is said in words; `None` for the heap.
-    pub fn words(self) -> Option<&'static str> {
-        match self {
-            Memory::Heap => None,
-            Memory::Mapped => Some("anonymous mapped memory"),
-            Memory::Shared => Some("shared memory"),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -469,13 +438,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
                 live_count: s.live_count,
                 settled_with_survivors: s.settled_hits,
                 survivors: Vec::new(),
-                memory: if trace.stacks.is_shared_mapping(stack) {
-                    Memory::Shared
-                } else if trace.stacks.is_mapping(stack) {
-                    Memory::Mapped
-                } else {
-                    Memory::Heap
-                },
+                memory: trace.stacks.memory(stack),
             })
         })
         .collect();

@@ -9,9 +9,10 @@
 
 use std::collections::HashMap;
 
-use crate::analysis::{Memory, Suspect};
+use crate::analysis::Suspect;
 use crate::merge::base_name;
 use crate::symbolize::Frame;
+use crate::trace::Memory;
 
 /// A line of the program's own code and the suspects that lead to it.
 #[derive(Debug, Clone, PartialEq)]

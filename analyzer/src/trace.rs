@@ -134,6 +134,38 @@ impl EndKind {
     }
 }
 
+/// What a stack's allocations are (and a suspect's, or a line's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Memory {
+    /// Heap allocations (malloc and friends); for a line, also a mix of kinds.
+    #[default]
+    Heap,
+    /// Anonymous mappings.
+    Mapped,
+    /// Files mapped shared and writable: shared memory.
+    Shared,
+}
+
+impl Memory {
+    /// As the JSON names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Memory::Heap => "heap",
+            Memory::Mapped => "mapped",
+            Memory::Shared => "shared",
+        }
+    }
+
+    /// How a mapping stack's memory is said in words; `None` for the heap.
+    pub fn words(self) -> Option<&'static str> {
+        match self {
+            Memory::Heap => None,
+            Memory::Mapped => Some("anonymous mapped memory"),
+            Memory::Shared => Some("shared memory"),
+        }
+    }
+}
+
 /// One stack put back together from the prefix tree: its frames as the
 /// trace records them, innermost first within each kind.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -144,11 +176,8 @@ pub struct Stack {
     pub python: Vec<PyFrame>,
     /// The walk to the root stopped at a node the trace lacks (or looped).
     pub broken_at: Option<u32>,
-    /// The stack made a memory mapping (anonymous or shared), not a heap
-    /// allocation.
-    pub mapping: bool,
-    /// The mapping is of shared memory (a file mapped shared and writable).
-    pub shared: bool,
+    /// What the stack made: heap allocations, or mappings of either kind.
+    pub memory: Memory,
 }
 
 /// No stack is followed further than this many frames (a guard against
@@ -163,6 +192,15 @@ const TAG_PYTHON_ENTRY: u8 = 3;
 const TAG_PYTHON_LEAF: u8 = 4;
 const TAG_MAPPING: u8 = 5;
 const TAG_SHARED_MAPPING: u8 = 6;
+
+/// What a stack whose innermost node has `tag` made.
+fn memory_of_tag(tag: u8) -> Memory {
+    match tag {
+        TAG_MAPPING => Memory::Mapped,
+        TAG_SHARED_MAPPING => Memory::Shared,
+        _ => Memory::Heap,
+    }
+}
 
 /// One node as stored: parent, kind, and the frame packed in a u64 (a native
 /// address, or the interned code index in the high half and the instruction
@@ -284,15 +322,11 @@ impl Stacks {
         ))
     }
 
-    /// Whether the stack `id` made a mapping, anonymous or shared: the
-    /// tracer writes a mapping marker as a mapping stack's innermost node.
-    pub fn is_mapping(&self, id: u32) -> bool {
-        self.lookup(id).is_some_and(|(_, tag, _)| tag == TAG_MAPPING || tag == TAG_SHARED_MAPPING)
-    }
-
-    /// Whether the stack `id` mapped shared memory.
-    pub fn is_shared_mapping(&self, id: u32) -> bool {
-        self.lookup(id).is_some_and(|(_, tag, _)| tag == TAG_SHARED_MAPPING)
+    /// What the stack `id` made: the tracer writes a mapping marker as a
+    /// mapping stack's innermost node; a stack without one (or unknown)
+    /// made heap allocations.
+    pub fn memory(&self, id: u32) -> Memory {
+        self.lookup(id).map_or(Memory::Heap, |(_, tag, _)| memory_of_tag(tag))
     }
 
     /// The stack whose innermost node is `id`; `None` when the trace has no
@@ -327,8 +361,7 @@ impl Stacks {
             match tag {
                 TAG_NATIVE => stack.native.push(value),
                 TAG_PYTHON_LEAF => python_leaf = python_leaf.or(Some(value as u32)),
-                TAG_MAPPING => stack.mapping = true,
-                TAG_SHARED_MAPPING => (stack.mapping, stack.shared) = (true, true),
+                TAG_MAPPING | TAG_SHARED_MAPPING => stack.memory = memory_of_tag(tag),
                 _ => stack.python.push(PyFrame {
                     code: self.codes[(value >> 32) as usize],
                     instruction: value as u32,
@@ -687,12 +720,14 @@ mod tests {
     fn a_mapping_marker_makes_a_mapping_stack() {
         let mut stacks = tree();
         stacks.insert(&StackNode { id: 7, parent: 4, frame: Frame::Mapping });
-        assert!(stacks.is_mapping(7));
-        assert!(!stacks.is_mapping(4) && !stacks.is_mapping(99));
+        assert_eq!(stacks.memory(7), Memory::Mapped);
+        assert_eq!((stacks.memory(4), stacks.memory(99)), (Memory::Heap, Memory::Heap));
         let s = stacks.get(7).unwrap();
-        assert!(s.mapping);
+        assert_eq!(s.memory, Memory::Mapped);
         assert_eq!(s.native, vec![0x5000, 0x4000], "the marker is not a frame");
-        assert!(!stacks.get(4).unwrap().mapping);
+        assert_eq!(stacks.get(4).unwrap().memory, Memory::Heap);
+        stacks.insert(&StackNode { id: 8, parent: 4, frame: Frame::SharedMapping });
+        assert_eq!((stacks.memory(8), stacks.get(8).unwrap().memory), (Memory::Shared, Memory::Shared));
     }
 
     #[test]

@@ -9,10 +9,10 @@ pub mod text;
 
 use std::path::PathBuf;
 
-use crate::analysis::{Analysis, Culprit, Memory, Suspect};
+use crate::analysis::{Analysis, Culprit, Suspect};
 use crate::lines::{self, LeakLine};
 use crate::symbolize::{Frame, Symbolizer};
-use crate::trace::Trace;
+use crate::trace::{Memory, Trace};
 
 /// A suspect with its stack symbolized (trimmed, innermost first).
 #[derive(Debug, Clone)]
@@ -77,9 +77,10 @@ pub fn stack_frames(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) 
         return vec![placeholder(format!("(unknown stack {stack})"))];
     };
     let mut frames = if s.native.is_empty() && s.python.is_empty() { Vec::new() } else { symbolizer.stack(&s) };
-    if s.mapping {
-        let marker = if s.shared { SHARED_MAPPING_FRAME } else { MAPPING_FRAME };
-        frames.insert(0, placeholder(marker.to_string()));
+    match s.memory {
+        Memory::Heap => {}
+        Memory::Mapped => frames.insert(0, placeholder(MAPPING_FRAME.to_string())),
+        Memory::Shared => frames.insert(0, placeholder(SHARED_MAPPING_FRAME.to_string())),
     }
     if let Some(node) = s.broken_at {
         frames.push(placeholder(format!("(stack cut: node {node} is missing from the trace)")));

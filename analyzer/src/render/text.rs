@@ -3,11 +3,11 @@
 use std::fmt::Write;
 
 use super::{Report, ShownSuspect};
-use crate::analysis::{Memory, Survivor, VerdictKind};
+use crate::analysis::{Survivor, VerdictKind};
 use crate::findings::{DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
 use crate::symbolize::Frame;
-use crate::trace::Trace;
+use crate::trace::{Memory, Trace};
 
 /// Epoch tables longer than this show their head and tail only.
 const EPOCH_ROWS: usize = 40;
