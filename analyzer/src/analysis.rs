@@ -128,6 +128,10 @@ impl Verdict {
     pub fn traced_growth(&self) -> i128 {
         self.heap_growth() + self.mapped_growth()
     }
+    /// A growth over the verdict's epochs, per epoch (none when it shrank).
+    pub fn per_epoch(&self, growth: i128) -> u64 {
+        (growth.max(0) / self.epochs.max(1) as i128) as u64
+    }
     pub fn allocator_free_growth(&self) -> i128 {
         i128::from(self.allocator_free_end) - i128::from(self.allocator_free_start)
     }
@@ -314,7 +318,7 @@ impl Analysis {
             VerdictKind::CopiedFromParent => format!(
                 "this forked process's private memory grew by {} over {over} ({}/epoch), while {}; {}: it is copying the pages it shares with its parent as it writes them. In a DataLoader worker that is usually the Dataset's Python objects (lists, dicts, strings made before the workers were forked): reading one writes its reference count, which copies its page; hold such data in numpy arrays, tensors or Arrow tables, whose elements are not Python objects",
                 signed(v.private_growth()),
-                bytes((v.private_growth().max(0) / v.epochs.max(1) as i128) as u64),
+                bytes(v.per_epoch(v.private_growth())),
                 rss_growth_words(v, "changed"),
                 traced_growth_words(v),
             ),

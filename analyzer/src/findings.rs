@@ -57,7 +57,7 @@ pub fn finding(path: &Path) -> Option<Finding> {
     let trace = load(path, &LoadOptions::default()).ok()?;
     let analysis = analyze(&trace);
     let v = &analysis.verdict;
-    let per_epoch = |growth: i128| bytes((growth.max(0) / v.epochs.max(1) as i128) as u64);
+    let per_epoch = |growth: i128| bytes(v.per_epoch(growth));
     let summary = match v.kind {
         VerdictKind::HeapLeak => {
             let n = analysis.suspects.len();
