@@ -69,38 +69,21 @@ fn run_section(out: &mut String, trace: &Trace) {
 const DESCENDANTS_SHOWN: usize = 6;
 
 fn descendants_section(out: &mut String, descendants: &[DescendantReport]) {
-    for (i, d) in descendants.iter().take(DESCENDANTS_SHOWN).enumerate() {
+    let children = descendants.iter().map(|d| {
         let how = if d.trace.forked_from.is_some() { "forked" } else { "exec'd" };
-        let _ = writeln!(
-            out,
-            "  {:<10} {} (pid {}, {how}: {})",
-            if i == 0 { "children" } else { "" },
-            d.trace.path.display(),
-            d.trace.pid,
-            d.trace.cmdline.join(" ")
-        );
-    }
-    if descendants.len() > DESCENDANTS_SHOWN {
-        let _ =
-            writeln!(out, "  {:<10} ... and {} more traces of descendants", "", descendants.len() - DESCENDANTS_SHOWN);
-    }
-    let found: Vec<&DescendantReport> = descendants.iter().filter(|d| d.finding.is_some()).collect();
-    for (i, d) in found.iter().take(DESCENDANTS_SHOWN).enumerate() {
-        let finding = d.finding.as_ref().expect("filtered");
-        let _ = writeln!(
-            out,
-            "  {:<10} {}: {}, {}",
-            if i == 0 { "findings" } else { "" },
-            d.trace.path.display(),
-            finding.kind.name(),
-            finding.summary
-        );
-    }
-    if found.len() > DESCENDANTS_SHOWN {
-        let _ =
-            writeln!(out, "  {:<10} ... and {} more descendants with findings", "", found.len() - DESCENDANTS_SHOWN);
-    }
-    if !found.is_empty() {
+        format!("{} (pid {}, {how}: {})", d.trace.path.display(), d.trace.pid, d.trace.cmdline.join(" "))
+    });
+    capped_rows(out, "children", children.collect(), "traces of descendants");
+    let found: Vec<String> = descendants
+        .iter()
+        .filter_map(|d| {
+            let finding = d.finding.as_ref()?;
+            Some(format!("{}: {}, {}", d.trace.path.display(), finding.kind.name(), finding.summary))
+        })
+        .collect();
+    let any_found = !found.is_empty();
+    capped_rows(out, "findings", found, "descendants with findings");
+    if any_found {
         let _ = writeln!(out, "  {:<10} (each has a report of its own: analyzer report <trace>)", "");
     }
     if descendants.len() > LOOKED_AT {
@@ -110,6 +93,17 @@ fn descendants_section(out: &mut String, descendants: &[DescendantReport]) {
             "",
             descendants.len()
         );
+    }
+}
+
+/// Run-section rows under `heading` (on the first), at most
+/// [`DESCENDANTS_SHOWN`], then how many more `what` there are.
+fn capped_rows(out: &mut String, heading: &str, rows: Vec<String>, what: &str) {
+    for (i, row) in rows.iter().take(DESCENDANTS_SHOWN).enumerate() {
+        let _ = writeln!(out, "  {:<10} {row}", if i == 0 { heading } else { "" });
+    }
+    if rows.len() > DESCENDANTS_SHOWN {
+        let _ = writeln!(out, "  {:<10} ... and {} more {what}", "", rows.len() - DESCENDANTS_SHOWN);
     }
 }
 
