@@ -61,6 +61,17 @@ pub enum StackKind {
     SharedMapping,
 }
 
+impl StackKind {
+    /// The word that ends a stack of this kind's path; none for the heap.
+    fn marker(self) -> Option<FrameWord> {
+        match self {
+            StackKind::Heap => None,
+            StackKind::Mapping => Some(MAPPING),
+            StackKind::SharedMapping => Some(SHARED_MAPPING),
+        }
+    }
+}
+
 pub struct StackTable {
     /// Whole stacks by the first word of their hash, with 32 bits of the
     /// second beside the id: 16 bytes an entry where the whole hash as key
@@ -359,12 +370,7 @@ impl StackTable {
             path[len] = PYTHON_LEAF_TAG | FrameWord::from(python_leaf);
             len + 1
         };
-        let marker = match kind {
-            StackKind::Heap => None,
-            StackKind::Mapping => Some(MAPPING),
-            StackKind::SharedMapping => Some(SHARED_MAPPING),
-        };
-        if let Some(marker) = marker {
+        if let Some(marker) = kind.marker() {
             path[len] = marker;
             len += 1;
         }
@@ -511,11 +517,7 @@ fn frame_of(word: FrameWord) -> Frame {
 fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> (u64, u64) {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
-    let kind = match kind {
-        StackKind::Heap => 0,
-        StackKind::Mapping => 1 << 32,
-        StackKind::SharedMapping => 2 << 32,
-    };
+    let kind = kind.marker().unwrap_or(0) << 32;
     let (mut a, mut b) = (native.len() as u64 ^ kind, python.len() as u64 ^ K2);
     for &word in native.iter().chain(python) {
         a = (a.rotate_left(23) ^ word).wrapping_mul(K1);
