@@ -88,8 +88,8 @@ pub struct Recorder {
     /// until its own first epoch closes, and neither ends the other's.
     sampling_ended: AtomicBool,
     /// This process samples for its whole life, whatever `sampling_ended`
-    /// says: a forked DataLoader worker, whose trace is one snapshot at its
-    /// exit that no epoch is compared with.
+    /// says: a forked DataLoader worker, whose recording in full would cost
+    /// about as much again as its parent's.
     sampling_for_life: AtomicBool,
     /// While sampling, the addresses that may hold a sample, in this
     /// process and the generations before it.

@@ -267,12 +267,13 @@ pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
 }
 
 /// Runs the mapping call `call` with the mapping table locked, then lets
-/// `update` record its result (with the call's stack, of kind `with_stack`,
-/// when there is one, and the current epoch). The lock spans the call: once a range is unmapped,
-/// another thread may be handed it, and its record must come second. When
-/// the tracer does not record, `call` simply runs.
+/// `update` record its result (with the call's stack, captured as a stack of
+/// kind `stack_kind` when there is one, and the current epoch). The lock
+/// spans the call: once a range is unmapped, another thread may be handed
+/// it, and its record must come second. When the tracer does not record,
+/// `call` simply runs.
 fn change_mappings<R: Copy>(
-    with_stack: Option<StackKind>,
+    stack_kind: Option<StackKind>,
     call: impl FnOnce() -> R,
     update: impl FnOnce(R, &mut Locked<'_>, Option<StackId>, u32),
 ) -> R {
@@ -280,7 +281,7 @@ fn change_mappings<R: Copy>(
     let mut result = None;
     record(|session, _| {
         // Unwinding is slow; it happens before the lock is taken.
-        let stack = with_stack.map(|kind| session.capture_stack(kind, Entry::UNKNOWN));
+        let stack = stack_kind.map(|kind| session.capture_stack(kind, Entry::UNKNOWN));
         let mut table = session.mappings.lock();
         let Some(call) = call.take() else { return };
         let value = call();
