@@ -176,19 +176,21 @@ fn version_2_traces_read_as_traces_without_mappings() {
     assert_eq!(v2.len() + 2, v3.len());
 }
 
+/// A trace of `version` holding `record`, which that version cannot say,
+/// reads as damage whose reason mentions `what`.
+fn assert_damage_in(version: u16, record: &Record, what: &str) {
+    let mut bytes = file_header_of_version(version).to_vec();
+    frame_record_of_version(version, record, &mut bytes);
+    let mut reader = RecordReader::new(&bytes[..]).unwrap();
+    assert_eq!(reader.by_ref().count(), 0);
+    assert!(matches!(reader.end(), TraceEnd::Damaged { reason, .. } if reason.contains(what)), "{:?}", reader.end());
+}
+
 /// A trace of `version` holding a node of `frame`, a kind that version
 /// lacks, reads as damage.
 fn assert_frame_kind_is_damage_in(version: u16, frame: Frame) {
     let nodes = Record::StackNodes(StackNodes { nodes: vec![StackNode { id: 1, parent: 0, frame }] });
-    let mut bytes = file_header_of_version(version).to_vec();
-    frame_record_of_version(version, &nodes, &mut bytes);
-    let mut reader = RecordReader::new(&bytes[..]).unwrap();
-    assert_eq!(reader.by_ref().count(), 0);
-    assert!(
-        matches!(reader.end(), TraceEnd::Damaged { reason, .. } if reason.contains("frame kind")),
-        "{:?}",
-        reader.end()
-    );
+    assert_damage_in(version, &nodes, "frame kind");
 }
 
 #[test]
@@ -231,16 +233,7 @@ fn a_parent_epoch_reads_back_in_version_4_and_is_damage_in_version_3() {
     frame_record(&snapshot, &mut bytes);
     let read: Vec<Record> = RecordReader::new(&bytes[..]).unwrap().collect();
     assert_eq!(read, std::slice::from_ref(&snapshot));
-
-    let mut bytes = file_header_of_version(3).to_vec();
-    frame_record_of_version(3, &snapshot, &mut bytes);
-    let mut reader = RecordReader::new(&bytes[..]).unwrap();
-    assert_eq!(reader.by_ref().count(), 0);
-    assert!(
-        matches!(reader.end(), TraceEnd::Damaged { reason, .. } if reason.contains("epoch cause")),
-        "{:?}",
-        reader.end()
-    );
+    assert_damage_in(3, &snapshot, "epoch cause");
 }
 
 #[test]

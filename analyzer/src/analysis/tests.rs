@@ -269,6 +269,17 @@ fn churning_epochs(mut change: impl FnMut(&mut Sim)) -> Sim {
     sim
 }
 
+/// Ten marked epochs, each leaking 100 KiB at stack 1 after `change(sim, epoch)`.
+fn leaking_epochs(mut change: impl FnMut(&mut Sim, u64)) -> Sim {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..10 {
+        change(&mut sim, e);
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("{e}"));
+    }
+    sim
+}
+
 #[test]
 fn growth_outside_the_heap() {
     let sim = churning_epochs(|sim| sim.rss_extra += 64 << 20);
@@ -330,12 +341,7 @@ fn a_forked_process_copying_its_parents_memory() {
     assert!(a.verdict.private_growth() > 0);
 
     // A leak beside the copying: the leak's verdict, which tells of both.
-    let mut sim = Sim::new("/opt/app/worker");
-    for e in 0..10 {
-        sim.copied_from_parent = Some(e * (16 << 20));
-        sim.alloc_many(1, 100, 1024);
-        sim.mark(&format!("{e}"));
-    }
+    let sim = leaking_epochs(|sim, e| sim.copied_from_parent = Some(e * (16 << 20)));
     let (_, a) = run(&sim);
     assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
     let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "f")));
@@ -378,12 +384,7 @@ fn the_tracers_own_growth_is_not_taken_for_growth_outside_the_heap() {
 
 #[test]
 fn a_leak_with_much_more_rss_growth_says_the_rest_is_outside_the_heap() {
-    let mut sim = Sim::new("/opt/app/train");
-    for e in 0..10 {
-        sim.rss_extra += 64 << 20;
-        sim.alloc_many(1, 100, 1024);
-        sim.mark(&format!("{e}"));
-    }
+    let sim = leaking_epochs(|sim, _| sim.rss_extra += 64 << 20);
     let (_, a) = run(&sim);
     assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
     let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "f")));
