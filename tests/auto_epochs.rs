@@ -21,13 +21,9 @@ const WORKERS: usize = 2;
 /// A sample every 512 KiB on average, as the README suggests for always-on use.
 const SAMPLING: (&str, &str) = ("TRACER_SAMPLE_BYTES", "524288");
 
-fn script(name: &str) -> PathBuf {
-    repo_root().join("tests/python").join(name)
-}
-
 /// Runs `python script args` under the tracer and checks it finished every epoch.
 fn run_job(python: &std::path::Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> TracedRun {
-    let script = script(name);
+    let script = python_script(name);
     let mut all = vec![script.to_str().expect("UTF-8 path")];
     all.extend_from_slice(args);
     let run = run_traced_with(python, &all, env);
@@ -73,16 +69,9 @@ fn assert_cut_by_training_passes(report: &Value) {
     assert_eq!(report["analysis"]["first_analysed_epoch"], slices, "{:#}", report["analysis"]);
 }
 
-/// The number of the first line of `tests/python/<name>` holding `code`.
-fn line_holding(name: &str, code: &str) -> u64 {
-    let text = std::fs::read_to_string(script(name)).unwrap();
-    let index = text.lines().position(|l| l.contains(code)).unwrap_or_else(|| panic!("{name} has no {code:?}"));
-    index as u64 + 1
-}
-
 /// The line of `tests/python/<name>` that allocates the planted leak.
 fn planted_line(name: &str) -> u64 {
-    line_holding(name, "KEPT.append(bytearray(64 * 1024))")
+    line_of(&format!("python/{name}"), "KEPT.append(bytearray(64 * 1024))")
 }
 
 /// The report's top suspect is the planted leak, at its line.
@@ -285,7 +274,7 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
         assert_eq!(report["verdict"]["kind"], "heap_leak", "{}", worker.display());
         let line = &report["lines"][0]["frame"];
         assert!(line["file"].as_str().unwrap_or_default().ends_with("loader_epochs.py"), "{line}");
-        assert_eq!(line["line"], line_holding("loader_epochs.py", "SAMPLES_KEPT.append("), "{line}");
+        assert_eq!(line["line"], line_of("python/loader_epochs.py", "SAMPLES_KEPT.append("), "{line}");
         let text = Command::new(analyzer()).arg("report").arg(worker).output().unwrap();
         let text = String::from_utf8_lossy(&text.stdout);
         assert!(text.contains("(cut by the parent's epochs "), "{text}");
@@ -340,7 +329,7 @@ fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
     let line = &report["lines"][0];
     assert_eq!(line["memory"], "shared", "{line:#}");
     assert_eq!(line["growth_bytes_per_epoch"], 4 << 20, "{line:#}");
-    let the_loop = line_holding("loader_epochs.py", "for batch in loader:");
+    let the_loop = line_of("python/loader_epochs.py", "for batch in loader:");
     assert_eq!((&line["frame"]["function"], &line["frame"]["line"]), (&"train".into(), &the_loop.into()), "{line:#}");
     let message = report["verdict"]["message"].as_str().unwrap();
     assert!(message.starts_with("train keeps about 4.00 MiB/epoch of shared memory alive"), "{message}");

@@ -242,13 +242,6 @@ fn both_sampling_variables_sample_the_whole_run_and_say_so() {
     assert!(report["notes"].as_array().unwrap().is_empty(), "sampling never ends");
 }
 
-/// The number of the first line of `program` (under tests/) that contains `text`.
-fn line_of(program: &str, text: &str) -> u64 {
-    let source = std::fs::read_to_string(repo_root().join("tests").join(program)).unwrap();
-    let index = source.lines().position(|line| line.contains(text)).unwrap_or_else(|| panic!("{text} in {program}"));
-    index as u64 + 1
-}
-
 /// The suspect whose own-code frame is `function` at `line`.
 fn suspect_at<'a>(report: &'a serde_json::Value, function: &str, line: u64) -> &'a serde_json::Value {
     report["suspects"]

@@ -13,10 +13,6 @@ use std::time::{Duration, Instant};
 use integration_tests::*;
 use trace_format::{Frame as TreeFrame, PyCode, Record, SiteCounters, TraceEnd};
 
-fn script(name: &str) -> PathBuf {
-    repo_root().join("tests/python").join(name)
-}
-
 /// Runs `command` with its output in files, killing it after `limit`.
 fn output_within(mut command: Command, dir: &Path, limit: Duration) -> Output {
     let stdout = std::fs::File::create(dir.join("stdout.txt")).unwrap();
@@ -141,7 +137,7 @@ fn check_frames(version: &str) {
     let (mut command, dir) = traced_command(&python);
     let expected_path = dir.path().join("expected.json");
     // Every scenario's allocations are looked for, whenever they happen.
-    command.arg(script("frames.py")).arg(&expected_path).env_remove("PYTHONMALLOC").envs([FULL_CAPTURE]);
+    command.arg(python_script("frames.py")).arg(&expected_path).env_remove("PYTHONMALLOC").envs([FULL_CAPTURE]);
     let output = output_within(command, dir.path(), Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "frames.py failed under {}: {stderr}", python.display());
@@ -203,7 +199,7 @@ fn check_stress(version: &str) {
     let (mut command, dir) = traced_command(&python);
     // Every process's allocations recorded: a short-lived one, sampled,
     // might keep none with Python frames.
-    command.arg(script("stress.py")).env("PYTHONMALLOC", "malloc").envs([FULL_CAPTURE]);
+    command.arg(python_script("stress.py")).env("PYTHONMALLOC", "malloc").envs([FULL_CAPTURE]);
     let output = output_within(command, dir.path(), Duration::from_secs(300));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "stress.py failed under {}: {stderr}", python.display());
@@ -247,7 +243,7 @@ fn python_3_13_stress_run_ends_with_readable_traces() {
 fn unsupported_python_runs_with_native_stacks_and_says_so_once() {
     let python = python_interpreter("3.10");
     let (mut command, dir) = traced_command(&python);
-    command.arg(script("unsupported.py"));
+    command.arg(python_script("unsupported.py"));
     let output = output_within(command, dir.path(), Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
@@ -275,7 +271,7 @@ fn unsupported_python_runs_with_native_stacks_and_says_so_once() {
 fn check_small_objects_under_pymalloc(version: &str) {
     let python = python_interpreter(version);
     let (mut command, dir) = traced_command(&python);
-    command.arg(script("small_objects.py")).env_remove("PYTHONMALLOC");
+    command.arg(python_script("small_objects.py")).env_remove("PYTHONMALLOC");
     let output = output_within(command, dir.path(), Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "small_objects.py failed under {}: {stderr}", python.display());
@@ -287,8 +283,7 @@ fn check_small_objects_under_pymalloc(version: &str) {
     let top = &report["suspects"][0];
     assert_eq!(top["memory"], "mapped", "{report:#}");
     assert!(top["explanation"].as_str().is_some_and(|e| e.starts_with("pymalloc arenas")), "{top:#}");
-    let source = std::fs::read_to_string(script("small_objects.py")).unwrap();
-    let leak_line = source.lines().position(|l| l.contains("KEPT.append")).unwrap() as u64 + 1;
+    let leak_line = line_of("python/small_objects.py", "KEPT.append");
     let own = top["frames"].as_array().unwrap().iter().find(|f| f["own_code"] == true).expect("an own-code frame");
     assert_eq!(
         (&own["function"], &own["line"], own["python"].as_bool()),

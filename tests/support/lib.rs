@@ -14,6 +14,18 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
 }
 
+/// A Python program of the tests, `tests/python/<name>`.
+pub fn python_script(name: &str) -> PathBuf {
+    repo_root().join("tests/python").join(name)
+}
+
+/// The number of the first line of `file` (under tests/) that contains `text`.
+pub fn line_of(file: &str, text: &str) -> u64 {
+    let source = std::fs::read_to_string(repo_root().join("tests").join(file)).unwrap();
+    let index = source.lines().position(|line| line.contains(text)).unwrap_or_else(|| panic!("{file} has no {text:?}"));
+    index as u64 + 1
+}
+
 fn release_artifact(name: &str) -> PathBuf {
     let path = repo_root().join("target/release").join(name);
     assert!(
