@@ -41,15 +41,60 @@ pub fn allocator_free_bytes() -> u64 {
 /// glibc's malloc guarantees this alignment; larger ones need memalign.
 const MALLOC_ALIGNMENT: usize = 16;
 
+/// The tracer's blocks of this size or more (its large tables) are mapped
+/// by the raw system call, not taken from malloc: glibc's default mmap
+/// threshold. Freeing a block that malloc had mapped raises malloc's
+/// threshold to that block's size (its dynamic threshold), after which the
+/// program's own large blocks would come from the heap instead: a traced
+/// program would manage its memory differently. And a table that outgrew
+/// its block goes back to the system at once, rather than sitting in
+/// malloc's free lists, where it added to the process's RSS and to the
+/// `malloc free` the snapshots report as the program's.
+const MAPPED_BLOCK_BYTES: usize = 128 << 10;
+
+/// Mapped blocks are whole pages; this alignment the kernel always gives.
+const PAGE_ALIGNMENT: usize = 4096;
+
+fn is_mapped_block(layout: Layout) -> bool {
+    layout.size() >= MAPPED_BLOCK_BYTES && layout.align() <= PAGE_ALIGNMENT
+}
+
+/// A new private anonymous mapping of `len` bytes (zeroed), or null.
+fn map_block(len: usize) -> *mut u8 {
+    // SAFETY: a new anonymous mapping at an address the kernel picks: no
+    // existing memory is touched. The raw system call, because this
+    // library's own `mmap` is the hook that records the program's mappings.
+    let address = unsafe {
+        libc::syscall(
+            libc::SYS_mmap,
+            0usize,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1 as libc::c_long,
+            0usize,
+        )
+    };
+    if address == -1 {
+        std::ptr::null_mut()
+    } else {
+        address as *mut u8
+    }
+}
+
 pub struct LibcAllocator;
 
 // SAFETY: every method forwards to glibc's allocator, which satisfies the
 // GlobalAlloc contract for the alignments it is asked for: plain malloc for
 // alignments up to 16, memalign above that; realloc keeps the alignment
-// only up to 16, so larger alignments reallocate by copy.
+// only up to 16, so larger alignments reallocate by copy. Large blocks are
+// page-aligned mappings of exactly their layout's size, which `dealloc` and
+// `realloc` get back with the block and unmap or remap as such.
 unsafe impl GlobalAlloc for LibcAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let ptr = if layout.align() <= MALLOC_ALIGNMENT {
+        let ptr = if is_mapped_block(layout) {
+            map_block(layout.size()).cast()
+        } else if layout.align() <= MALLOC_ALIGNMENT {
             __libc_malloc(layout.size())
         } else {
             __libc_memalign(layout.align(), layout.size())
@@ -61,7 +106,8 @@ unsafe impl GlobalAlloc for LibcAllocator {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if layout.align() > MALLOC_ALIGNMENT {
+        // A new mapping is zeroed already.
+        if layout.align() > MALLOC_ALIGNMENT || is_mapped_block(layout) {
             let ptr = self.alloc(layout);
             if !ptr.is_null() {
                 ptr.write_bytes(0, layout.size());
@@ -77,12 +123,29 @@ unsafe impl GlobalAlloc for LibcAllocator {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         TRACER_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
-        __libc_free(ptr.cast())
+        if is_mapped_block(layout) {
+            // SAFETY: the block was mapped by `map_block` with this length
+            // (the same layout) and nothing refers to it any more.
+            libc::syscall(libc::SYS_munmap, ptr, layout.size());
+        } else {
+            __libc_free(ptr.cast())
+        }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if layout.align() > MALLOC_ALIGNMENT {
-            let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
+        let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
+        if is_mapped_block(layout) && is_mapped_block(new_layout) {
+            // SAFETY: the block was mapped by `map_block` with the old
+            // length; the kernel moves its pages (no copy) where it must.
+            let moved = libc::syscall(libc::SYS_mremap, ptr, layout.size(), new_size, libc::MREMAP_MAYMOVE);
+            if moved == -1 {
+                return std::ptr::null_mut();
+            }
+            TRACER_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+            TRACER_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+            return moved as *mut u8;
+        }
+        if layout.align() > MALLOC_ALIGNMENT || is_mapped_block(layout) || is_mapped_block(new_layout) {
             let new_ptr = self.alloc(new_layout);
             if !new_ptr.is_null() {
                 new_ptr.copy_from_nonoverlapping(ptr, layout.size().min(new_size));
@@ -102,6 +165,35 @@ unsafe impl GlobalAlloc for LibcAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether the page at `address` is mapped in this process.
+    fn is_mapped(address: *mut u8) -> bool {
+        let mut resident = 0u8;
+        // SAFETY: mincore only reads the page tables for one page-aligned
+        // page and writes one byte of `resident`.
+        unsafe { libc::mincore(address.cast(), 1, &mut resident) == 0 }
+    }
+
+    #[test]
+    fn a_large_block_is_a_mapping_of_its_own_kept_across_growth_and_unmapped_when_freed() {
+        let allocator = LibcAllocator;
+        let layout = Layout::from_size_align(MAPPED_BLOCK_BYTES, 16).unwrap();
+        // SAFETY: the blocks come from this allocator with these layouts,
+        // are written within their sizes and freed once.
+        unsafe {
+            let block = allocator.alloc_zeroed(layout);
+            assert_eq!(block as usize % PAGE_ALIGNMENT, 0, "a mapping starts a page");
+            assert!(std::slice::from_raw_parts(block, layout.size()).iter().all(|&b| b == 0));
+            block.write_bytes(7, layout.size());
+            let grown = allocator.realloc(block, layout, 4 * MAPPED_BLOCK_BYTES);
+            assert!(std::slice::from_raw_parts(grown, layout.size()).iter().all(|&b| b == 7));
+            let grown_layout = Layout::from_size_align(4 * MAPPED_BLOCK_BYTES, 16).unwrap();
+            let shrunk = allocator.realloc(grown, grown_layout, 100);
+            assert!(std::slice::from_raw_parts(shrunk, 100).iter().all(|&b| b == 7));
+            assert!(!is_mapped(grown), "the large block went back to the system");
+            allocator.dealloc(shrunk, Layout::from_size_align(100, 16).unwrap());
+        }
+    }
 
     #[test]
     fn memory_freed_between_kept_blocks_counts_as_held_by_malloc() {
