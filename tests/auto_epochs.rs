@@ -297,11 +297,21 @@ fn persistent_workers_copying_their_parents_objects_are_told() {
         workers.iter().filter(|worker| report_json(worker)["verdict"]["kind"] == "copy_on_write").collect();
     // The training loader's workers; the evaluation loader's read nothing of the kind.
     assert_eq!(copying.len(), WORKERS, "{workers:?}");
-    let epoch_table_header = |trace: &PathBuf| {
+    let epoch_table = |trace: &PathBuf| {
         let text = Command::new(analyzer()).arg("report").arg(trace).output().unwrap();
         let text = String::from_utf8_lossy(&text.stdout).into_owned();
-        text.lines().skip_while(|l| *l != "Epochs").nth(1).unwrap_or_default().to_string()
+        text.lines()
+            .skip_while(|l| *l != "Epochs")
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect::<Vec<String>>()
     };
+    let epoch_table_header = |trace: &PathBuf| -> String { epoch_table(trace).into_iter().next().unwrap_or_default() };
+    let table = epoch_table(copying[0]);
+    let exit_row = table.iter().find(|row| row.split_whitespace().nth(2) == Some("exit")).unwrap();
+    // epoch, label, cause, elapsed (2 words), RSS (2 words), private
+    assert_eq!(exit_row.split_whitespace().nth(7), Some("-"), "not measured at exit: {table:#?}");
     assert!(
         epoch_table_header(copying[0]).contains("RSS     private   live heap"),
         "{}",
@@ -309,6 +319,12 @@ fn persistent_workers_copying_their_parents_objects_are_told() {
     );
     assert!(!epoch_table_header(&run.trace).contains("private"), "{}", epoch_table_header(&run.trace));
     for report in copying.iter().map(|worker| report_json(worker)) {
+        // Read at every closed epoch, not at exit, which the analysis never compares.
+        let epochs = report["epochs"].as_array().unwrap();
+        let (exit, closed) = epochs.split_last().unwrap();
+        assert_eq!(exit["cause"], "exit", "{exit:#}");
+        assert_eq!(exit["private_dirty_bytes"], 0, "{exit:#}");
+        assert!(closed.iter().all(|e| e["private_dirty_bytes"].as_u64().unwrap() > 0), "{closed:#?}");
         assert!(report["suspects"].as_array().unwrap().is_empty(), "{:#}", report["suspects"]);
         let growth = report["verdict"]["private_growth_bytes"].as_i64().unwrap();
         let epochs = report["verdict"]["epochs"].as_i64().unwrap();

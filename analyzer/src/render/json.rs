@@ -71,7 +71,7 @@ struct JsonEpoch<'a> {
     live_count: u64,
     mapped_bytes: u64,
     mapped_count: u64,
-    /// Forked processes only; 0 elsewhere.
+    /// Forked processes only, not at exit; 0 elsewhere.
     private_dirty_bytes: u64,
     /// Freed memory malloc kept; 0 before format 4.
     allocator_free_bytes: u64,

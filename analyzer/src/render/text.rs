@@ -159,7 +159,8 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             s.cause.name(),
             duration_ns(s.elapsed_ns),
             bytes(s.rss_bytes),
-            private(&bytes(s.private_dirty_bytes)),
+            // Not measured at exit.
+            private(&if s.cause == trace_format::EpochCause::Exit { "-".into() } else { bytes(s.private_dirty_bytes) }),
             bytes(s.heap_live_bytes),
             count(s.heap_live_count),
             bytes(s.mapped_live_bytes),
