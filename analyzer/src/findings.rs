@@ -111,6 +111,20 @@ mod tests {
     }
 
     #[test]
+    fn descendants_are_in_pid_order_not_name_order() {
+        let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
+        for name in ["100", "99", "1000.2", "1000"] {
+            let pid = name.split('.').next().unwrap().parse().unwrap();
+            std::fs::write(parent.with_file_name(format!("trace.bin.{name}")), worker(pid, 1, false)).unwrap();
+        }
+        let names: Vec<String> = descendant_traces(&parent)
+            .iter()
+            .map(|d| d.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["trace.bin.99", "trace.bin.100", "trace.bin.1000", "trace.bin.1000.2"]);
+    }
+
+    #[test]
     fn descendants_past_the_bound_are_listed_but_not_looked_at() {
         let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
         for i in 0..=LOOKED_AT as u32 {

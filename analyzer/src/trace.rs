@@ -817,6 +817,14 @@ pub fn descendant_traces(path: &Path) -> Vec<Descendant> {
             })
         })
         .collect();
-    found.sort_by(|a, b| a.path.cmp(&b.path));
+    // By pid, as numbers (`t.bin.99` before `t.bin.100`): the order the
+    // processes started in, unless the pids wrapped.
+    found.sort_by_cached_key(|d| (suffix_numbers(&d.path, &prefix), d.path.clone()));
     found
+}
+
+/// The numbers of a descendant's name after `prefix` (`<pid>`, or `<pid>.<n>`).
+fn suffix_numbers(path: &Path, prefix: &str) -> Vec<u64> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    name.strip_prefix(prefix).unwrap_or_default().split('.').map(|part| part.parse().unwrap_or(u64::MAX)).collect()
 }
