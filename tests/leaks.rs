@@ -108,6 +108,24 @@ fn shared_memory_kept_is_ranked_at_the_line_that_maps_it() {
     assert!(message.contains("16.0 MiB/epoch of shared memory alive"), "{message}");
 }
 
+/// A shared mapping grown by mremap: the pages it adds are shared memory
+/// as well, ranked at the line that grows it.
+#[test]
+fn shared_memory_grown_by_mremap_stays_shared_memory() {
+    let run = run_traced(&compile("shared_memory.c"), &["grow"]).succeeded();
+    let report = report_json(&run.trace);
+    assert_eq!(report["verdict"]["kind"], "heap_leak", "{report:#}");
+    let ranked = report["suspects"].as_array().unwrap();
+    assert_eq!(ranked.len(), 2, "the mapping and its growth: {report:#}");
+    for suspect in ranked {
+        assert_eq!(suspect["memory"], "shared", "{suspect:#}");
+        assert_eq!(suspect["growth_bytes_per_epoch"], 8 << 20, "{suspect:#}");
+    }
+    let functions = suspects(&report);
+    assert!(functions.iter().any(|s| mentions(s, "grow_shared")), "{report:#}");
+    assert!(functions.iter().any(|s| mentions(s, "map_shared")), "{report:#}");
+}
+
 /// Freed memory that malloc keeps (a new arena per thread, each holding
 /// 4 MB freed between blocks still in use) is told apart from memory the
 /// tracer cannot see, by malloc's own count of the free memory it holds.

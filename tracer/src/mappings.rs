@@ -123,9 +123,9 @@ impl Locked<'_> {
         }
     }
 
-    /// Whether the page at `address` belongs to a recorded mapping.
-    pub fn contains(&self, address: usize) -> bool {
-        self.table.range_at(address).is_some()
+    /// The stack of the recorded mapping the page at `address` belongs to.
+    pub fn owner_at(&self, address: usize) -> Option<StackId> {
+        self.table.range_at(address).map(|(_, range)| range.owner.stack)
     }
 
     /// `mremap` moved `[old, old + len)` to `new`: the recorded pieces move
@@ -254,7 +254,7 @@ mod tests {
     fn moved_pieces_keep_owner_and_counts() {
         let mappings = Mappings::new(PAGE);
         mappings.lock().mapped(0x10000, 4 * PAGE, 1, 3);
-        assert!(mappings.lock().contains(0x13fff) && !mappings.lock().contains(0x14000));
+        assert!(mappings.lock().owner_at(0x13fff).is_some() && mappings.lock().owner_at(0x14000).is_none());
         mappings.lock().moved(0x10000, 4 * PAGE, 0x80000);
         assert_eq!(ranges(&mappings), [(0x80000, 0x84000, 1)]);
         assert_eq!(live(&mappings).0, Totals { live_bytes: 4 * PAGE as u64, live_count: 1 });

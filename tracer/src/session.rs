@@ -273,7 +273,7 @@ pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
 /// it, and its record must come second. When the tracer does not record,
 /// `call` simply runs.
 fn change_mappings<R: Copy>(
-    stack_kind: Option<StackKind>,
+    stack_kind: impl FnOnce(&Session) -> Option<StackKind>,
     call: impl FnOnce() -> R,
     update: impl FnOnce(R, &mut Locked<'_>, Option<StackId>, u32),
 ) -> R {
@@ -281,7 +281,7 @@ fn change_mappings<R: Copy>(
     let mut result = None;
     record(|session, _| {
         // Unwinding is slow; it happens before the lock is taken.
-        let stack = stack_kind.map(|kind| session.capture_stack(kind, Entry::UNKNOWN));
+        let stack = stack_kind(session).map(|kind| session.capture_stack(kind, Entry::UNKNOWN));
         let mut table = session.mappings.lock();
         let Some(call) = call.take() else { return };
         let value = call();
@@ -322,28 +322,37 @@ pub fn mapping(
     if kind.is_none() && !replaces {
         return call();
     }
-    change_mappings(kind, call, |address, table, stack, epoch| {
-        if address == libc::MAP_FAILED {
-            return;
-        }
-        match stack {
-            Some(stack) => table.mapped(address as usize, len, stack, epoch),
-            None => table.unmapped(address as usize, len),
-        }
-    })
+    change_mappings(
+        |_| kind,
+        call,
+        |address, table, stack, epoch| {
+            if address == libc::MAP_FAILED {
+                return;
+            }
+            match stack {
+                Some(stack) => table.mapped(address as usize, len, stack, epoch),
+                None => table.unmapped(address as usize, len),
+            }
+        },
+    )
 }
 
 pub fn unmapping(address: *mut std::ffi::c_void, len: usize, call: impl FnOnce() -> i32) -> i32 {
-    change_mappings(None, call, |result, table, _, _| {
-        if result == 0 {
-            table.unmapped(address as usize, len);
-        }
-    })
+    change_mappings(
+        |_| None,
+        call,
+        |result, table, _, _| {
+            if result == 0 {
+                table.unmapped(address as usize, len);
+            }
+        },
+    )
 }
 
 /// `mremap(old, old_len, new_len, flags, ...)`: the pages kept move with
 /// their owners, pages cut off are unmapped, and pages a recorded mapping
-/// grows by belong to the `mremap` call, born in the current epoch. With
+/// grows by belong to the `mremap` call, born in the current epoch, of the
+/// mapping's kind (shared memory stays shared memory). With
 /// `MREMAP_DONTUNMAP` (or an `old_len` of 0, which duplicates a shared
 /// mapping) the old pages stay and the new range belongs to the call.
 pub fn remapping(
@@ -356,10 +365,14 @@ pub fn remapping(
 ) -> *mut std::ffi::c_void {
     let (old, fixed_at) = (old as usize, fixed_at as usize);
     let keeps_old = flags & libc::MREMAP_DONTUNMAP != 0 || old_len == 0;
-    // The pages a mapping grows by are counted as anonymous ones, whatever
-    // the mapping was: the table does not keep a range's kind, only its stack.
-    let grows = (new_len > old_len || keeps_old).then_some(StackKind::Mapping);
-    change_mappings(grows, call, |new, table, stack, epoch| {
+    // What the new pages are is what the recorded mapping's stack made; an
+    // unrecorded mapping needs no stack.
+    let grown_kind = |session: &Session| {
+        let grows = new_len > old_len || keeps_old;
+        let owner = if grows { session.mappings.lock().owner_at(old) } else { None };
+        owner.map(|stack| session.stacks.kind(stack))
+    };
+    change_mappings(grown_kind, call, |new, table, stack, epoch| {
         if new == libc::MAP_FAILED {
             return;
         }
@@ -367,8 +380,8 @@ pub fn remapping(
             // The kernel unmapped whatever was at the target first.
             table.unmapped(fixed_at, new_len);
         }
-        if !table.contains(old) {
-            return; // not an anonymous mapping the tracer knows
+        if table.owner_at(old).is_none() {
+            return; // not a mapping the tracer records
         }
         let new = new as usize;
         match (keeps_old, stack) {

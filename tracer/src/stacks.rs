@@ -453,6 +453,17 @@ impl StackTable {
         node
     }
 
+    /// What `stack` made: its innermost word is a mapping kind's marker, or
+    /// a heap stack's frame.
+    pub fn kind(&self, stack: StackId) -> StackKind {
+        let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match tree.node(stack).map(|(_, word)| word) {
+            Some(MAPPING) => StackKind::Mapping,
+            Some(SHARED_MAPPING) => StackKind::SharedMapping,
+            _ => StackKind::Heap,
+        }
+    }
+
     /// Appends to `out` the nodes of `stack`'s paths that `written` does not
     /// hold yet, each after its parent and after the Python leaf it names,
     /// and marks them written.
@@ -731,6 +742,12 @@ mod tests {
         assert!(shared != heap && shared != mapping);
         assert_eq!(table.intern(StackKind::SharedMapping, &[0x20, 0x10], &[]), shared);
         assert_eq!(path_of(&table, shared).last().unwrap().frame, Frame::SharedMapping);
+        // Each stack tells what made it, Python frames or not.
+        let kinds = [heap, mapping, empty, from_python, shared].map(|id| table.kind(id));
+        use StackKind::*;
+        assert_eq!(kinds, [Heap, Mapping, Mapping, Mapping, SharedMapping]);
+        let python_heap = table.intern(Heap, &[0x20], &[f]);
+        assert_eq!(table.kind(python_heap), Heap);
     }
 
     #[test]
