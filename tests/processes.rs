@@ -37,9 +37,33 @@ fn forking_multithreaded_program_finishes_and_every_process_leaves_a_readable_tr
     // failed exec then _exit, exit, _exit.
     assert_eq!(children, 6, "{files:?}");
     assert!(ends.contains(&EndReason::ImmediateExit));
+    assert!(ends.contains(&EndReason::Exec), "the child that exec'd /bin/true with execl: {ends:?}");
     assert!(ends.iter().filter(|&&r| r == EndReason::Exit).count() >= 3);
     let parent = report_json(&run.trace);
     assert!(mentions(&suspects(&parent)[0], "parent_leak"), "{parent:#}");
+}
+
+/// glibc's list forms of exec call execve inside glibc, past the hook on
+/// execve: each is interposed too. The image replaced leaves a complete
+/// trace (its last snapshot and an exec end), and the new image gets the
+/// arguments and environment it was given.
+#[test]
+fn exec_through_a_list_form_completes_the_trace_and_passes_everything_on() {
+    let program = compile("exec_list.c");
+    for (form, printed) in [
+        ("l", "new image: a b c d e f g EXTRA=-\n"),
+        ("lp", "new image: p EXTRA=-\n"),
+        ("le", "new image: 1 2 3 4 5 6 EXTRA=yes\n"),
+    ] {
+        let run = run_traced_with(&program, &[form], &[FULL_CAPTURE]).succeeded();
+        assert_eq!(run.stdout(), printed, "{form}");
+        let (records, end) = read_trace(&run.trace);
+        assert_eq!(end, TraceEnd::EndOfFile, "{form}");
+        assert!(matches!(records.last(), Some(Record::End(e)) if e.reason == EndReason::Exec), "{form}: {records:?}");
+        let report = report_json(&run.trace);
+        let kept = report["epochs"][0]["live_bytes"].as_u64().unwrap();
+        assert!(kept >= 100 * 5000, "{form}: what the image kept until exec: {report:#}");
+    }
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Start, fork, exec and exit: the moments a trace file must be opened,
-//! handed over or completed, and the exported `tracer_mark`.
+//! Start, fork and exit: the moments a trace file must be opened, handed
+//! over or completed, and the exported `tracer_mark`. Exec is in `exec`.
 
 use std::ffi::{c_char, c_int, CStr};
 
@@ -60,76 +60,4 @@ pub extern "C" fn _exit(status: c_int) -> ! {
 #[no_mangle]
 pub extern "C" fn _Exit(status: c_int) -> ! {
     _exit(status)
-}
-
-type Argv = *const *const c_char;
-
-/// Completes the trace before the image is replaced, and resumes it if the
-/// exec fails. A `vfork` child shares its parent's memory and is left alone.
-fn around_exec(exec: impl FnOnce() -> c_int) -> c_int {
-    let owned = session::owns_process();
-    if owned {
-        session::finish(EndReason::Exec);
-    }
-    let result = exec();
-    if owned {
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        session::exec_failed();
-        // SAFETY: restoring this thread's errno slot for the caller.
-        unsafe { *libc::__errno_location() = errno };
-    }
-    result
-}
-
-/// The next definition of an exec function after ours, resolved at call time
-/// (exec is rare; dlsym is not called from an allocation hook).
-fn next_exec<F: Copy>(name: &CStr) -> Option<F> {
-    // SAFETY: F is always the C signature of the glibc function named `name`.
-    unsafe { super::as_function(super::next_symbol(name) as usize) }
-}
-
-fn exec_unavailable() -> c_int {
-    // SAFETY: setting this thread's errno slot.
-    unsafe { *libc::__errno_location() = libc::ENOSYS };
-    -1
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    type Execve = unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
-    match next_exec::<Execve>(c"execve") {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(real) => around_exec(|| unsafe { real(path, argv, envp) }),
-        None => exec_unavailable(),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
-    type Execv = unsafe extern "C" fn(*const c_char, Argv) -> c_int;
-    match next_exec::<Execv>(c"execv") {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(real) => around_exec(|| unsafe { real(path, argv) }),
-        None => exec_unavailable(),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
-    type Execvp = unsafe extern "C" fn(*const c_char, Argv) -> c_int;
-    match next_exec::<Execvp>(c"execvp") {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(real) => around_exec(|| unsafe { real(file, argv) }),
-        None => exec_unavailable(),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    type Execvpe = unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
-    match next_exec::<Execvpe>(c"execvpe") {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(real) => around_exec(|| unsafe { real(file, argv, envp) }),
-        None => exec_unavailable(),
-    }
 }

@@ -1,9 +1,10 @@
 //! The symbols `libtracer.so` interposes in the traced process: the allocator
-//! entry points, the memory-mapping calls, the process-ending calls, and the
-//! exported `tracer_mark`. This and `sys`, `modules`, `real_alloc` and
+//! entry points, the memory-mapping calls, the process-ending and
+//! image-replacing calls, and the exported `tracer_mark`. This and `sys`, `modules`, `real_alloc` and
 //! `unwind` are the only places with `unsafe` code.
 
 mod allocation;
+mod exec;
 mod lifecycle;
 #[cfg(target_arch = "x86_64")]
 mod loader;
