@@ -8,7 +8,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 extern "C" {
     pub fn __libc_malloc(size: usize) -> *mut c_void;
@@ -32,6 +32,9 @@ pub fn tracer_bytes() -> u64 {
 /// each arena in turn and walks its free lists; the caller must hold none
 /// of glibc's allocator locks (no hook does once the real call returned).
 pub fn allocator_free_bytes() -> u64 {
+    if malloc_off_limits() {
+        return 0;
+    }
     // SAFETY: mallinfo2 takes no arguments and returns a plain struct; it
     // is safe to call from any thread that is not inside malloc itself.
     let info = unsafe { libc::mallinfo2() };
@@ -57,6 +60,61 @@ const PAGE_ALIGNMENT: usize = 4096;
 
 fn is_mapped_block(layout: Layout) -> bool {
     layout.size() >= MAPPED_BLOCK_BYTES && layout.align() <= PAGE_ALIGNMENT
+}
+
+/// Set when the process ends in `_exit`, which a signal handler may call
+/// (it is async-signal-safe) on a thread it interrupted inside malloc, with
+/// an arena's lock held: malloc on that thread would then wait for ever.
+/// From then on the tracer's allocations come from [`ending_block`] and
+/// nothing it frees goes back.
+static MALLOC_OFF_LIMITS: AtomicBool = AtomicBool::new(false);
+
+/// The process is ending: the tracer's last work must not touch malloc.
+pub fn stop_using_malloc() {
+    MALLOC_OFF_LIMITS.store(true, Ordering::Release);
+}
+
+fn malloc_off_limits() -> bool {
+    MALLOC_OFF_LIMITS.load(Ordering::Acquire)
+}
+
+/// The chunk [`ending_block`] hands blocks out of: `[cursor, end)`, both
+/// changed under the spin lock.
+static ENDING_LOCK: AtomicBool = AtomicBool::new(false);
+static ENDING_CURSOR: AtomicUsize = AtomicUsize::new(0);
+static ENDING_END: AtomicUsize = AtomicUsize::new(0);
+const ENDING_CHUNK_BYTES: usize = 4 << 20;
+
+/// A block for `layout` carved from mappings that are never given back,
+/// for a process that is ending. The lock is held for a few instructions;
+/// a signal handler on the holding thread never comes back here, since
+/// the tracer does nothing on a thread already inside it.
+fn ending_block(layout: Layout) -> *mut u8 {
+    if layout.size() >= ENDING_CHUNK_BYTES / 4 {
+        return if layout.align() <= PAGE_ALIGNMENT { map_block(layout.size()) } else { std::ptr::null_mut() };
+    }
+    while ENDING_LOCK.swap(true, Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+    let fits = |cursor: usize| {
+        let start = cursor.checked_next_multiple_of(layout.align())?;
+        let end = start.checked_add(layout.size())?;
+        (cursor != 0 && end <= ENDING_END.load(Ordering::Relaxed)).then_some((start, end))
+    };
+    let mut block = fits(ENDING_CURSOR.load(Ordering::Relaxed));
+    if block.is_none() {
+        let chunk = map_block(ENDING_CHUNK_BYTES) as usize;
+        if chunk != 0 {
+            ENDING_CURSOR.store(chunk, Ordering::Relaxed);
+            ENDING_END.store(chunk + ENDING_CHUNK_BYTES, Ordering::Relaxed);
+            block = fits(chunk);
+        }
+    }
+    if let Some((_, end)) = block {
+        ENDING_CURSOR.store(end, Ordering::Relaxed);
+    }
+    ENDING_LOCK.store(false, Ordering::Release);
+    block.map_or(std::ptr::null_mut(), |(start, _)| start as *mut u8)
 }
 
 /// A new private anonymous mapping of `len` bytes (zeroed), or null.
@@ -89,10 +147,14 @@ pub struct LibcAllocator;
 // alignments up to 16, memalign above that; realloc keeps the alignment
 // only up to 16, so larger alignments reallocate by copy. Large blocks are
 // page-aligned mappings of exactly their layout's size, which `dealloc` and
-// `realloc` get back with the block and unmap or remap as such.
+// `realloc` get back with the block and unmap or remap as such. Once malloc
+// is off limits, blocks are carved from fresh mappings (zeroed, aligned as
+// asked) and none is ever freed or resized in place.
 unsafe impl GlobalAlloc for LibcAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let ptr = if is_mapped_block(layout) {
+        let ptr = if malloc_off_limits() {
+            ending_block(layout).cast()
+        } else if is_mapped_block(layout) {
             map_block(layout.size()).cast()
         } else if layout.align() <= MALLOC_ALIGNMENT {
             __libc_malloc(layout.size())
@@ -107,7 +169,7 @@ unsafe impl GlobalAlloc for LibcAllocator {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // A new mapping is zeroed already.
-        if layout.align() > MALLOC_ALIGNMENT || is_mapped_block(layout) {
+        if layout.align() > MALLOC_ALIGNMENT || is_mapped_block(layout) || malloc_off_limits() {
             let ptr = self.alloc(layout);
             if !ptr.is_null() {
                 ptr.write_bytes(0, layout.size());
@@ -123,7 +185,9 @@ unsafe impl GlobalAlloc for LibcAllocator {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         TRACER_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
-        if is_mapped_block(layout) {
+        if malloc_off_limits() {
+            // The process is ending; whatever malloc holds stays there.
+        } else if is_mapped_block(layout) {
             // SAFETY: the block was mapped by `map_block` with this length
             // (the same layout) and nothing refers to it any more.
             libc::syscall(libc::SYS_munmap, ptr, layout.size());
@@ -134,7 +198,7 @@ unsafe impl GlobalAlloc for LibcAllocator {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
-        if is_mapped_block(layout) && is_mapped_block(new_layout) {
+        if is_mapped_block(layout) && is_mapped_block(new_layout) && !malloc_off_limits() {
             // SAFETY: the block was mapped by `map_block` with the old
             // length; the kernel moves its pages (no copy) where it must.
             let moved = libc::syscall(libc::SYS_mremap, ptr, layout.size(), new_size, libc::MREMAP_MAYMOVE);
@@ -145,7 +209,8 @@ unsafe impl GlobalAlloc for LibcAllocator {
             TRACER_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
             return moved as *mut u8;
         }
-        if layout.align() > MALLOC_ALIGNMENT || is_mapped_block(layout) || is_mapped_block(new_layout) {
+        let by_copy = layout.align() > MALLOC_ALIGNMENT || is_mapped_block(layout) || is_mapped_block(new_layout);
+        if by_copy || malloc_off_limits() {
             let new_ptr = self.alloc(new_layout);
             if !new_ptr.is_null() {
                 new_ptr.copy_from_nonoverlapping(ptr, layout.size().min(new_size));
@@ -193,6 +258,25 @@ mod tests {
             assert!(!is_mapped(grown), "the large block went back to the system");
             allocator.dealloc(shrunk, Layout::from_size_align(100, 16).unwrap());
         }
+    }
+
+    #[test]
+    fn an_ending_process_gets_zeroed_aligned_blocks_that_never_overlap() {
+        let mut blocks: Vec<(usize, usize)> = Vec::new();
+        for (i, (size, align)) in
+            [(24, 8), (1 << 20, 16), (100, 4096), (3 << 20, 64), (1, 1)].iter().cycle().take(40).enumerate()
+        {
+            let block = ending_block(Layout::from_size_align(*size, *align).unwrap());
+            assert!(!block.is_null());
+            assert_eq!(block as usize % align, 0, "block {i}");
+            // SAFETY: the block is `size` bytes, just handed out.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(block, *size) };
+            assert!(bytes.iter().all(|&b| b == 0), "block {i}");
+            bytes.fill(0xff);
+            blocks.push((block as usize, block as usize + size));
+        }
+        blocks.sort_unstable();
+        assert!(blocks.windows(2).all(|pair| pair[0].1 <= pair[1].0), "{blocks:x?}");
     }
 
     #[test]

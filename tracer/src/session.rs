@@ -421,6 +421,11 @@ pub fn finish(reason: EndReason) {
             // of its own to report; the new image writes its own trace.
             return;
         }
+        if reason == EndReason::ImmediateExit {
+            // _exit may run in a signal handler that interrupted malloc on
+            // this thread (see real_alloc::stop_using_malloc).
+            real_alloc::stop_using_malloc();
+        }
         session.close_epoch(EpochCause::Exit, "exit".into());
         let mut output = lock(&session.output);
         let elapsed_ns = session.elapsed_ns();

@@ -73,7 +73,7 @@ struct JsonEpoch<'a> {
     mapped_count: u64,
     /// Forked processes only, not at exit; 0 elsewhere.
     private_dirty_bytes: u64,
-    /// Freed memory malloc kept; 0 before format 4.
+    /// Freed memory malloc kept; 0 before format 4 and at an exit by `_exit`.
     allocator_free_bytes: u64,
     tracer_bytes: u64,
     analysed: bool,

@@ -141,6 +141,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             continue;
         }
         let label: String = s.label.chars().filter(|c| !c.is_control()).take(label_width).collect();
+        let exit = s.cause == trace_format::EpochCause::Exit;
         let note = if i < analysed.start {
             match trace.snapshots[analysed.start].cause {
                 trace_format::EpochCause::Auto => "  (start-up before the first auto-detected epoch)",
@@ -160,11 +161,12 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             duration_ns(s.elapsed_ns),
             bytes(s.rss_bytes),
             // Not measured at exit.
-            private(&if s.cause == trace_format::EpochCause::Exit { "-".into() } else { bytes(s.private_dirty_bytes) }),
+            private(&if exit { "-".into() } else { bytes(s.private_dirty_bytes) }),
             bytes(s.heap_live_bytes),
             count(s.heap_live_count),
             bytes(s.mapped_live_bytes),
-            kept(&bytes(s.allocator_free_bytes)),
+            // Not measured at an exit by `_exit`, which must leave malloc alone.
+            kept(&if exit && s.allocator_free_bytes == 0 { "-".into() } else { bytes(s.allocator_free_bytes) }),
             bytes(s.tracer_bytes),
         );
     }
