@@ -112,11 +112,9 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
     let label_width = trace.snapshots.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(5, 32);
     // A forked process's private memory: what it copied of its parent's
     // shows there, not in its RSS.
-    let has_private = trace.snapshots.iter().any(|s| s.private_dirty_bytes > 0);
-    let private = |value: &str| if has_private { format!("  {value:>10}") } else { String::new() };
+    let private = OptionalColumn::new(trace, 10, |s| s.private_dirty_bytes);
     // Freed memory malloc kept (traces of format 4 on).
-    let has_kept = trace.snapshots.iter().any(|s| s.allocator_free_bytes > 0);
-    let kept = |value: &str| if has_kept { format!("  {value:>11}") } else { String::new() };
+    let kept = OptionalColumn::new(trace, 11, |s| s.allocator_free_bytes);
     let _ = writeln!(
         out,
         "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}  {:>10}  {:>12}  {:>10}{}  {:>10}",
@@ -125,11 +123,11 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         "cause",
         "elapsed",
         "RSS",
-        private("private"),
+        private.cell("private"),
         "live heap",
         "live allocs",
         "mapped",
-        kept("malloc free"),
+        kept.cell("malloc free"),
         "tracer"
     );
     let n = trace.snapshots.len();
@@ -161,14 +159,43 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             duration_ns(s.elapsed_ns),
             bytes(s.rss_bytes),
             // Not measured at exit.
-            private(&if exit { "-".into() } else { bytes(s.private_dirty_bytes) }),
+            private.cell(&measured_bytes(s.private_dirty_bytes, !exit)),
             bytes(s.heap_live_bytes),
             count(s.heap_live_count),
             bytes(s.mapped_live_bytes),
             // Not measured at an exit by `_exit`, which must leave malloc alone.
-            kept(&if exit && s.allocator_free_bytes == 0 { "-".into() } else { bytes(s.allocator_free_bytes) }),
+            kept.cell(&measured_bytes(s.allocator_free_bytes, !exit || s.allocator_free_bytes > 0)),
             bytes(s.tracer_bytes),
         );
+    }
+}
+
+/// A column of the epoch table shown only when some snapshot measured it.
+struct OptionalColumn {
+    shown: bool,
+    width: usize,
+}
+
+impl OptionalColumn {
+    fn new(trace: &Trace, width: usize, value: impl Fn(&trace_format::Snapshot) -> u64) -> OptionalColumn {
+        OptionalColumn { shown: trace.snapshots.iter().any(|s| value(s) > 0), width }
+    }
+
+    fn cell(&self, text: &str) -> String {
+        if self.shown {
+            format!("  {text:>width$}", width = self.width)
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// `-` for a figure the snapshot did not measure.
+fn measured_bytes(value: u64, measured: bool) -> String {
+    if measured {
+        bytes(value)
+    } else {
+        "-".into()
     }
 }
 
