@@ -6,9 +6,13 @@
 //! tracer's own Rust allocations go to the same functions directly, so they
 //! never re-enter the hooks and are never recorded.
 
+mod mapped;
+
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use mapped::{ending_block, PAGE_ALIGNMENT};
 
 extern "C" {
     pub fn __libc_malloc(size: usize) -> *mut c_void;
@@ -20,11 +24,14 @@ extern "C" {
     pub fn __libc_pvalloc(size: usize) -> *mut c_void;
 }
 
-/// Bytes the tracer holds for itself (tables, buffers), reported in every snapshot.
-static TRACER_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Bytes of the tracer's blocks from malloc, as asked for.
+static MALLOC_BYTES: AtomicU64 = AtomicU64::new(0);
 
+/// The memory the tracer holds for itself (tables, buffers), reported in
+/// every snapshot: its blocks from malloc as asked for, its mapped ones
+/// (the large tables) as far as they are resident.
 pub fn tracer_bytes() -> u64 {
-    TRACER_BYTES.load(Ordering::Relaxed)
+    MALLOC_BYTES.load(Ordering::Relaxed) + mapped::resident_bytes()
 }
 
 /// Freed memory glibc's malloc keeps in its arenas (`fordblks`): memory the
@@ -55,9 +62,6 @@ const MALLOC_ALIGNMENT: usize = 16;
 /// `malloc free` the snapshots report as the program's.
 const MAPPED_BLOCK_BYTES: usize = 128 << 10;
 
-/// Mapped blocks are whole pages; this alignment the kernel always gives.
-const PAGE_ALIGNMENT: usize = 4096;
-
 fn is_mapped_block(layout: Layout) -> bool {
     layout.size() >= MAPPED_BLOCK_BYTES && layout.align() <= PAGE_ALIGNMENT
 }
@@ -65,8 +69,8 @@ fn is_mapped_block(layout: Layout) -> bool {
 /// Set when the process ends in `_exit`, which a signal handler may call
 /// (it is async-signal-safe) on a thread it interrupted inside malloc, with
 /// an arena's lock held: malloc on that thread would then wait for ever.
-/// From then on the tracer's allocations come from [`ending_block`] and
-/// nothing it frees goes back.
+/// From then on the tracer's allocations come from
+/// [`mapped::ending_block`] and nothing it frees goes back.
 static MALLOC_OFF_LIMITS: AtomicBool = AtomicBool::new(false);
 
 /// The process is ending: the tracer's last work must not touch malloc.
@@ -76,68 +80,6 @@ pub fn stop_using_malloc() {
 
 fn malloc_off_limits() -> bool {
     MALLOC_OFF_LIMITS.load(Ordering::Acquire)
-}
-
-/// The chunk [`ending_block`] hands blocks out of: `[cursor, end)`, both
-/// changed under the spin lock.
-static ENDING_LOCK: AtomicBool = AtomicBool::new(false);
-static ENDING_CURSOR: AtomicUsize = AtomicUsize::new(0);
-static ENDING_END: AtomicUsize = AtomicUsize::new(0);
-const ENDING_CHUNK_BYTES: usize = 4 << 20;
-
-/// A block for `layout` carved from mappings that are never given back,
-/// for a process that is ending. The lock is held for a few instructions;
-/// a signal handler on the holding thread never comes back here, since
-/// the tracer does nothing on a thread already inside it.
-fn ending_block(layout: Layout) -> *mut u8 {
-    if layout.size() >= ENDING_CHUNK_BYTES / 4 {
-        return if layout.align() <= PAGE_ALIGNMENT { map_block(layout.size()) } else { std::ptr::null_mut() };
-    }
-    while ENDING_LOCK.swap(true, Ordering::Acquire) {
-        std::hint::spin_loop();
-    }
-    let fits = |cursor: usize| {
-        let start = cursor.checked_next_multiple_of(layout.align())?;
-        let end = start.checked_add(layout.size())?;
-        (cursor != 0 && end <= ENDING_END.load(Ordering::Relaxed)).then_some((start, end))
-    };
-    let mut block = fits(ENDING_CURSOR.load(Ordering::Relaxed));
-    if block.is_none() {
-        let chunk = map_block(ENDING_CHUNK_BYTES) as usize;
-        if chunk != 0 {
-            ENDING_CURSOR.store(chunk, Ordering::Relaxed);
-            ENDING_END.store(chunk + ENDING_CHUNK_BYTES, Ordering::Relaxed);
-            block = fits(chunk);
-        }
-    }
-    if let Some((_, end)) = block {
-        ENDING_CURSOR.store(end, Ordering::Relaxed);
-    }
-    ENDING_LOCK.store(false, Ordering::Release);
-    block.map_or(std::ptr::null_mut(), |(start, _)| start as *mut u8)
-}
-
-/// A new private anonymous mapping of `len` bytes (zeroed), or null.
-fn map_block(len: usize) -> *mut u8 {
-    // SAFETY: a new anonymous mapping at an address the kernel picks: no
-    // existing memory is touched. The raw system call, because this
-    // library's own `mmap` is the hook that records the program's mappings.
-    let address = unsafe {
-        libc::syscall(
-            libc::SYS_mmap,
-            0usize,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1 as libc::c_long,
-            0usize,
-        )
-    };
-    if address == -1 {
-        std::ptr::null_mut()
-    } else {
-        address as *mut u8
-    }
 }
 
 pub struct LibcAllocator;
@@ -155,21 +97,25 @@ unsafe impl GlobalAlloc for LibcAllocator {
         let ptr = if malloc_off_limits() {
             ending_block(layout).cast()
         } else if is_mapped_block(layout) {
-            map_block(layout.size()).cast()
+            return mapped::map(layout.size());
         } else if layout.align() <= MALLOC_ALIGNMENT {
             __libc_malloc(layout.size())
         } else {
             __libc_memalign(layout.align(), layout.size())
         };
         if !ptr.is_null() {
-            TRACER_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+            MALLOC_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         }
         ptr.cast()
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // A new mapping is zeroed already.
-        if layout.align() > MALLOC_ALIGNMENT || is_mapped_block(layout) || malloc_off_limits() {
+        // A new mapping is zeroed already, and its pages untouched cost no
+        // memory until written (so is the memory of an ending process).
+        if is_mapped_block(layout) || malloc_off_limits() {
+            return self.alloc(layout);
+        }
+        if layout.align() > MALLOC_ALIGNMENT {
             let ptr = self.alloc(layout);
             if !ptr.is_null() {
                 ptr.write_bytes(0, layout.size());
@@ -178,20 +124,20 @@ unsafe impl GlobalAlloc for LibcAllocator {
         }
         let ptr = __libc_calloc(1, layout.size());
         if !ptr.is_null() {
-            TRACER_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+            MALLOC_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         }
         ptr.cast()
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        TRACER_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
         if malloc_off_limits() {
-            // The process is ending; whatever malloc holds stays there.
+            // The process is ending; whatever it holds stays there.
         } else if is_mapped_block(layout) {
-            // SAFETY: the block was mapped by `map_block` with this length
-            // (the same layout) and nothing refers to it any more.
-            libc::syscall(libc::SYS_munmap, ptr, layout.size());
+            // SAFETY: the block was mapped with this length (the same
+            // layout) and nothing refers to it any more.
+            mapped::unmap(ptr, layout.size());
         } else {
+            MALLOC_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
             __libc_free(ptr.cast())
         }
     }
@@ -199,15 +145,9 @@ unsafe impl GlobalAlloc for LibcAllocator {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
         if is_mapped_block(layout) && is_mapped_block(new_layout) && !malloc_off_limits() {
-            // SAFETY: the block was mapped by `map_block` with the old
-            // length; the kernel moves its pages (no copy) where it must.
-            let moved = libc::syscall(libc::SYS_mremap, ptr, layout.size(), new_size, libc::MREMAP_MAYMOVE);
-            if moved == -1 {
-                return std::ptr::null_mut();
-            }
-            TRACER_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
-            TRACER_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
-            return moved as *mut u8;
+            // SAFETY: the block was mapped with the old length; the caller
+            // uses it through the returned pointer only.
+            return mapped::remap(ptr, layout.size(), new_size);
         }
         let by_copy = layout.align() > MALLOC_ALIGNMENT || is_mapped_block(layout) || is_mapped_block(new_layout);
         if by_copy || malloc_off_limits() {
@@ -220,8 +160,8 @@ unsafe impl GlobalAlloc for LibcAllocator {
         }
         let new_ptr = __libc_realloc(ptr.cast(), new_size);
         if !new_ptr.is_null() {
-            TRACER_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
-            TRACER_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+            MALLOC_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+            MALLOC_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
         }
         new_ptr.cast()
     }
@@ -261,22 +201,20 @@ mod tests {
     }
 
     #[test]
-    fn an_ending_process_gets_zeroed_aligned_blocks_that_never_overlap() {
-        let mut blocks: Vec<(usize, usize)> = Vec::new();
-        for (i, (size, align)) in
-            [(24, 8), (1 << 20, 16), (100, 4096), (3 << 20, 64), (1, 1)].iter().cycle().take(40).enumerate()
-        {
-            let block = ending_block(Layout::from_size_align(*size, *align).unwrap());
-            assert!(!block.is_null());
-            assert_eq!(block as usize % align, 0, "block {i}");
-            // SAFETY: the block is `size` bytes, just handed out.
-            let bytes = unsafe { std::slice::from_raw_parts_mut(block, *size) };
-            assert!(bytes.iter().all(|&b| b == 0), "block {i}");
-            bytes.fill(0xff);
-            blocks.push((block as usize, block as usize + size));
+    fn a_large_zeroed_block_costs_no_memory_until_written() {
+        let allocator = LibcAllocator;
+        let layout = Layout::from_size_align(4 << 20, 16).unwrap();
+        // SAFETY: a block from this allocator with this layout, written
+        // within its size and freed once.
+        unsafe {
+            let block = allocator.alloc_zeroed(layout);
+            assert_eq!(mapped::resident_in(block as usize, layout.size()), 0);
+            block.add(1 << 20).write(1);
+            // A page, or a huge page where the system backs mappings with them.
+            let resident = mapped::resident_in(block as usize, layout.size());
+            assert!((PAGE_ALIGNMENT as u64..=2 << 20).contains(&resident), "{resident}");
+            allocator.dealloc(block, layout);
         }
-        blocks.sort_unstable();
-        assert!(blocks.windows(2).all(|pair| pair[0].1 <= pair[1].0), "{blocks:x?}");
     }
 
     #[test]

@@ -1,0 +1,231 @@
+//! The tracer's large blocks, each a private anonymous mapping of its own
+//! made by the raw system calls (this library's `mmap` is the hook that
+//! records the program's mappings), and what of them is resident; and the
+//! blocks of a process that is ending, which never touch malloc.
+
+use std::alloc::Layout;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+/// Mappings are whole pages; this alignment the kernel always gives.
+pub const PAGE_ALIGNMENT: usize = 4096;
+
+/// Where the tracer's mapped blocks are, so that a snapshot can count their
+/// resident pages: a table that doubles reserves twice its size and writes
+/// the new half only as it fills it. A slot's start is 0 when it is free.
+struct Registered {
+    start: AtomicUsize,
+    len: AtomicUsize,
+}
+
+/// Far more than the tracer's tables ever are at once.
+const REGISTERED_SLOTS: usize = 256;
+static REGISTERED: [Registered; REGISTERED_SLOTS] =
+    [const { Registered { start: AtomicUsize::new(0), len: AtomicUsize::new(0) } }; REGISTERED_SLOTS];
+/// Bytes of blocks that found no free slot, counted whole.
+static UNREGISTERED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+fn register(start: usize, len: usize) {
+    let slot = REGISTERED
+        .iter()
+        .find(|slot| slot.start.compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+    match slot {
+        Some(slot) => slot.len.store(len, Ordering::Release),
+        None => {
+            UNREGISTERED_BYTES.fetch_add(len as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+fn unregister(start: usize, len: usize) {
+    match REGISTERED.iter().find(|slot| slot.start.load(Ordering::Acquire) == start) {
+        Some(slot) => {
+            slot.len.store(0, Ordering::Relaxed);
+            slot.start.store(0, Ordering::Release);
+        }
+        None => {
+            UNREGISTERED_BYTES.fetch_sub(len as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A new mapped block of `len` bytes (zeroed), or null.
+pub fn map(len: usize) -> *mut u8 {
+    let block = map_unregistered(len);
+    if !block.is_null() {
+        register(block as usize, len);
+    }
+    block
+}
+
+/// Gives a block from [`map`] back to the system.
+///
+/// # Safety
+/// `block` came from [`map`] (or [`remap`]) with this `len`, and nothing uses it any more.
+pub unsafe fn unmap(block: *mut u8, len: usize) {
+    // Unregistered first: once unmapped, the address may be mapped again.
+    unregister(block as usize, len);
+    // SAFETY: the caller hands over a whole block of its own mapping.
+    unsafe { libc::syscall(libc::SYS_munmap, block, len) };
+}
+
+/// The block from [`map`] at `block`, grown or shrunk to `new_len` (moved
+/// by the kernel, not copied, where it must move); null on failure, the
+/// block then unchanged.
+///
+/// # Safety
+/// `block` came from [`map`] (or [`remap`]) with `len`, and the caller
+/// uses it only through the returned pointer from now on.
+pub unsafe fn remap(block: *mut u8, len: usize, new_len: usize) -> *mut u8 {
+    unregister(block as usize, len);
+    // SAFETY: the caller's own mapping, resized as a whole.
+    let moved = unsafe { libc::syscall(libc::SYS_mremap, block, len, new_len, libc::MREMAP_MAYMOVE) };
+    if moved == -1 {
+        register(block as usize, len);
+        return std::ptr::null_mut();
+    }
+    register(moved as usize, new_len);
+    moved as *mut u8
+}
+
+/// The resident bytes of the mapped blocks (those that found no slot
+/// counted whole). A block unmapped meanwhile counts as nothing.
+pub fn resident_bytes() -> u64 {
+    let registered: u64 = REGISTERED
+        .iter()
+        .map(|slot| (slot.start.load(Ordering::Acquire), slot.len.load(Ordering::Acquire)))
+        .filter(|&(start, len)| start != 0 && len != 0)
+        .map(|(start, len)| resident_in(start, len))
+        .sum();
+    registered + UNREGISTERED_BYTES.load(Ordering::Relaxed)
+}
+
+/// The bytes of `[start, start + len)` (page-aligned `start`) in memory.
+pub fn resident_in(start: usize, len: usize) -> u64 {
+    let mut vector = [0u8; 4096];
+    let pages = len.div_ceil(PAGE_ALIGNMENT);
+    let mut resident = 0u64;
+    for first in (0..pages).step_by(vector.len()) {
+        let count = (pages - first).min(vector.len());
+        // SAFETY: mincore reads the page tables for the range and writes
+        // one byte per page into `vector`, which has room for `count`.
+        let done = unsafe {
+            libc::mincore(
+                (start + first * PAGE_ALIGNMENT) as *mut libc::c_void,
+                count * PAGE_ALIGNMENT,
+                vector.as_mut_ptr(),
+            )
+        };
+        if done != 0 {
+            return 0;
+        }
+        resident += vector[..count].iter().filter(|&&page| page & 1 != 0).count() as u64;
+    }
+    resident * PAGE_ALIGNMENT as u64
+}
+
+/// A new private anonymous mapping of `len` bytes (zeroed), or null.
+fn map_unregistered(len: usize) -> *mut u8 {
+    // SAFETY: a new anonymous mapping at an address the kernel picks: no
+    // existing memory is touched.
+    let address = unsafe {
+        libc::syscall(
+            libc::SYS_mmap,
+            0usize,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1 as libc::c_long,
+            0usize,
+        )
+    };
+    if address == -1 {
+        std::ptr::null_mut()
+    } else {
+        address as *mut u8
+    }
+}
+
+/// The chunk [`ending_block`] hands blocks out of: `[cursor, end)`, both
+/// changed under the spin lock.
+static ENDING_LOCK: AtomicBool = AtomicBool::new(false);
+static ENDING_CURSOR: AtomicUsize = AtomicUsize::new(0);
+static ENDING_END: AtomicUsize = AtomicUsize::new(0);
+const ENDING_CHUNK_BYTES: usize = 4 << 20;
+
+/// A block for `layout` carved from mappings that are never given back,
+/// for a process that is ending. The lock is held for a few instructions;
+/// a signal handler on the holding thread never comes back here, since
+/// the tracer does nothing on a thread already inside it.
+pub fn ending_block(layout: Layout) -> *mut u8 {
+    if layout.size() >= ENDING_CHUNK_BYTES / 4 {
+        return if layout.align() <= PAGE_ALIGNMENT { map_unregistered(layout.size()) } else { std::ptr::null_mut() };
+    }
+    while ENDING_LOCK.swap(true, Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+    let fits = |cursor: usize| {
+        let start = cursor.checked_next_multiple_of(layout.align())?;
+        let end = start.checked_add(layout.size())?;
+        (cursor != 0 && end <= ENDING_END.load(Ordering::Relaxed)).then_some((start, end))
+    };
+    let mut block = fits(ENDING_CURSOR.load(Ordering::Relaxed));
+    if block.is_none() {
+        let chunk = map_unregistered(ENDING_CHUNK_BYTES) as usize;
+        if chunk != 0 {
+            ENDING_CURSOR.store(chunk, Ordering::Relaxed);
+            ENDING_END.store(chunk + ENDING_CHUNK_BYTES, Ordering::Relaxed);
+            block = fits(chunk);
+        }
+    }
+    if let Some((_, end)) = block {
+        ENDING_CURSOR.store(end, Ordering::Relaxed);
+    }
+    ENDING_LOCK.store(false, Ordering::Release);
+    block.map_or(std::ptr::null_mut(), |(start, _)| start as *mut u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_registered(block: *mut u8) -> bool {
+        REGISTERED.iter().any(|slot| slot.start.load(Ordering::Acquire) == block as usize)
+    }
+
+    #[test]
+    fn only_the_pages_written_count_and_a_block_leaves_the_count_when_unmapped() {
+        let len = 64 * PAGE_ALIGNMENT;
+        let block = map(len);
+        assert!(!block.is_null() && is_registered(block));
+        assert_eq!(resident_in(block as usize, len), 0, "nothing written yet");
+        // SAFETY: the first 5 pages of the block just mapped.
+        unsafe { block.write_bytes(1, 5 * PAGE_ALIGNMENT) };
+        assert_eq!(resident_in(block as usize, len), 5 * PAGE_ALIGNMENT as u64);
+        // SAFETY: the block from `map` with `len`, used only through `grown` after.
+        let grown = unsafe { remap(block, len, 4 * len) };
+        assert!(!grown.is_null() && is_registered(grown));
+        assert!(grown == block || !is_registered(block));
+        assert_eq!(resident_in(grown as usize, 4 * len), 5 * PAGE_ALIGNMENT as u64, "growing writes nothing");
+        // SAFETY: the block from `remap`, unused from here on.
+        unsafe { unmap(grown, 4 * len) };
+        assert!(!is_registered(grown));
+    }
+
+    #[test]
+    fn an_ending_process_gets_zeroed_aligned_blocks_that_never_overlap() {
+        let mut blocks: Vec<(usize, usize)> = Vec::new();
+        let layouts = [(24, 8), (1 << 20, 16), (100, 4096), (3 << 20, 64), (1, 1)];
+        for (i, (size, align)) in layouts.iter().cycle().take(40).enumerate() {
+            let block = ending_block(Layout::from_size_align(*size, *align).unwrap());
+            assert!(!block.is_null());
+            assert_eq!(block as usize % align, 0, "block {i}");
+            // SAFETY: the block is `size` bytes, just handed out.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(block, *size) };
+            assert!(bytes.iter().all(|&b| b == 0), "block {i}");
+            bytes.fill(0xff);
+            blocks.push((block as usize, block as usize + size));
+        }
+        blocks.sort_unstable();
+        assert!(blocks.windows(2).all(|pair| pair[0].1 <= pair[1].0), "{blocks:x?}");
+    }
+}
