@@ -29,9 +29,10 @@ static MALLOC_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// The memory the tracer holds for itself (tables, buffers), reported in
 /// every snapshot: its blocks from malloc as asked for, its mapped ones
-/// (the large tables) as far as they are resident.
+/// (the large tables) as far as they are resident, counted within the last
+/// 50 ms.
 pub fn tracer_bytes() -> u64 {
-    MALLOC_BYTES.load(Ordering::Relaxed) + mapped::resident_bytes()
+    MALLOC_BYTES.load(Ordering::Relaxed) + mapped::resident_bytes(crate::sys::monotonic_ns())
 }
 
 /// Freed memory glibc's malloc keeps in its arenas (`fordblks`): memory the

@@ -15,12 +15,27 @@ pub const PAGE_ALIGNMENT: usize = 4096;
 struct Registered {
     start: AtomicUsize,
     len: AtomicUsize,
+    /// The block's resident bytes when last counted, and when (monotonic
+    /// ns; 0: never).
+    resident: AtomicU64,
+    counted_ns: AtomicU64,
 }
 
 /// Far more than the tracer's tables ever are at once.
 const REGISTERED_SLOTS: usize = 256;
-static REGISTERED: [Registered; REGISTERED_SLOTS] =
-    [const { Registered { start: AtomicUsize::new(0), len: AtomicUsize::new(0) } }; REGISTERED_SLOTS];
+static REGISTERED: [Registered; REGISTERED_SLOTS] = [const {
+    Registered {
+        start: AtomicUsize::new(0),
+        len: AtomicUsize::new(0),
+        resident: AtomicU64::new(0),
+        counted_ns: AtomicU64::new(0),
+    }
+}; REGISTERED_SLOTS];
+
+/// A block's count is reused for this long: counting walks its page
+/// tables (tens of microseconds for the tables of a million stacks), and a
+/// run of thousands of short epochs would do it at each.
+const RECOUNT_AFTER_NS: u64 = 50_000_000;
 /// Bytes of blocks that found no free slot, counted whole.
 static UNREGISTERED_BYTES: AtomicU64 = AtomicU64::new(0);
 
@@ -29,7 +44,10 @@ fn register(start: usize, len: usize) {
         .iter()
         .find(|slot| slot.start.compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed).is_ok());
     match slot {
-        Some(slot) => slot.len.store(len, Ordering::Release),
+        Some(slot) => {
+            slot.counted_ns.store(0, Ordering::Relaxed);
+            slot.len.store(len, Ordering::Release);
+        }
         None => {
             UNREGISTERED_BYTES.fetch_add(len as u64, Ordering::Relaxed);
         }
@@ -87,16 +105,31 @@ pub unsafe fn remap(block: *mut u8, len: usize, new_len: usize) -> *mut u8 {
     moved as *mut u8
 }
 
-/// The resident bytes of the mapped blocks (those that found no slot
-/// counted whole). A block unmapped meanwhile counts as nothing.
-pub fn resident_bytes() -> u64 {
-    let registered: u64 = REGISTERED
-        .iter()
-        .map(|slot| (slot.start.load(Ordering::Acquire), slot.len.load(Ordering::Acquire)))
-        .filter(|&(start, len)| start != 0 && len != 0)
-        .map(|(start, len)| resident_in(start, len))
-        .sum();
+/// The resident bytes of the mapped blocks at `now_ns` (monotonic), each
+/// counted at most [`RECOUNT_AFTER_NS`] before (those that found no slot
+/// counted whole). A block unmapped meanwhile counts as nothing. Called by
+/// one thread at a time (snapshots are taken under a lock).
+pub fn resident_bytes(now_ns: u64) -> u64 {
+    let registered: u64 = REGISTERED.iter().filter_map(|slot| slot.resident_at(now_ns)).sum();
     registered + UNREGISTERED_BYTES.load(Ordering::Relaxed)
+}
+
+impl Registered {
+    /// The resident bytes of the slot's block, if it holds one.
+    fn resident_at(&self, now_ns: u64) -> Option<u64> {
+        let (start, len) = (self.start.load(Ordering::Acquire), self.len.load(Ordering::Acquire));
+        if start == 0 || len == 0 {
+            return None;
+        }
+        let counted_ns = self.counted_ns.load(Ordering::Relaxed);
+        if counted_ns != 0 && now_ns.saturating_sub(counted_ns) < RECOUNT_AFTER_NS {
+            return Some(self.resident.load(Ordering::Relaxed));
+        }
+        let resident = resident_in(start, len);
+        self.resident.store(resident, Ordering::Relaxed);
+        self.counted_ns.store(now_ns.max(1), Ordering::Relaxed);
+        Some(resident)
+    }
 }
 
 /// The bytes of `[start, start + len)` (page-aligned `start`) in memory.
@@ -188,8 +221,27 @@ pub fn ending_block(layout: Layout) -> *mut u8 {
 mod tests {
     use super::*;
 
+    fn slot_of(block: *mut u8) -> Option<&'static Registered> {
+        REGISTERED.iter().find(|slot| slot.start.load(Ordering::Acquire) == block as usize)
+    }
+
     fn is_registered(block: *mut u8) -> bool {
-        REGISTERED.iter().any(|slot| slot.start.load(Ordering::Acquire) == block as usize)
+        slot_of(block).is_some()
+    }
+
+    #[test]
+    fn a_count_is_reused_for_a_while_then_made_again() {
+        let len = 16 * PAGE_ALIGNMENT;
+        let block = map(len);
+        let slot = slot_of(block).unwrap();
+        let now = 1_000_000_000;
+        assert_eq!(slot.resident_at(now), Some(0));
+        // SAFETY: the first two pages of the block just mapped.
+        unsafe { block.write_bytes(1, 2 * PAGE_ALIGNMENT) };
+        assert_eq!(slot.resident_at(now + RECOUNT_AFTER_NS / 2), Some(0), "the count of a moment ago");
+        assert_eq!(slot.resident_at(now + RECOUNT_AFTER_NS), Some(2 * PAGE_ALIGNMENT as u64));
+        // SAFETY: the block from `map` with `len`, unused from here on.
+        unsafe { unmap(block, len) };
     }
 
     #[test]
