@@ -24,7 +24,15 @@ int main(int argc, char **argv) {
     if (strcmp(form, "l") == 0) {
         execl(argv[0], "exec_list", "image", "a", "b", "c", "d", "e", "f", "g", (char *)NULL);
     } else if (strcmp(form, "lp") == 0) {
-        execlp(argv[0], "exec_list", "image", "p", (char *)NULL);
+        /* By name alone, found through PATH: this program's folder. */
+        char *name = strrchr(argv[0], '/');
+        if (name) {
+            *name++ = '\0';
+            setenv("PATH", argv[0], 1);
+        } else {
+            name = argv[0];
+        }
+        execlp(name, "exec_list", "image", "p", (char *)NULL);
     } else if (strcmp(form, "le") == 0) {
         char *env[] = {"EXTRA=yes", NULL};
         execle(argv[0], "exec_list", "image", "1", "2", "3", "4", "5", "6", (char *)NULL, env);
