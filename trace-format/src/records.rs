@@ -239,13 +239,16 @@ pub struct Snapshot {
     /// Memory written by this process alone (`Private_Dirty` of
     /// `/proc/self/smaps_rollup`): its own heap and mappings, and the pages
     /// it shared with its parent and copied when it wrote them. Measured in
-    /// forked processes only; 0 elsewhere, and in traces before version 4.
+    /// forked processes only, not at exit; 0 elsewhere, and in traces
+    /// before version 4.
     pub private_dirty_bytes: u64,
     /// Freed memory glibc's malloc holds in its arenas rather than handing
     /// it back to the system (`fordblks` of `mallinfo2`, the tracer's own
-    /// freed memory included); 0 before version 4.
+    /// small freed blocks included); 0 before version 4 and at an exit by
+    /// `_exit`, which leaves malloc alone.
     pub allocator_free_bytes: u64,
-    /// Memory the tracer itself holds for its tables and buffers.
+    /// Memory the tracer itself holds for its tables and buffers: its blocks
+    /// from malloc as allocated, its large blocks as far as they are resident.
     pub tracer_bytes: u64,
     /// When set, `counters` holds every pair with live allocations and
     /// replaces all earlier state; otherwise it holds only the pairs that
