@@ -56,31 +56,39 @@ pub fn page_size() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize
 }
 
-/// A counter, 0 at first, that every process forked from this one from
-/// now on shares with it: a page of its own, mapped shared by the raw
-/// system call (which the tracer's mmap hook never sees) and never
-/// unmapped. `None` when the page cannot be had.
-pub fn counter_shared_with_forks() -> Option<&'static AtomicU32> {
+/// A new zeroed, readable and writable anonymous mapping of `len` bytes,
+/// private or shared with forks (`sharing`: `MAP_PRIVATE` or `MAP_SHARED`),
+/// made by the raw system call: the library's own `mmap` is the hook that
+/// records the program's mappings. `None` when the kernel refuses.
+pub fn map_anonymous(len: usize, sharing: libc::c_int) -> Option<std::ptr::NonNull<u8>> {
     // SAFETY: a new anonymous mapping at an address the kernel picks; no
     // existing memory is touched.
     let address = unsafe {
         libc::syscall(
             libc::SYS_mmap,
             0usize,
-            page_size(),
+            len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            sharing | libc::MAP_ANONYMOUS,
             -1 as libc::c_long,
             0usize,
         )
     };
-    if address == -1 || address == 0 {
+    if address == -1 {
         return None;
     }
+    std::ptr::NonNull::new(address as *mut u8)
+}
+
+/// A counter, 0 at first, that every process forked from this one from
+/// now on shares with it: a page of its own, mapped shared and never
+/// unmapped. `None` when the page cannot be had.
+pub fn counter_shared_with_forks() -> Option<&'static AtomicU32> {
+    let page = map_anonymous(page_size(), libc::MAP_SHARED)?;
     // SAFETY: the page is zeroed (an AtomicU32 of 0), page-aligned,
     // readable and writable, and stays mapped for the life of the process
     // and of its forks; it is only ever accessed atomically.
-    Some(unsafe { &*(address as *const AtomicU32) })
+    Some(unsafe { &*page.as_ptr().cast::<AtomicU32>() })
 }
 
 /// Holds one of the counters [`counter_shared_with_forks`] hands out, or

@@ -158,24 +158,7 @@ pub fn resident_in(start: usize, len: usize) -> u64 {
 
 /// A new private anonymous mapping of `len` bytes (zeroed), or null.
 fn map_unregistered(len: usize) -> *mut u8 {
-    // SAFETY: a new anonymous mapping at an address the kernel picks: no
-    // existing memory is touched.
-    let address = unsafe {
-        libc::syscall(
-            libc::SYS_mmap,
-            0usize,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1 as libc::c_long,
-            0usize,
-        )
-    };
-    if address == -1 {
-        std::ptr::null_mut()
-    } else {
-        address as *mut u8
-    }
+    crate::sys::map_anonymous(len, libc::MAP_PRIVATE).map_or(std::ptr::null_mut(), |block| block.as_ptr())
 }
 
 /// The chunk [`ending_block`] hands blocks out of: `[cursor, end)`, both
