@@ -800,31 +800,29 @@ pub fn descendant_traces(path: &Path) -> Vec<Descendant> {
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
     let prefix = format!("{name}.");
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut found: Vec<Descendant> = entries
+    let mut found: Vec<(Vec<u64>, Descendant)> = entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|candidate| {
-            candidate.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix(&prefix)).is_some_and(|suffix| {
-                suffix.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-            })
-        })
         .filter_map(|candidate| {
+            let numbers = suffix_numbers(candidate.file_name()?.to_str()?, &prefix)?;
             let Some(Record::Process(process)) = RecordReader::open(&candidate).ok()?.next() else { return None };
-            Some(Descendant {
+            let descendant = Descendant {
                 path: candidate,
                 pid: process.pid,
                 forked_from: process.forked_from,
                 cmdline: process.cmdline,
-            })
+            };
+            Some((numbers, descendant))
         })
         .collect();
     // By pid, as numbers (`t.bin.99` before `t.bin.100`): the order the
     // processes started in, unless the pids wrapped.
-    found.sort_by_cached_key(|d| (suffix_numbers(&d.path, &prefix), d.path.clone()));
-    found
+    found.sort_by(|(a, x), (b, y)| (a, &x.path).cmp(&(b, &y.path)));
+    found.into_iter().map(|(_, descendant)| descendant).collect()
 }
 
-/// The numbers of a descendant's name after `prefix` (`<pid>`, or `<pid>.<n>`).
-fn suffix_numbers(path: &Path, prefix: &str) -> Vec<u64> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    name.strip_prefix(prefix).unwrap_or_default().split('.').map(|part| part.parse().unwrap_or(u64::MAX)).collect()
+/// The numbers of a descendant's file name after `prefix` (`<pid>`, or
+/// `<pid>.<n>`); `None` for any other name.
+fn suffix_numbers(name: &str, prefix: &str) -> Option<Vec<u64>> {
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    name.strip_prefix(prefix)?.split('.').map(|part| digits(part).then(|| part.parse().unwrap_or(u64::MAX))).collect()
 }

@@ -122,12 +122,14 @@ const SHARED_TENSOR_REBUILDERS: &[&str] = &["rebuild_storage_fd", "rebuild_stora
 fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'static str> {
     match suspect.memory {
         Memory::Mapped => {
-            let by_arena_allocator = frames.iter().any(|f| {
-                !f.python
-                    && crate::merge::is_python_module(f.module.as_deref())
-                    && ARENA_MAPPERS.contains(&crate::merge::base_name(&f.function))
-            });
-            (pymalloc_in_force(trace) && by_arena_allocator).then_some(PYMALLOC_ARENAS)
+            let by_arena_allocator = || {
+                frames.iter().any(|f| {
+                    !f.python
+                        && crate::merge::is_python_module(f.module.as_deref())
+                        && ARENA_MAPPERS.contains(&crate::merge::base_name(&f.function))
+                })
+            };
+            (pymalloc_in_force(trace) && by_arena_allocator()).then_some(PYMALLOC_ARENAS)
         }
         Memory::Shared => frames
             .iter()
