@@ -41,45 +41,26 @@ fn exec_unavailable() -> c_int {
     -1
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    type Execve = unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
-    match next_exec::<Execve>(c"execve") {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(real) => around_exec(|| unsafe { real(path, argv, envp) }),
-        None => exec_unavailable(),
-    }
+/// Defines a vector form: it completes the trace and calls the next
+/// definition of the symbol (glibc's) with the caller's arguments.
+macro_rules! vector_form {
+    ($name:ident = $symbol:literal ($($arg:ident: $type:ty),*)) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $type),*) -> c_int {
+            type Real = unsafe extern "C" fn($($type),*) -> c_int;
+            match next_exec::<Real>($symbol) {
+                // SAFETY: forwarding the caller's arguments unchanged.
+                Some(real) => around_exec(|| unsafe { real($($arg),*) }),
+                None => exec_unavailable(),
+            }
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
-    type Execv = unsafe extern "C" fn(*const c_char, Argv) -> c_int;
-    match next_exec::<Execv>(c"execv") {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(real) => around_exec(|| unsafe { real(path, argv) }),
-        None => exec_unavailable(),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
-    type Execvp = unsafe extern "C" fn(*const c_char, Argv) -> c_int;
-    match next_exec::<Execvp>(c"execvp") {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(real) => around_exec(|| unsafe { real(file, argv) }),
-        None => exec_unavailable(),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    type Execvpe = unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
-    match next_exec::<Execvpe>(c"execvpe") {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(real) => around_exec(|| unsafe { real(file, argv, envp) }),
-        None => exec_unavailable(),
-    }
-}
+vector_form!(execve = c"execve"(path: *const c_char, argv: Argv, envp: Argv));
+vector_form!(execv = c"execv"(path: *const c_char, argv: Argv));
+vector_form!(execvp = c"execvp"(file: *const c_char, argv: Argv));
+vector_form!(execvpe = c"execvpe"(file: *const c_char, argv: Argv, envp: Argv));
 
 /// The list forms, whose entry code is written for x86_64's calling convention.
 #[cfg(target_arch = "x86_64")]
