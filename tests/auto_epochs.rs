@@ -9,7 +9,6 @@
 //! missing pieces fail the tests, they never skip.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use integration_tests::*;
 use serde_json::Value;
@@ -154,8 +153,7 @@ fn training_passes_cut_the_epochs_without_workers() {
     let epochs = report["process"]["settings"]["epochs"].as_str().unwrap_or_default();
     assert!(epochs.contains("DataLoader passes until the first mark"), "{epochs}");
 
-    let text = Command::new(analyzer()).arg("report").arg(&run.trace).output().unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = report_text(&run.trace);
     assert!(text.contains(&format!("auto-detected {}, exit 1)", EPOCHS - 1)), "{text}");
     assert!(text.contains("DataLoader pass 1  auto"), "{text}");
 }
@@ -275,8 +273,7 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
         let line = &report["lines"][0]["frame"];
         assert!(line["file"].as_str().unwrap_or_default().ends_with("loader_epochs.py"), "{line}");
         assert_eq!(line["line"], line_of("python/loader_epochs.py", "SAMPLES_KEPT.append("), "{line}");
-        let text = Command::new(analyzer()).arg("report").arg(worker).output().unwrap();
-        let text = String::from_utf8_lossy(&text.stdout);
+        let text = report_text(worker);
         assert!(text.contains("(cut by the parent's epochs "), "{text}");
         assert!(text.contains("parent's epoch 2  parent"), "{text}");
     }
@@ -293,32 +290,26 @@ fn persistent_workers_copying_their_parents_objects_are_told() {
     assert_eq!(report["epochs"][0]["private_dirty_bytes"], 0, "measured in forked processes only");
     assert_eq!(descendant_findings(&report), vec!["copy_on_write"; WORKERS], "the parent's report points at them");
     let workers = worker_traces(&run);
-    let copying: Vec<&PathBuf> =
-        workers.iter().filter(|worker| report_json(worker)["verdict"]["kind"] == "copy_on_write").collect();
+    let copying: Vec<(&PathBuf, Value)> = workers
+        .iter()
+        .map(|worker| (worker, report_json(worker)))
+        .filter(|(_, report)| report["verdict"]["kind"] == "copy_on_write")
+        .collect();
     // The training loader's workers; the evaluation loader's read nothing of the kind.
     assert_eq!(copying.len(), WORKERS, "{workers:?}");
-    let epoch_table = |trace: &PathBuf| {
-        let text = Command::new(analyzer()).arg("report").arg(trace).output().unwrap();
-        let text = String::from_utf8_lossy(&text.stdout).into_owned();
-        text.lines()
-            .skip_while(|l| *l != "Epochs")
-            .skip(1)
-            .take_while(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect::<Vec<String>>()
+    // The rows of the text report's epoch table, its header first.
+    let epoch_table = |trace: &PathBuf| -> Vec<String> {
+        let text = report_text(trace);
+        text.lines().skip_while(|l| *l != "Epochs").skip(1).take_while(|l| !l.is_empty()).map(str::to_string).collect()
     };
-    let epoch_table_header = |trace: &PathBuf| -> String { epoch_table(trace).into_iter().next().unwrap_or_default() };
-    let table = epoch_table(copying[0]);
+    let table = epoch_table(copying[0].0);
     let exit_row = table.iter().find(|row| row.split_whitespace().nth(2) == Some("exit")).unwrap();
     // epoch, label, cause, elapsed (2 words), RSS (2 words), private
     assert_eq!(exit_row.split_whitespace().nth(7), Some("-"), "not measured at exit: {table:#?}");
-    assert!(
-        epoch_table_header(copying[0]).contains("RSS     private   live heap"),
-        "{}",
-        epoch_table_header(copying[0])
-    );
-    assert!(!epoch_table_header(&run.trace).contains("private"), "{}", epoch_table_header(&run.trace));
-    for report in copying.iter().map(|worker| report_json(worker)) {
+    assert!(table[0].contains("RSS     private   live heap"), "{}", table[0]);
+    let parents_header = &epoch_table(&run.trace)[0];
+    assert!(!parents_header.contains("private"), "{parents_header}");
+    for (_, report) in &copying {
         // Read at every closed epoch, not at exit, which the analysis never compares.
         let epochs = report["epochs"].as_array().unwrap();
         let (exit, closed) = epochs.split_last().unwrap();

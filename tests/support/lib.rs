@@ -201,6 +201,18 @@ pub fn snapshot_count(records: &[Record]) -> usize {
 }
 
 /// Runs `analyzer report --json` and parses its output.
+/// The text report of a trace (its flamegraph drawn beside it).
+pub fn report_text(trace: &Path) -> String {
+    let output = Command::new(analyzer()).arg("report").arg(trace).output().unwrap();
+    assert!(
+        output.status.success(),
+        "analyzer report {} failed: {}",
+        trace.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 pub fn report_json(trace: &Path) -> serde_json::Value {
     let output = Command::new(analyzer()).arg("report").arg(trace).arg("--json").output().unwrap();
     assert!(
