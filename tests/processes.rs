@@ -124,6 +124,56 @@ fn sigkilled_run_still_reports_up_to_its_last_snapshot() {
 }
 
 #[test]
+fn a_program_started_beside_a_traced_one_writes_a_trace_of_its_own() {
+    let (mut holder_command, dir) = traced_command(&compile("killed.c"));
+    let mut holder = holder_command.stdout(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    for _ in 0..30 {
+        lines.next().unwrap().unwrap();
+    }
+    // The same settings, as a shell that exported them gives each program of a pipeline.
+    let trace = dir.path().join("trace.bin");
+    let beside_run = |program: &std::path::Path| {
+        let (mut command, _elsewhere) = traced_command(program);
+        command.current_dir(dir.path()).env("TRACER_OUTPUT", &trace);
+        let child = command.arg("6").stderr(Stdio::piped()).spawn().unwrap();
+        (child.id(), child.wait_with_output().unwrap())
+    };
+    let leaky = compile("leaky.c");
+    let (pid, beside) = beside_run(&leaky);
+    assert!(beside.status.success());
+    let own = dir.path().join(format!("trace.bin.{pid}"));
+    assert_eq!(
+        String::from_utf8_lossy(&beside.stderr),
+        format!(
+            "tracer: another traced process is writing {}; this one (pid {pid}) writes {}\n",
+            trace.display(),
+            own.display()
+        )
+    );
+    let report = report_json(&own);
+    assert_eq!(report["trace_end"], "complete", "{report:#}");
+    assert!(mentions(&suspects(&report)[0], "leak_per_epoch"), "{report:#}");
+
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let (_, end) = read_trace(&trace);
+    assert!(matches!(end, TraceEnd::EndOfFile | TraceEnd::Truncated { .. }), "the holder's trace is intact: {end:?}");
+    let report = report_json(&trace);
+    assert!(mentions(&suspects(&report)[0], "leak_until_killed"), "{report:#}");
+    let listed = &report["descendant_traces"][0];
+    assert_eq!((listed["pid"].as_u64(), listed["started_beside"].as_bool()), (Some(u64::from(pid)), Some(true)));
+    assert!(report_text(&trace).contains(&format!("(pid {pid}, started beside it: ")));
+
+    // Nobody holds the named file any longer: the next run empties it and writes it.
+    let (_, rerun) = beside_run(&leaky);
+    assert!(rerun.status.success() && rerun.stderr.is_empty(), "{}", String::from_utf8_lossy(&rerun.stderr));
+    let report = report_json(&trace);
+    assert_eq!(report["trace_end"], "complete", "{report:#}");
+    assert!(mentions(&suspects(&report)[0], "leak_per_epoch"), "{report:#}");
+}
+
+#[test]
 fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     let program = compile("leaky.c");
     let untraced = std::process::Command::new(&program).arg("4").output().unwrap();

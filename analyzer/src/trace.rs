@@ -783,12 +783,16 @@ mod tests {
 }
 
 /// The trace of a process that descends from the traced one (a forked
-/// worker, an exec'd program), found beside the trace as `<trace>.<pid>…`.
+/// worker, an exec'd program), found beside the trace as `<trace>.<pid>…`;
+/// or of a process started beside it that found its file in use.
 #[derive(Debug, Clone)]
 pub struct Descendant {
     pub path: PathBuf,
     pub pid: u32,
     pub forked_from: Option<u32>,
+    /// A traced process started beside this one, not from it, that found
+    /// the named file in use (see [`trace_format::NAMED_OUTPUT_IN_USE_SETTING`]).
+    pub started_beside: bool,
     pub cmdline: Vec<String>,
 }
 
@@ -809,6 +813,7 @@ pub fn descendant_traces(path: &Path) -> Vec<Descendant> {
                 path: candidate,
                 pid: process.pid,
                 forked_from: process.forked_from,
+                started_beside: process.started_beside_another(),
                 cmdline: process.cmdline,
             };
             Some((numbers, descendant))

@@ -63,6 +63,20 @@ pub struct Process {
     pub settings: Vec<(String, String)>,
 }
 
+/// The setting of a first traced process that found its named trace file
+/// held by another (two programs started side by side, both preloaded): it
+/// wrote `<path>.<pid>` beside that file instead, and is no descendant of
+/// the process whose trace that file is.
+pub const NAMED_OUTPUT_IN_USE_SETTING: &str = "instead_of";
+
+impl Process {
+    /// Whether this process started beside another traced one rather than
+    /// from it (see [`NAMED_OUTPUT_IN_USE_SETTING`]).
+    pub fn started_beside_another(&self) -> bool {
+        self.settings.iter().any(|(name, _)| name == NAMED_OUTPUT_IN_USE_SETTING)
+    }
+}
+
 /// A loaded ELF object (the executable, a shared library, a dlopen'd module).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Module {

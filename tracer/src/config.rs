@@ -3,6 +3,8 @@
 use std::env;
 use std::path::{Path, PathBuf};
 
+use crate::sys::Claim;
+
 /// Where a process writes its trace when `TRACER_OUTPUT` is not set.
 pub const DEFAULT_OUTPUT: &str = "trace.bin";
 /// Length of a time-slice epoch when `TRACER_EPOCH_SECONDS` is not set.
@@ -126,18 +128,19 @@ impl Config {
     }
 
     /// The candidate paths for this process's trace, in order of preference:
-    /// the named path for the first traced process, `<path>.<pid>` (then
-    /// `<path>.<pid>.1`, ...) for its descendants, which create theirs
-    /// exclusively so that no two processes ever write one file.
-    pub fn output_candidates(&self, descendant: bool, pid: u32) -> impl Iterator<Item = PathBuf> + '_ {
-        let first = (!descendant).then(|| self.base_output.clone());
-        let suffixed = (0..16u32).filter(move |_| descendant).map(move |n| {
+    /// the named path for the first traced process, unless another process
+    /// holds it; then `<path>.<pid>` (then `<path>.<pid>.1`, ...), which
+    /// descendants create exclusively so that no two processes ever write
+    /// one file.
+    pub fn output_candidates(&self, descendant: bool, pid: u32) -> impl Iterator<Item = (PathBuf, Claim)> + '_ {
+        let first = (!descendant).then(|| (self.base_output.clone(), Claim::Locked));
+        let suffixed = (0..16u32).map(move |n| {
             let mut name = self.base_output.clone().into_os_string();
             name.push(format!(".{pid}"));
             if n > 0 {
                 name.push(format!(".{n}"));
             }
-            PathBuf::from(name)
+            (PathBuf::from(name), Claim::Exclusive)
         });
         first.into_iter().chain(suffixed)
     }
@@ -209,8 +212,16 @@ mod tests {
     #[test]
     fn descendants_never_write_the_named_file() {
         let c = config("/tmp/t.bin");
-        assert_eq!(c.output_candidates(false, 9).collect::<Vec<_>>(), [PathBuf::from("/tmp/t.bin")]);
+        let first: Vec<_> = c.output_candidates(false, 9).take(2).collect();
+        assert_eq!(first, [("/tmp/t.bin".into(), Claim::Locked), ("/tmp/t.bin.9".into(), Claim::Exclusive)]);
         let names: Vec<_> = c.output_candidates(true, 9).take(3).collect();
-        assert_eq!(names, [PathBuf::from("/tmp/t.bin.9"), "/tmp/t.bin.9.1".into(), "/tmp/t.bin.9.2".into()]);
+        assert_eq!(
+            names,
+            [
+                ("/tmp/t.bin.9".into(), Claim::Exclusive),
+                ("/tmp/t.bin.9.1".into(), Claim::Exclusive),
+                ("/tmp/t.bin.9.2".into(), Claim::Exclusive)
+            ]
+        );
     }
 }

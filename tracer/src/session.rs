@@ -2,12 +2,13 @@
 //! epochs are closed, and what happens at fork, exec and exit.
 
 use std::panic::{self, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use trace_format::{
     EncodedCounters, End, EndReason, EpochCause, Frame, Notice, Process, Record, SiteCounters, Snapshot, StackNode,
-    StackNodes,
+    StackNodes, NAMED_OUTPUT_IN_USE_SETTING,
 };
 
 use crate::auto_epochs::{self, AutoEpochs};
@@ -90,6 +91,10 @@ struct Output {
     /// Allocations born before this epoch are not this file's to report: a
     /// forked child reports what it allocated itself, not its parent's heap.
     first_birth_epoch: u32,
+    /// The named trace file, when another traced process held it as this
+    /// one started (two programs started side by side with the tracer
+    /// preloaded): this process then writes `<path>.<pid>`.
+    named_output_in_use: Option<PathBuf>,
 }
 
 fn active_session() -> Option<&'static Session> {
@@ -138,7 +143,7 @@ fn begin() {
         }
     }
     let candidates = config.output_candidates(config.is_descendant, sys::pid());
-    let writer = match TraceWriter::create(candidates, config.is_descendant) {
+    let writer = match TraceWriter::create(candidates) {
         Ok(writer) => writer,
         Err((path, err)) => {
             if config.ancestor_reported.as_deref() != Some(REPORTED_FAILURE) {
@@ -153,6 +158,15 @@ fn begin() {
         }
     };
     std::env::set_var(REPORTED_VAR, REPORTED_OK);
+    let named_output_in_use = (!config.is_descendant && writer.path() != config.base_output).then(|| {
+        sys::print_stderr(&format!(
+            "tracer: another traced process is writing {}; this one (pid {}) writes {}\n",
+            config.base_output.display(),
+            sys::pid(),
+            writer.path().display()
+        ));
+        config.base_output.clone()
+    });
     if !config.is_descendant {
         // Descendants must not write this process's file; they add their pid.
         std::env::set_var(INHERITED_OUTPUT_VAR, &config.base_output);
@@ -186,6 +200,7 @@ fn begin() {
             written: WrittenIds::default(),
             written_codes: WrittenIds::default(),
             first_birth_epoch: 0,
+            named_output_in_use,
         }),
         stop_reported: AtomicBool::new(false),
     };
@@ -509,6 +524,7 @@ fn adopt_child(session: &Session) {
     // to say; the parent's descriptor is closed here, in the child only.
     output.writer = None;
     output.forked_from = Some(parent);
+    output.named_output_in_use = None;
     output.next_is_full = true;
     output.modules.forget_written();
     // The child's own allocations start a new epoch; what it inherited stays
@@ -712,7 +728,7 @@ impl Session {
     /// A forked child's own file: header, process, every module.
     fn open_child_file(&self, output: &mut Output) -> bool {
         let candidates = self.config.output_candidates(true, sys::pid());
-        match TraceWriter::create(candidates, true) {
+        match TraceWriter::create(candidates) {
             Ok(writer) => {
                 output.writer = Some(writer);
                 output.written.clear();
@@ -738,6 +754,10 @@ impl Session {
             ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
             ("sampling".to_string(), self.sampling_setting()),
         ];
+        if let Some(named) = &output.named_output_in_use {
+            let why = format!("{}, which another traced process was writing", named.display());
+            settings.push((NAMED_OUTPUT_IN_USE_SETTING.to_string(), why));
+        }
         settings.extend(self.python.settings().iter().cloned());
         settings.extend(self.config.warnings.iter().map(|w| ("warning".to_string(), w.clone())));
         let process = Process {

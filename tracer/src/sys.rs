@@ -156,20 +156,59 @@ pub fn write_all(fd: i32, mut bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Creates (or truncates, unless `exclusive`) a file for writing, close-on-exec
-/// so that an exec'd program does not inherit it.
-pub fn create_file(path: &Path, exclusive: bool) -> io::Result<i32> {
+/// How a trace file is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Created, or emptied and reused, unless another process holds its lock:
+    /// the named file of a first traced process. Two programs started
+    /// side by side with the same settings (`train.py | tee log` with
+    /// `LD_PRELOAD` exported) would otherwise write over each other's trace.
+    Locked,
+    /// Created, never reused: a descendant's `<path>.<pid>`.
+    Exclusive,
+}
+
+/// Opens a trace file for writing as `claim` says, close-on-exec so that an
+/// exec'd program does not inherit it. A file another process holds fails
+/// with `WouldBlock`, one that exists when `Exclusive` with `AlreadyExists`.
+pub fn create_file(path: &Path, claim: Claim) -> io::Result<i32> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
     let mut flags = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
-    flags |= if exclusive { libc::O_EXCL } else { libc::O_TRUNC };
+    if claim == Claim::Exclusive {
+        flags |= libc::O_EXCL;
+    }
     // SAFETY: `c_path` is NUL-terminated and outlives the call.
     let fd = unsafe { libc::open(c_path.as_ptr(), flags, 0o644 as libc::c_uint) };
     if fd < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(fd)
+        return Err(io::Error::last_os_error());
     }
+    if claim == Claim::Locked {
+        if let Err(err) = lock_and_empty(fd) {
+            close(fd);
+            return Err(err);
+        }
+    }
+    Ok(fd)
+}
+
+/// Takes `fd`'s exclusive lock, held until every descriptor of this open
+/// file is closed (a forked child closes its copy at once), and empties
+/// the file. Where the file system has no locks, the file is emptied all
+/// the same, as it was before locks were taken.
+fn lock_and_empty(fd: i32) -> io::Result<()> {
+    // SAFETY: flock and ftruncate act on a descriptor this function's caller owns.
+    if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() == io::ErrorKind::WouldBlock {
+            return Err(err);
+        }
+    }
+    // SAFETY: as above.
+    if unsafe { libc::ftruncate(fd, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 pub fn close(fd: i32) {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use trace_format::{file_header, frame_record, snapshot_frame, EncodedCounters, Record, Snapshot};
 
-use crate::sys;
+use crate::sys::{self, Claim};
 
 /// What the write buffer keeps between flushes.
 const KEPT_CAPACITY: usize = 1 << 20;
@@ -17,20 +17,18 @@ pub struct TraceWriter {
 }
 
 impl TraceWriter {
-    /// Opens the first usable candidate path and writes the file header.
-    pub fn create(
-        candidates: impl Iterator<Item = PathBuf>,
-        exclusive: bool,
-    ) -> Result<TraceWriter, (PathBuf, io::Error)> {
+    /// Opens the first candidate path that no other process holds, and
+    /// writes the file header.
+    pub fn create(candidates: impl Iterator<Item = (PathBuf, Claim)>) -> Result<TraceWriter, (PathBuf, io::Error)> {
         let mut last_error = None;
-        for path in candidates {
-            match sys::create_file(&path, exclusive) {
+        for (path, claim) in candidates {
+            match sys::create_file(&path, claim) {
                 Ok(fd) => {
                     let mut writer = TraceWriter { fd, path, pending: file_header().to_vec() };
                     writer.flush().map_err(|err| (writer.path.clone(), err))?;
                     return Ok(writer);
                 }
-                Err(err) if exclusive && err.kind() == io::ErrorKind::AlreadyExists => last_error = Some((path, err)),
+                Err(err) if held_by_another(claim, &err) => last_error = Some((path, err)),
                 Err(err) => return Err((path, err)),
             }
         }
@@ -65,6 +63,15 @@ impl TraceWriter {
         self.flush()?;
         sys::write_all(self.fd, body)?;
         sys::write_all(self.fd, &tail)
+    }
+}
+
+/// Whether opening a file as `claim` failed only because another process
+/// has that file: the next candidate may be free.
+fn held_by_another(claim: Claim, err: &io::Error) -> bool {
+    match claim {
+        Claim::Locked => err.kind() == io::ErrorKind::WouldBlock,
+        Claim::Exclusive => err.kind() == io::ErrorKind::AlreadyExists,
     }
 }
 

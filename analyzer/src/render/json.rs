@@ -40,6 +40,8 @@ struct JsonDescendant<'a> {
     path: String,
     pid: u32,
     forked_from: Option<u32>,
+    /// Not a descendant: a traced process started beside this one.
+    started_beside: bool,
     cmdline: &'a [String],
     /// What the descendant's own report finds; null when nothing.
     finding: Option<JsonFinding<'a>>,
@@ -279,6 +281,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 path: d.trace.path.display().to_string(),
                 pid: d.trace.pid,
                 forked_from: d.trace.forked_from,
+                started_beside: d.trace.started_beside,
                 cmdline: &d.trace.cmdline,
                 finding: d.finding.as_ref().map(|f| JsonFinding { kind: f.kind.name(), summary: &f.summary }),
             })

@@ -70,7 +70,11 @@ const DESCENDANTS_SHOWN: usize = 6;
 
 fn descendants_section(out: &mut String, descendants: &[DescendantReport]) {
     let children = descendants.iter().map(|d| {
-        let how = if d.trace.forked_from.is_some() { "forked" } else { "exec'd" };
+        let how = match (d.trace.forked_from, d.trace.started_beside) {
+            (Some(_), _) => "forked",
+            (None, true) => "started beside it",
+            (None, false) => "exec'd",
+        };
         format!("{} (pid {}, {how}: {})", d.trace.path.display(), d.trace.pid, d.trace.cmdline.join(" "))
     });
     capped_rows(out, "children", children.collect(), "traces of descendants");
