@@ -174,6 +174,30 @@ fn a_program_started_beside_a_traced_one_writes_a_trace_of_its_own() {
 }
 
 #[test]
+fn the_report_of_a_pipelines_other_end_points_at_the_programs_trace() {
+    // `leaky | cat` from a shell that exported the settings: cat holds trace.bin.
+    let (mut cat_command, dir) = traced_command(std::path::Path::new("cat"));
+    let mut cat = cat_command.stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    let trace = dir.path().join("trace.bin");
+    while std::fs::metadata(&trace).map_or(true, |m| m.len() == 0) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (mut command, _elsewhere) = traced_command(&compile("leaky.c"));
+    let program = command.env("TRACER_OUTPUT", &trace).arg("6").stderr(Stdio::null()).spawn().unwrap();
+    let own = dir.path().join(format!("trace.bin.{}", program.id()));
+    assert!(program.wait_with_output().unwrap().status.success());
+    drop(cat.stdin.take());
+    assert!(cat.wait().unwrap().success());
+    let text = report_text(&trace);
+    assert!(text.contains("Verdict (too_few_epochs)"), "{text}");
+    let note = format!(
+        "Note: another traced process started beside this one (the other end of a pipeline?) wrote its own trace: analyzer report {}",
+        own.display()
+    );
+    assert!(text.contains(&note), "{text}");
+}
+
+#[test]
 fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     let program = compile("leaky.c");
     let untraced = std::process::Command::new(&program).arg("4").output().unwrap();

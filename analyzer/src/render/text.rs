@@ -372,13 +372,15 @@ pub fn render(report: &Report<'_>) -> String {
     }
 
     let _ = writeln!(out, "\nVerdict ({}): {}", a.verdict.kind.name(), report.verdict_message);
-    if let Some(first) = report.descendants.first() {
-        if a.verdict.kind == VerdictKind::TooFewEpochs {
-            let _ = writeln!(
-                out,
-                "Note: if the program ran under a wrapper (a shell script, timeout, env), its trace is a descendant's: analyzer report {}",
-                first.trace.path.display()
-            );
+    if a.verdict.kind == VerdictKind::TooFewEpochs {
+        let beside = report.descendants.iter().find(|d| d.trace.started_beside);
+        if let Some(other) = beside.or(report.descendants.first()) {
+            let why = if other.trace.started_beside {
+                "another traced process started beside this one (the other end of a pipeline?) wrote its own trace"
+            } else {
+                "if the program ran under a wrapper (a shell script, timeout, env), its trace is a descendant's"
+            };
+            let _ = writeln!(out, "Note: {why}: analyzer report {}", other.trace.path.display());
         }
     }
     let found = report.descendants.iter().filter(|d| d.finding.is_some()).count();
