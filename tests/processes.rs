@@ -198,6 +198,34 @@ fn the_report_of_a_pipelines_other_end_points_at_the_programs_trace() {
 }
 
 #[test]
+fn an_allocator_preloaded_after_the_tracer_keeps_every_block_and_is_traced() {
+    let program = compile("other_allocator.c");
+    let preload = format!("{} {}", tracer_lib().display(), jemalloc().display());
+    let run = run_traced_with(&program, &["8"], &[("LD_PRELOAD", &preload)]).succeeded();
+    let stderr = run.stderr();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let expected =
+        format!("tracer: the program's allocator is {}'s, preloaded after libtracer.so", jemalloc().display());
+    assert!(stderr.starts_with(&expected), "{stderr}");
+    let report = report_json(&run.trace);
+    assert!(mentions(&suspects(&report)[0], "leak_through_every_entry"), "{report:#}");
+    assert!(report["process"]["settings"]["warning"].as_str().is_some_and(|w| w.contains("jemalloc")), "{report:#}");
+}
+
+#[test]
+fn an_allocator_loaded_before_the_tracer_is_named_with_what_to_do() {
+    let program = compile("other_allocator.c");
+    let preload = format!("{} {}", jemalloc().display(), tracer_lib().display());
+    let run = run_traced_with(&program, &["4"], &[("LD_PRELOAD", &preload)]).succeeded();
+    let expected = format!(
+        "tracer: malloc is {}'s, loaded before libtracer.so: the program's heap does not reach the tracer \
+         (its mappings do); list libtracer.so first in LD_PRELOAD\n",
+        jemalloc().display()
+    );
+    assert_eq!(run.stderr(), expected);
+}
+
+#[test]
 fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     let program = compile("leaky.c");
     let untraced = std::process::Command::new(&program).arg("4").output().unwrap();

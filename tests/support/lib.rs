@@ -122,6 +122,16 @@ pub fn compile(name: &str) -> PathBuf {
     binary
 }
 
+/// jemalloc's shared library, which scripts/install-build-deps.sh installs.
+pub fn jemalloc() -> PathBuf {
+    let listed = Command::new("ldconfig").arg("-p").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    listed
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("libjemalloc.so.2 ")?.split(" => ").nth(1).map(PathBuf::from))
+        .expect("libjemalloc.so.2 is not installed; scripts/install-build-deps.sh installs it (Debian: libjemalloc2)")
+}
+
 /// A program's run under the tracer, in a directory of its own.
 pub struct TracedRun {
     pub dir: tempfile::TempDir,

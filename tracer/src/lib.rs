@@ -2,7 +2,8 @@
 //! allocation and anonymous memory mapping with its call stack, cuts the run into epochs and writes the
 //! changes of each epoch to a trace file for `analyzer`.
 //!
-//! Data flows one way: the hooks (`hooks`) forward each call to glibc and hand
+//! Data flows one way: the hooks (`hooks`) forward each call to the program's
+//! allocator (glibc's, or one preloaded after the tracer) and hand
 //! the result to the session (`session`), which captures the stack (`unwind`),
 //! adds the Python frames of a CPython process (`python`), which also show
 //! when a PyTorch DataLoader pass starts an epoch (`auto_epochs`),

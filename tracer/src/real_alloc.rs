@@ -2,9 +2,10 @@
 //!
 //! The hooks forward to `__libc_malloc` and friends, which glibc exports for
 //! exactly this purpose; they work from the first instruction of the process,
-//! so no `dlsym` bootstrap (and no static bootstrap pool) is needed. The
-//! tracer's own Rust allocations go to the same functions directly, so they
-//! never re-enter the hooks and are never recorded.
+//! so no static bootstrap pool is needed (unless another allocator follows
+//! the tracer: see `hooks::next_allocator`). The tracer's own Rust
+//! allocations go to these functions directly, so they never re-enter the
+//! hooks and are never recorded.
 
 mod mapped;
 

@@ -127,16 +127,18 @@ fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usiz
 }
 
 /// Starts tracing this process; called once when the library is loaded.
-pub fn start() {
-    thread_state::inside(|_| begin());
+/// `warnings`: what the hooks found wrong with their place in the process.
+pub fn start(warnings: Vec<String>) {
+    thread_state::inside(|_| begin(warnings));
 }
 
 /// `start`'s work, with the thread inside the tracer.
-fn begin() {
+fn begin(hook_warnings: Vec<String>) {
     // Panics are caught and turned into one line; the default hook's report
     // would be noise in the traced program's stderr.
     panic::set_hook(Box::new(|_| {}));
-    let config = Config::from_env();
+    let mut config = Config::from_env();
+    config.warnings.extend(hook_warnings);
     if config.ancestor_reported.is_none() {
         for warning in &config.warnings {
             sys::print_stderr(&format!("tracer: {warning}\n"));
@@ -172,7 +174,7 @@ fn begin() {
         std::env::set_var(INHERITED_OUTPUT_VAR, &config.base_output);
     }
     let sampling = config.sample_bytes.map(Sampling::new);
-    let own_code = modules::module_range_containing(start as fn() as usize as u64).unwrap_or((0, 0));
+    let own_code = modules::module_range_containing(start as fn(Vec<String>) as usize as u64).unwrap_or((0, 0));
     let now = sys::monotonic_ns();
     let slice_deadline_ns = config.epoch_seconds.map_or(0, |s| now + (s * 1e9) as u64);
     let python = Python::detect();

@@ -1,4 +1,5 @@
-//! malloc and friends: each forwards to glibc and then records the result.
+//! malloc and friends: each forwards to the program's allocator (glibc's,
+//! see [`super::next_allocator`]) and then records the result.
 //! C++ `new`/`delete` reach these through libstdc++'s calls to malloc/free.
 //!
 //! The entry points that record a stack are stubs that pass the program's
@@ -7,7 +8,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::real_alloc::*;
+use super::next_allocator as next;
 use crate::session;
 use crate::unwind::Entry;
 
@@ -52,7 +53,7 @@ entry_stub!(calloc(count: usize, size: usize) -> *mut c_void => calloc_body, "rd
 entry_stub!(realloc(ptr: *mut c_void, size: usize) -> *mut c_void => realloc_body, "rdx", "rcx");
 entry_stub!(reallocarray(ptr: *mut c_void, count: usize, size: usize) -> *mut c_void => reallocarray_body, "rcx", "r8");
 entry_stub!(posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int => posix_memalign_body, "rcx", "r8");
-entry_stub!(aligned_alloc(alignment: usize, size: usize) -> *mut c_void => memalign_body, "rdx", "rcx");
+entry_stub!(aligned_alloc(alignment: usize, size: usize) -> *mut c_void => aligned_alloc_body, "rdx", "rcx");
 entry_stub!(memalign(alignment: usize, size: usize) -> *mut c_void => memalign_body, "rdx", "rcx");
 entry_stub!(valloc(size: usize) -> *mut c_void => valloc_body, "rsi", "rdx");
 entry_stub!(pvalloc(size: usize) -> *mut c_void => pvalloc_body, "rsi", "rdx");
@@ -62,25 +63,23 @@ fn entry(stack_pointer: u64, frame_pointer: u64) -> Entry {
 }
 
 unsafe extern "C" fn malloc_body(size: usize, sp: u64, bp: u64) -> *mut c_void {
-    // SAFETY: forwarding the caller's request unchanged to glibc.
-    let ptr = unsafe { __libc_malloc(size) };
+    let ptr = next::malloc(size);
     session::allocated(ptr, size, entry(sp, bp));
     ptr
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn free(ptr: *mut c_void) {
-    // The record goes first: once glibc has the block back, another thread
-    // may be handed the same address.
+    // The record goes first: once the allocator has the block back, another
+    // thread may be handed the same address.
     session::freed(ptr);
     // SAFETY: the caller passes a pointer from this allocator (or null), as free requires.
-    unsafe { __libc_free(ptr) }
+    unsafe { next::free(ptr) }
 }
 
 unsafe extern "C" fn calloc_body(count: usize, size: usize, sp: u64, bp: u64) -> *mut c_void {
-    // SAFETY: forwarding the caller's request unchanged to glibc.
-    let ptr = unsafe { __libc_calloc(count, size) };
-    // glibc returns null when count * size overflows, so the product is exact here.
+    let ptr = next::calloc(count, size);
+    // calloc returns null when count * size overflows, so the product is exact here.
     session::allocated(ptr, count.wrapping_mul(size), entry(sp, bp));
     ptr
 }
@@ -92,7 +91,7 @@ unsafe extern "C" fn realloc_body(ptr: *mut c_void, size: usize, sp: u64, bp: u6
     }
     let known = session::forget_for_realloc(ptr);
     // SAFETY: the caller passes a live pointer from this allocator, as realloc requires.
-    let new_ptr = unsafe { __libc_realloc(ptr, size) };
+    let new_ptr = unsafe { next::realloc(ptr, size) };
     if new_ptr.is_null() {
         // Size 0 freed the block; otherwise the old block is still the caller's.
         if size != 0 && known {
@@ -123,38 +122,35 @@ unsafe extern "C" fn posix_memalign_body(
     sp: u64,
     bp: u64,
 ) -> c_int {
-    if !alignment.is_power_of_two() || !alignment.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
-        return libc::EINVAL;
+    // SAFETY: the caller passes a writable location for the result.
+    let result = unsafe { next::posix_memalign(out, alignment, size) };
+    if result == 0 {
+        // SAFETY: set by the successful call above.
+        session::allocated(unsafe { *out }, size, entry(sp, bp));
     }
-    // SAFETY: the alignment was checked as posix_memalign requires.
-    let ptr = unsafe { __libc_memalign(alignment, size) };
-    if ptr.is_null() {
-        return libc::ENOMEM;
-    }
-    // SAFETY: the caller passes a valid location for the result.
-    unsafe { *out = ptr };
-    session::allocated(ptr, size, entry(sp, bp));
-    0
+    result
 }
 
-/// Also `aligned_alloc`, which glibc implements as memalign.
+unsafe extern "C" fn aligned_alloc_body(alignment: usize, size: usize, sp: u64, bp: u64) -> *mut c_void {
+    let ptr = next::aligned_alloc(alignment, size);
+    session::allocated(ptr, size, entry(sp, bp));
+    ptr
+}
+
 unsafe extern "C" fn memalign_body(alignment: usize, size: usize, sp: u64, bp: u64) -> *mut c_void {
-    // SAFETY: forwarding the caller's request unchanged to glibc.
-    let ptr = unsafe { __libc_memalign(alignment, size) };
+    let ptr = next::memalign(alignment, size);
     session::allocated(ptr, size, entry(sp, bp));
     ptr
 }
 
 unsafe extern "C" fn valloc_body(size: usize, sp: u64, bp: u64) -> *mut c_void {
-    // SAFETY: forwarding the caller's request unchanged to glibc.
-    let ptr = unsafe { __libc_valloc(size) };
+    let ptr = next::valloc(size);
     session::allocated(ptr, size, entry(sp, bp));
     ptr
 }
 
 unsafe extern "C" fn pvalloc_body(size: usize, sp: u64, bp: u64) -> *mut c_void {
-    // SAFETY: forwarding the caller's request unchanged to glibc.
-    let ptr = unsafe { __libc_pvalloc(size) };
+    let ptr = next::pvalloc(size);
     session::allocated(ptr, size, entry(sp, bp));
     ptr
 }

@@ -10,6 +10,7 @@ mod lifecycle;
 mod loader;
 #[cfg(target_arch = "x86_64")]
 mod mapping;
+pub mod next_allocator;
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,14 +48,22 @@ impl NextSymbol {
 
     /// The function, as `F`: the C signature of the function named.
     pub fn get<F: Copy>(&self) -> Option<F> {
+        // SAFETY: every NextSymbol is read as the C signature of the function it names.
+        unsafe { as_function(self.address()) }
+    }
+
+    /// The function's address, 0 when there is none.
+    pub fn address(&self) -> usize {
         let mut address = self.address.load(Ordering::Acquire);
         if address == 0 {
             // Threads racing here all find the same address.
             address = (next_symbol(self.name) as usize).max(NOT_FOUND);
             self.address.store(address, Ordering::Release);
         }
-        let address = if address == NOT_FOUND { 0 } else { address };
-        // SAFETY: every NextSymbol is read as the C signature of the function it names.
-        unsafe { as_function(address) }
+        if address == NOT_FOUND {
+            0
+        } else {
+            address
+        }
     }
 }

@@ -1,0 +1,195 @@
+//! The allocator the program's calls go on to once recorded: glibc's,
+//! called directly, unless another allocator (jemalloc, tcmalloc) was
+//! preloaded after libtracer.so; then the next definition of each
+//! function, as the program would reach it without the tracer. Sending
+//! every call to glibc instead split the program's memory between two
+//! allocators: the other one's C++ `delete` or `malloc_usable_size` met
+//! glibc's blocks, and `import torch` aborted in `free()` with jemalloc.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use super::NextSymbol;
+use crate::real_alloc::*;
+
+const UNKNOWN: u8 = 0;
+const GLIBC: u8 = 1;
+const OTHER: u8 = 2;
+
+/// Whose functions come next: [`UNKNOWN`] until the process's first call.
+static NEXT_IS: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+static MALLOC: NextSymbol = NextSymbol::new(c"malloc");
+static FREE: NextSymbol = NextSymbol::new(c"free");
+static CALLOC: NextSymbol = NextSymbol::new(c"calloc");
+static REALLOC: NextSymbol = NextSymbol::new(c"realloc");
+static POSIX_MEMALIGN: NextSymbol = NextSymbol::new(c"posix_memalign");
+static ALIGNED_ALLOC: NextSymbol = NextSymbol::new(c"aligned_alloc");
+static MEMALIGN: NextSymbol = NextSymbol::new(c"memalign");
+static VALLOC: NextSymbol = NextSymbol::new(c"valloc");
+static PVALLOC: NextSymbol = NextSymbol::new(c"pvalloc");
+
+thread_local! {
+    // Const-initialized without a destructor: static TLS, never allocates.
+    static RESOLVING: Cell<bool> = const { Cell::new(false) };
+}
+
+#[inline]
+fn other_allocator() -> bool {
+    match NEXT_IS.load(Ordering::Acquire) {
+        GLIBC => false,
+        OTHER => true,
+        _ => resolve(),
+    }
+}
+
+/// Looks every function up, on the first call of each thread that gets
+/// here before the answer is known (they all find the same functions).
+#[cold]
+fn resolve() -> bool {
+    // dlsym allocates only to keep the message of a failed lookup, and
+    // glibc defines every name looked up here: were it to allocate all the
+    // same, its calls would reach glibc rather than loop back here.
+    if RESOLVING.try_with(|resolving| resolving.replace(true)).unwrap_or(true) {
+        return false;
+    }
+    let next_malloc = MALLOC.address();
+    // Where the next malloc is the one `__libc_malloc` names (glibc's, or an
+    // allocator that defines both), the direct calls reach it already.
+    let other = next_malloc != 0 && next_malloc != __libc_malloc as *const () as usize;
+    if other {
+        for symbol in [&FREE, &CALLOC, &REALLOC, &POSIX_MEMALIGN, &ALIGNED_ALLOC, &MEMALIGN, &VALLOC, &PVALLOC] {
+            symbol.address();
+        }
+    }
+    NEXT_IS.store(if other { OTHER } else { GLIBC }, Ordering::Release);
+    let _ = RESOLVING.try_with(|resolving| resolving.set(false));
+    other
+}
+
+/// What the tracer's place among the program's allocators means for the
+/// trace, as warnings: another allocator ahead of the tracer keeps the
+/// heap from it; one after it keeps its own C++ `new` and `delete`.
+pub fn warnings() -> Vec<String> {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
+    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
+    // Not `malloc`'s own address, which the program's malloc would stand for.
+    let tracer = object_of(warnings as *const () as usize);
+    let next = MALLOC.address();
+    if first != 0 && object_of(first) != tracer {
+        vec![format!(
+            "malloc is {}'s, loaded before libtracer.so: the program's heap does not reach the tracer \
+             (its mappings do); list libtracer.so first in LD_PRELOAD",
+            file_defining(first)
+        )]
+    } else if next != 0 && object_of(next) != object_of(libc::gnu_get_libc_version as *const () as usize) {
+        vec![format!(
+            "the program's allocator is {}'s, preloaded after libtracer.so: its blocks are recorded \
+             (and the memory it maps for them is counted among the mappings), but the C++ new and delete \
+             it defines do not reach the tracer, and `malloc free` counts glibc's arenas only",
+            file_defining(next)
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// What dladdr says of the object holding `address`, if anything.
+fn loaded_object(address: usize) -> Option<libc::Dl_info> {
+    // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables and fills `info`.
+    (unsafe { libc::dladdr(address as *const c_void, &mut info) } != 0).then_some(info)
+}
+
+/// The load address of the object holding `address` (0 when none does).
+fn object_of(address: usize) -> usize {
+    loaded_object(address).map_or(0, |info| info.dli_fbase as usize)
+}
+
+fn file_defining(address: usize) -> String {
+    match loaded_object(address) {
+        // SAFETY: a file name dladdr sets is a NUL-terminated string the loader keeps.
+        Some(info) if !info.dli_fname.is_null() => unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into(),
+        _ => format!("the library at {address:#x}"),
+    }
+}
+
+/// Calls the next definition of the function `symbol` names, as `$ty`, or
+/// else glibc's `$glibc`, with `$args`.
+macro_rules! forward {
+    ($symbol:ident as $ty:ty, $glibc:expr, ($($arg:expr),*)) => {{
+        match other_allocator().then(|| $symbol.get::<$ty>()).flatten() {
+            // SAFETY: the caller's request, unchanged, to the function the
+            // program would call without the tracer.
+            Some(next) => unsafe { next($($arg),*) },
+            // SAFETY: as above, to glibc's allocator.
+            None => unsafe { $glibc($($arg),*) },
+        }
+    }};
+}
+
+type Size = unsafe extern "C" fn(usize) -> *mut c_void;
+type Pair = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+
+pub fn malloc(size: usize) -> *mut c_void {
+    forward!(MALLOC as Size, __libc_malloc, (size))
+}
+
+/// # Safety
+/// `ptr` is null or a live block of the program's allocator.
+pub unsafe fn free(ptr: *mut c_void) {
+    forward!(FREE as unsafe extern "C" fn(*mut c_void), __libc_free, (ptr))
+}
+
+pub fn calloc(count: usize, size: usize) -> *mut c_void {
+    forward!(CALLOC as Pair, __libc_calloc, (count, size))
+}
+
+/// # Safety
+/// `ptr` is a live block of the program's allocator.
+pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    forward!(REALLOC as unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void, __libc_realloc, (ptr, size))
+}
+
+/// # Safety
+/// `out` is writable.
+pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int {
+    forward!(
+        POSIX_MEMALIGN as unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> c_int,
+        glibc_posix_memalign,
+        (out, alignment, size)
+    )
+}
+
+pub fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
+    forward!(ALIGNED_ALLOC as Pair, __libc_memalign, (alignment, size))
+}
+
+pub fn memalign(alignment: usize, size: usize) -> *mut c_void {
+    forward!(MEMALIGN as Pair, __libc_memalign, (alignment, size))
+}
+
+pub fn valloc(size: usize) -> *mut c_void {
+    forward!(VALLOC as Size, __libc_valloc, (size))
+}
+
+pub fn pvalloc(size: usize) -> *mut c_void {
+    forward!(PVALLOC as Size, __libc_pvalloc, (size))
+}
+
+/// glibc's posix_memalign, from the memalign it exports for interposers.
+unsafe extern "C" fn glibc_posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int {
+    if !alignment.is_power_of_two() || !alignment.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
+        return libc::EINVAL;
+    }
+    // SAFETY: the alignment was checked as posix_memalign requires.
+    let ptr = unsafe { __libc_memalign(alignment, size) };
+    if ptr.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: the caller passes a writable location for the result.
+    unsafe { *out = ptr };
+    0
+}
