@@ -239,6 +239,28 @@ fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
 }
 
 #[test]
+fn output_to_a_device_is_written_as_it_is() {
+    // Not a file of records to empty or guard: two programs may both write /dev/null.
+    let (mut first, _dir) = traced_command(&compile("killed.c"));
+    let mut first = first.env("TRACER_OUTPUT", "/dev/null").stdout(Stdio::piped()).spawn().unwrap();
+    BufReader::new(first.stdout.take().unwrap()).lines().next().unwrap().unwrap();
+    let run = run_traced_with(&compile("leaky.c"), &["4"], &[("TRACER_OUTPUT", "/dev/null")]).succeeded();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_eq!(run.stderr(), "");
+    // Nor do descendants add files beside it.
+    let beside_null = || -> Vec<std::path::PathBuf> {
+        let entries = std::fs::read_dir("/dev").unwrap().map(|entry| entry.unwrap().path());
+        entries.filter(|path| path.to_string_lossy().starts_with("/dev/null.")).collect()
+    };
+    let before = beside_null();
+    let (mut command, _dir) = traced_command(std::path::Path::new("sh"));
+    let output = command.args(["-c", "ls / | cat"]).env("TRACER_OUTPUT", "/dev/null").output().unwrap();
+    assert!(output.status.success() && output.stderr.is_empty(), "{output:?}");
+    assert_eq!(beside_null(), before);
+}
+
+#[test]
 fn a_process_tree_with_unwritable_output_says_why_once() {
     let (mut command, _dir) = traced_command(std::path::Path::new("sh"));
     let output = command

@@ -131,9 +131,10 @@ impl Config {
     /// the named path for the first traced process, unless another process
     /// holds it; then `<path>.<pid>` (then `<path>.<pid>.1`, ...), which
     /// descendants create exclusively so that no two processes ever write
-    /// one file.
+    /// one file. A device (`/dev/null`) is every process's output.
     pub fn output_candidates(&self, descendant: bool, pid: u32) -> impl Iterator<Item = (PathBuf, Claim)> + '_ {
-        let first = (!descendant).then(|| (self.base_output.clone(), Claim::Locked));
+        let shared = std::fs::metadata(&self.base_output).is_ok_and(|m| !m.is_file() && !m.is_dir());
+        let first = (!descendant || shared).then(|| (self.base_output.clone(), Claim::Locked));
         let suffixed = (0..16u32).map(move |n| {
             let mut name = self.base_output.clone().into_os_string();
             name.push(format!(".{pid}"));

@@ -195,8 +195,15 @@ pub fn create_file(path: &Path, claim: Claim) -> io::Result<i32> {
 /// Takes `fd`'s exclusive lock, held until every descriptor of this open
 /// file is closed (a forked child closes its copy at once), and empties
 /// the file. Where the file system has no locks, the file is emptied all
-/// the same, as it was before locks were taken.
+/// the same, as it was before locks were taken. Anything but a regular
+/// file (`/dev/null`, a pipe) is written as it is.
 fn lock_and_empty(fd: i32) -> io::Result<()> {
+    // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
+    let mut status: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on a descriptor the caller owns, into a writable stat.
+    if unsafe { libc::fstat(fd, &mut status) } != 0 || status.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Ok(());
+    }
     // SAFETY: flock and ftruncate act on a descriptor this function's caller owns.
     if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let err = io::Error::last_os_error();
