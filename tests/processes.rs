@@ -230,6 +230,21 @@ fn an_allocator_loaded_before_the_tracer_is_named_with_what_to_do() {
 }
 
 #[test]
+fn a_program_closing_every_descriptor_keeps_its_files_and_its_trace() {
+    let program = compile("closes_descriptors.c");
+    let (mut command, dir) = traced_command(&program);
+    let output = command.arg(dir.path().join("own.txt")).output().unwrap();
+    // Its own file holds exactly what it wrote (the program checks), though
+    // it was handed the descriptor number the tracer had.
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report = report_json(&dir.path().join("trace.bin"));
+    assert_eq!(report["trace_end"], "complete", "{report:#}");
+    assert_eq!(report["epochs"].as_array().unwrap().len(), 9, "eight marks and the exit: {report:#}");
+    assert!(mentions(&suspects(&report)[0], "leak_per_epoch"), "{report:#}");
+}
+
+#[test]
 fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     let program = compile("leaky.c");
     let untraced = std::process::Command::new(&program).arg("4").output().unwrap();

@@ -172,8 +172,7 @@ pub enum Claim {
 /// exec'd program does not inherit it. A file another process holds fails
 /// with `WouldBlock`, one that exists when `Exclusive` with `AlreadyExists`.
 pub fn create_file(path: &Path, claim: Claim) -> io::Result<i32> {
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    let c_path = c_path(path)?;
     let mut flags = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
     if claim == Claim::Exclusive {
         flags |= libc::O_EXCL;
@@ -189,6 +188,25 @@ pub fn create_file(path: &Path, claim: Claim) -> io::Result<i32> {
             return Err(err);
         }
     }
+    Ok(fd)
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+/// Opens an existing trace file again to add to its end, locked again as
+/// [`create_file`] locks it (whoever holds it, the trace goes on).
+pub fn reopen_to_append(path: &Path) -> io::Result<i32> {
+    let c_path = c_path(path)?;
+    // SAFETY: `c_path` is NUL-terminated and outlives the call.
+    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: flock on the descriptor just opened; its outcome changes nothing here.
+    unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
     Ok(fd)
 }
 
@@ -216,6 +234,21 @@ fn lock_and_empty(fd: i32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// What tells one open file from another: its device and inode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileId {
+    device: u64,
+    inode: u64,
+}
+
+/// The file `fd` is open on; `None` when `fd` is not open.
+pub fn file_id(fd: i32) -> Option<FileId> {
+    // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
+    let mut status: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes only into `status`; a closed descriptor fails with EBADF.
+    (unsafe { libc::fstat(fd, &mut status) } == 0).then_some(FileId { device: status.st_dev, inode: status.st_ino })
 }
 
 pub fn close(fd: i32) {

@@ -11,7 +11,10 @@ use crate::sys::{self, Claim};
 const KEPT_CAPACITY: usize = 1 << 20;
 
 pub struct TraceWriter {
+    /// -1 once the program took the descriptor over (see [`TraceWriter::check_descriptor`]).
     fd: i32,
+    /// The file the descriptor was opened on.
+    file: sys::FileId,
     path: PathBuf,
     pending: Vec<u8>,
 }
@@ -24,7 +27,8 @@ impl TraceWriter {
         for (path, claim) in candidates {
             match sys::create_file(&path, claim) {
                 Ok(fd) => {
-                    let mut writer = TraceWriter { fd, path, pending: file_header().to_vec() };
+                    let file = sys::file_id(fd).unwrap_or_default();
+                    let mut writer = TraceWriter { fd, file, path, pending: file_header().to_vec() };
                     writer.flush().map_err(|err| (writer.path.clone(), err))?;
                     return Ok(writer);
                 }
@@ -46,6 +50,7 @@ impl TraceWriter {
     /// Writes what was appended since the last flush in one go, so that a
     /// process killed meanwhile leaves at most one torn record at the end.
     pub fn flush(&mut self) -> io::Result<()> {
+        self.check_descriptor()?;
         let result = sys::write_all(self.fd, &self.pending);
         self.pending.clear();
         // A first snapshot's stack nodes take MiBs; later flushes are small.
@@ -75,8 +80,38 @@ fn held_by_another(claim: Claim, err: &io::Error) -> bool {
     }
 }
 
+impl TraceWriter {
+    /// Makes sure the descriptor still names the trace file. A program that
+    /// closes every descriptor it did not open itself (a daemon's start, a
+    /// careful launcher) and opens a file of its own may be handed the same
+    /// number: the trace must not go into that file, nor that descriptor be
+    /// closed under the program. The trace file is opened again instead,
+    /// and the trace goes on where it was.
+    fn check_descriptor(&mut self) -> io::Result<()> {
+        if self.owns_descriptor() {
+            return Ok(());
+        }
+        let lost = std::mem::replace(&mut self.fd, -1);
+        let fd = sys::reopen_to_append(&self.path)?;
+        if sys::file_id(fd) != Some(self.file) {
+            sys::close(fd);
+            return Err(io::Error::other(format!(
+                "the program closed its descriptor ({lost}) and the file at that path is another one now"
+            )));
+        }
+        self.fd = fd;
+        Ok(())
+    }
+
+    fn owns_descriptor(&self) -> bool {
+        self.fd >= 0 && sys::file_id(self.fd) == Some(self.file)
+    }
+}
+
 impl Drop for TraceWriter {
     fn drop(&mut self) {
-        sys::close(self.fd);
+        if self.owns_descriptor() {
+            sys::close(self.fd);
+        }
     }
 }
