@@ -217,6 +217,21 @@ fn an_allocator_preloaded_after_the_tracer_keeps_every_block_and_is_traced() {
 }
 
 #[test]
+fn memory_another_allocator_keeps_for_each_thread_is_no_mapping_leak() {
+    // Under glibc this program's growth is allocator_retention; jemalloc
+    // keeps it in memory it mapped for the threads' blocks, which the
+    // mapping hooks must not take for the program's own mappings.
+    let program = compile("fragmented.c");
+    let preload = format!("{} {}", tracer_lib().display(), jemalloc().display());
+    let run = run_traced_with(&program, &[], &[("LD_PRELOAD", &preload)]).succeeded();
+    let report = report_json(&run.trace);
+    assert!(suspects(&report).is_empty(), "a heap or mapping site was blamed: {report:#}");
+    assert_eq!(report["verdict"]["kind"], "growth_outside_heap", "{report:#}");
+    let epochs = report["epochs"].as_array().unwrap();
+    assert!(epochs.iter().all(|e| e["mapped_bytes"].as_u64() == Some(0)), "{epochs:#?}");
+}
+
+#[test]
 fn an_allocator_loaded_before_the_tracer_is_named_with_what_to_do() {
     let program = compile("other_allocator.c");
     let preload = format!("{} {}", jemalloc().display(), tracer_lib().display());

@@ -33,6 +33,27 @@ static PVALLOC: NextSymbol = NextSymbol::new(c"pvalloc");
 thread_local! {
     // Const-initialized without a destructor: static TLS, never allocates.
     static RESOLVING: Cell<bool> = const { Cell::new(false) };
+    /// Set while this thread runs a call forwarded to another allocator.
+    static IN_OTHER_ALLOCATOR: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is inside a call the hooks forwarded to another
+/// allocator: the memory it maps now holds the program's blocks, which are
+/// recorded as such. (glibc maps its own through internal calls that never
+/// reach the mapping hooks.) Counted as mappings too, an allocator keeping
+/// memory for a thread made that thread's call site look like a leak.
+pub fn mapping_for_allocator() -> bool {
+    IN_OTHER_ALLOCATOR.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Runs `call` into another allocator with [`mapping_for_allocator`] set.
+fn inside_other_allocator<R>(call: impl FnOnce() -> R) -> R {
+    let outer = IN_OTHER_ALLOCATOR.try_with(|inside| inside.replace(true)).unwrap_or(true);
+    let result = call();
+    if !outer {
+        let _ = IN_OTHER_ALLOCATOR.try_with(|inside| inside.set(false));
+    }
+    result
 }
 
 #[inline]
@@ -85,9 +106,9 @@ pub fn warnings() -> Vec<String> {
         )]
     } else if next != 0 && object_of(next) != object_of(libc::gnu_get_libc_version as *const () as usize) {
         vec![format!(
-            "the program's allocator is {}'s, preloaded after libtracer.so: its blocks are recorded \
-             (and the memory it maps for them is counted among the mappings), but the C++ new and delete \
-             it defines do not reach the tracer, and `malloc free` counts glibc's arenas only",
+            "the program's allocator is {}'s, preloaded after libtracer.so: its blocks are recorded, \
+             but the C++ new and delete it defines do not reach the tracer, and `malloc free` counts \
+             glibc's arenas only (what it keeps shows as growth outside the heap)",
             file_defining(next)
         )]
     } else {
@@ -123,7 +144,7 @@ macro_rules! forward {
         match other_allocator().then(|| $symbol.get::<$ty>()).flatten() {
             // SAFETY: the caller's request, unchanged, to the function the
             // program would call without the tracer.
-            Some(next) => unsafe { next($($arg),*) },
+            Some(next) => inside_other_allocator(|| unsafe { next($($arg),*) }),
             // SAFETY: as above, to glibc's allocator.
             None => unsafe { $glibc($($arg),*) },
         }
