@@ -260,6 +260,14 @@ fn a_program_closing_every_descriptor_keeps_its_files_and_its_trace() {
 }
 
 #[test]
+fn a_program_with_a_malloc_of_its_own_runs_unchanged_and_is_told_so() {
+    let run = run_traced(&compile("own_malloc.c"), &[]).succeeded();
+    assert_eq!(run.stdout(), "its own heap\n");
+    let expected = "tracer: the program defines malloc itself: its heap does not reach the tracer (its mappings do)\n";
+    assert_eq!(run.stderr(), expected);
+}
+
+#[test]
 fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     let program = compile("leaky.c");
     let untraced = std::process::Command::new(&program).arg("4").output().unwrap();

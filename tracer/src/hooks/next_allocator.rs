@@ -90,15 +90,20 @@ fn resolve() -> bool {
 }
 
 /// What the tracer's place among the program's allocators means for the
-/// trace, as warnings: another allocator ahead of the tracer keeps the
-/// heap from it; one after it keeps its own C++ `new` and `delete`.
+/// trace, as warnings: an allocator of the program's own, or another one
+/// ahead of the tracer, keeps the heap from it; one after it keeps its own
+/// C++ `new` and `delete`.
 pub fn warnings() -> Vec<String> {
     // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
     let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
     // Not `malloc`'s own address, which the program's malloc would stand for.
     let tracer = object_of(warnings as *const () as usize);
     let next = MALLOC.address();
-    if first != 0 && object_of(first) != tracer {
+    // SAFETY: getauxval reads the auxiliary vector the kernel gave the process.
+    let program = object_of(unsafe { libc::getauxval(libc::AT_ENTRY) } as usize);
+    if first != 0 && object_of(first) == program {
+        vec!["the program defines malloc itself: its heap does not reach the tracer (its mappings do)".into()]
+    } else if first != 0 && object_of(first) != tracer {
         vec![format!(
             "malloc is {}'s, loaded before libtracer.so: the program's heap does not reach the tracer \
              (its mappings do); list libtracer.so first in LD_PRELOAD",
