@@ -69,18 +69,7 @@ impl TraceWriter {
         sys::write_all(self.fd, body)?;
         sys::write_all(self.fd, &tail)
     }
-}
 
-/// Whether opening a file as `claim` failed only because another process
-/// has that file: the next candidate may be free.
-fn held_by_another(claim: Claim, err: &io::Error) -> bool {
-    match claim {
-        Claim::Locked => err.kind() == io::ErrorKind::WouldBlock,
-        Claim::Exclusive => err.kind() == io::ErrorKind::AlreadyExists,
-    }
-}
-
-impl TraceWriter {
     /// Makes sure the descriptor still names the trace file. A program that
     /// closes every descriptor it did not open itself (a daemon's start, a
     /// careful launcher) and opens a file of its own may be handed the same
@@ -113,5 +102,14 @@ impl Drop for TraceWriter {
         if self.owns_descriptor() {
             sys::close(self.fd);
         }
+    }
+}
+
+/// Whether opening a file as `claim` failed only because another process
+/// has that file: the next candidate may be free.
+fn held_by_another(claim: Claim, err: &io::Error) -> bool {
+    match claim {
+        Claim::Locked => err.kind() == io::ErrorKind::WouldBlock,
+        Claim::Exclusive => err.kind() == io::ErrorKind::AlreadyExists,
     }
 }
