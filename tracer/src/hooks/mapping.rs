@@ -3,12 +3,11 @@
 //!
 //! glibc's malloc and its thread stacks map memory through glibc-internal
 //! calls that never reach these symbols, so the heap is not counted twice;
-//! nor is another allocator's, while a hook's call into it runs (see
-//! [`super::next_allocator::mapping_for_allocator`]).
+//! another allocator's calls run with the thread inside the tracer (see
+//! `next_allocator`), where these hooks record nothing.
 
 use std::ffi::{c_int, c_void};
 
-use super::next_allocator::mapping_for_allocator;
 use super::NextSymbol;
 use crate::session;
 
@@ -29,16 +28,12 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     offset: libc::off_t,
 ) -> *mut c_void {
-    let map = || match REAL_MMAP.get::<Mmap>() {
+    session::mapping(len, prot, flags, || match REAL_MMAP.get::<Mmap>() {
         // SAFETY: forwarding the caller's arguments unchanged to the real mmap.
         Some(real) => unsafe { real(address, len, prot, flags, fd, offset) },
         // SAFETY: the system call glibc's mmap makes, with the same arguments.
         None => unsafe { libc::syscall(libc::SYS_mmap, address, len, prot, flags, fd, offset) as *mut c_void },
-    };
-    if mapping_for_allocator() {
-        return map();
-    }
-    session::mapping(len, prot, flags, map)
+    })
 }
 
 /// The same function as `mmap` on 64-bit glibc, where `off_t` is 64 bits.
@@ -57,16 +52,12 @@ pub unsafe extern "C" fn mmap64(
 
 #[no_mangle]
 pub unsafe extern "C" fn munmap(address: *mut c_void, len: usize) -> c_int {
-    let unmap = || match REAL_MUNMAP.get::<Munmap>() {
+    session::unmapping(address, len, || match REAL_MUNMAP.get::<Munmap>() {
         // SAFETY: forwarding the caller's arguments unchanged to the real munmap.
         Some(real) => unsafe { real(address, len) },
         // SAFETY: the system call glibc's munmap makes, with the same arguments.
         None => unsafe { libc::syscall(libc::SYS_munmap, address, len) as c_int },
-    };
-    if mapping_for_allocator() {
-        return unmap();
-    }
-    session::unmapping(address, len, unmap)
+    })
 }
 
 /// Declared with a fixed fifth argument: on x86_64 a variadic caller passes
@@ -81,14 +72,10 @@ pub unsafe extern "C" fn mremap(
     flags: c_int,
     new_address: *mut c_void,
 ) -> *mut c_void {
-    let remap = || match REAL_MREMAP.get::<Mremap>() {
+    session::remapping(old, old_len, new_len, flags, new_address, || match REAL_MREMAP.get::<Mremap>() {
         // SAFETY: forwarding the caller's arguments unchanged to the real mremap.
         Some(real) => unsafe { real(old, old_len, new_len, flags, new_address) },
         // SAFETY: the system call glibc's mremap makes, with the same arguments.
         None => unsafe { libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_address) as *mut c_void },
-    };
-    if mapping_for_allocator() {
-        return remap();
-    }
-    session::remapping(old, old_len, new_len, flags, new_address, remap)
+    })
 }

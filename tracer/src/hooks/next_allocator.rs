@@ -33,27 +33,23 @@ static PVALLOC: NextSymbol = NextSymbol::new(c"pvalloc");
 thread_local! {
     // Const-initialized without a destructor: static TLS, never allocates.
     static RESOLVING: Cell<bool> = const { Cell::new(false) };
-    /// Set while this thread runs a call forwarded to another allocator.
-    static IN_OTHER_ALLOCATOR: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether this thread is inside a call the hooks forwarded to another
-/// allocator: the memory it maps now holds the program's blocks, which are
-/// recorded as such. (glibc maps its own through internal calls that never
-/// reach the mapping hooks.) Counted as mappings too, an allocator keeping
-/// memory for a thread made that thread's call site look like a leak.
-pub fn mapping_for_allocator() -> bool {
-    IN_OTHER_ALLOCATOR.try_with(Cell::get).unwrap_or(false)
-}
-
-/// Runs `call` into another allocator with [`mapping_for_allocator`] set.
-fn inside_other_allocator<R>(call: impl FnOnce() -> R) -> R {
-    let outer = IN_OTHER_ALLOCATOR.try_with(|inside| inside.replace(true)).unwrap_or(true);
-    let result = call();
-    if !outer {
-        let _ = IN_OTHER_ALLOCATOR.try_with(|inside| inside.set(false));
+/// Runs `call` into another allocator with the thread marked inside the
+/// tracer, as the tracer's own work is: the memory the allocator maps
+/// meanwhile holds the program's blocks, recorded as such, and the mapping
+/// hooks leave it alone, as they never see glibc's (mapped by internal
+/// calls). Counted as mappings too, an allocator keeping memory for a
+/// thread made that thread's call site look like a leak.
+fn in_other_allocator<R>(call: impl FnOnce() -> R) -> R {
+    let mut call = Some(call);
+    // Already inside (a signal handler's call, or one during fork): as is.
+    let inside = crate::thread_state::inside(|_| call.take().map(|call| call())).flatten();
+    match (inside, call) {
+        (Some(result), _) => result,
+        (None, Some(call)) => call(),
+        (None, None) => unreachable!("a call taken is a call made"),
     }
-    result
 }
 
 #[inline]
@@ -149,7 +145,7 @@ macro_rules! forward {
         match other_allocator().then(|| $symbol.get::<$ty>()).flatten() {
             // SAFETY: the caller's request, unchanged, to the function the
             // program would call without the tracer.
-            Some(next) => inside_other_allocator(|| unsafe { next($($arg),*) }),
+            Some(next) => in_other_allocator(|| unsafe { next($($arg),*) }),
             // SAFETY: as above, to glibc's allocator.
             None => unsafe { $glibc($($arg),*) },
         }
