@@ -2,7 +2,7 @@
 //! epochs are closed, and what happens at fork, exec and exit.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -91,10 +91,13 @@ struct Output {
     /// Allocations born before this epoch are not this file's to report: a
     /// forked child reports what it allocated itself, not its parent's heap.
     first_birth_epoch: u32,
-    /// The named trace file, when another traced process held it as this
-    /// one started (two programs started side by side with the tracer
-    /// preloaded): this process then writes `<path>.<pid>`.
-    named_output_in_use: Option<PathBuf>,
+}
+
+/// Whether a process that is no descendant of a traced one writes `path`
+/// rather than the named file: another traced process held it as this one
+/// started (two programs started side by side with the tracer preloaded).
+fn named_output_in_use(config: &Config, forked_from: Option<u32>, path: &Path) -> bool {
+    !config.is_descendant && forked_from.is_none() && path != config.base_output
 }
 
 fn active_session() -> Option<&'static Session> {
@@ -160,15 +163,14 @@ fn begin(hook_warnings: Vec<String>) {
         }
     };
     std::env::set_var(REPORTED_VAR, REPORTED_OK);
-    let named_output_in_use = (!config.is_descendant && writer.path() != config.base_output).then(|| {
+    if named_output_in_use(&config, None, writer.path()) {
         sys::print_stderr(&format!(
             "tracer: another traced process is writing {}; this one (pid {}) writes {}\n",
             config.base_output.display(),
             sys::pid(),
             writer.path().display()
         ));
-        config.base_output.clone()
-    });
+    }
     if !config.is_descendant {
         // Descendants must not write this process's file; they add their pid.
         std::env::set_var(INHERITED_OUTPUT_VAR, &config.base_output);
@@ -202,7 +204,6 @@ fn begin(hook_warnings: Vec<String>) {
             written: WrittenIds::default(),
             written_codes: WrittenIds::default(),
             first_birth_epoch: 0,
-            named_output_in_use,
         }),
         stop_reported: AtomicBool::new(false),
     };
@@ -526,7 +527,6 @@ fn adopt_child(session: &Session) {
     // to say; the parent's descriptor is closed here, in the child only.
     output.writer = None;
     output.forked_from = Some(parent);
-    output.named_output_in_use = None;
     output.next_is_full = true;
     output.modules.forget_written();
     // The child's own allocations start a new epoch; what it inherited stays
@@ -750,14 +750,15 @@ impl Session {
 
     /// The records every trace file starts with.
     fn write_preamble(&self, output: &mut Output) -> bool {
+        let path = output.writer.as_ref().map(|w| w.path());
         let mut settings = vec![
-            ("output".to_string(), output.writer.as_ref().map(|w| w.path().display().to_string()).unwrap_or_default()),
+            ("output".to_string(), path.map(|path| path.display().to_string()).unwrap_or_default()),
             ("epochs".to_string(), self.epochs_setting()),
             ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
             ("sampling".to_string(), self.sampling_setting()),
         ];
-        if let Some(named) = &output.named_output_in_use {
-            let why = format!("{}, which another traced process was writing", named.display());
+        if path.is_some_and(|path| named_output_in_use(&self.config, output.forked_from, path)) {
+            let why = format!("{}, which another traced process was writing", self.config.base_output.display());
             settings.push((NAMED_OUTPUT_IN_USE_SETTING.to_string(), why));
         }
         settings.extend(self.python.settings().iter().cloned());
