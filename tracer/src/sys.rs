@@ -172,16 +172,11 @@ pub enum Claim {
 /// exec'd program does not inherit it. A file another process holds fails
 /// with `WouldBlock`, one that exists when `Exclusive` with `AlreadyExists`.
 pub fn create_file(path: &Path, claim: Claim) -> io::Result<i32> {
-    let c_path = c_path(path)?;
-    let mut flags = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
+    let mut flags = libc::O_WRONLY | libc::O_CREAT;
     if claim == Claim::Exclusive {
         flags |= libc::O_EXCL;
     }
-    // SAFETY: `c_path` is NUL-terminated and outlives the call.
-    let fd = unsafe { libc::open(c_path.as_ptr(), flags, 0o644 as libc::c_uint) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = open(path, flags)?;
     if claim == Claim::Locked {
         if let Err(err) = lock_and_empty(fd) {
             close(fd);
@@ -191,20 +186,23 @@ pub fn create_file(path: &Path, claim: Claim) -> io::Result<i32> {
     Ok(fd)
 }
 
-fn c_path(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+/// Opens `path` with `flags`, close-on-exec (created files get mode 0644).
+fn open(path: &Path, flags: libc::c_int) -> io::Result<i32> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: `c_path` is NUL-terminated and outlives the call.
+    let fd = unsafe { libc::open(c_path.as_ptr(), flags | libc::O_CLOEXEC, 0o644 as libc::c_uint) };
+    if fd < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(fd)
+    }
 }
 
 /// Opens an existing trace file again to add to its end, locked again as
 /// [`create_file`] locks it (whoever holds it, the trace goes on).
 pub fn reopen_to_append(path: &Path) -> io::Result<i32> {
-    let c_path = c_path(path)?;
-    // SAFETY: `c_path` is NUL-terminated and outlives the call.
-    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = open(path, libc::O_WRONLY | libc::O_APPEND)?;
     // SAFETY: flock on the descriptor just opened; its outcome changes nothing here.
     unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
     Ok(fd)
@@ -216,10 +214,7 @@ pub fn reopen_to_append(path: &Path) -> io::Result<i32> {
 /// the same, as it was before locks were taken. Anything but a regular
 /// file (`/dev/null`, a pipe) is written as it is.
 fn lock_and_empty(fd: i32) -> io::Result<()> {
-    // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
-    let mut status: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat on a descriptor the caller owns, into a writable stat.
-    if unsafe { libc::fstat(fd, &mut status) } != 0 || status.st_mode & libc::S_IFMT != libc::S_IFREG {
+    if fstat(fd).is_none_or(|status| status.st_mode & libc::S_IFMT != libc::S_IFREG) {
         return Ok(());
     }
     // SAFETY: flock and ftruncate act on a descriptor this function's caller owns.
@@ -245,10 +240,15 @@ pub struct FileId {
 
 /// The file `fd` is open on; `None` when `fd` is not open.
 pub fn file_id(fd: i32) -> Option<FileId> {
+    fstat(fd).map(|status| FileId { device: status.st_dev, inode: status.st_ino })
+}
+
+/// What `fstat` says of `fd`; `None` when `fd` is not open.
+fn fstat(fd: i32) -> Option<libc::stat> {
     // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
     let mut status: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes only into `status`; a closed descriptor fails with EBADF.
-    (unsafe { libc::fstat(fd, &mut status) } == 0).then_some(FileId { device: status.st_dev, inode: status.st_ino })
+    (unsafe { libc::fstat(fd, &mut status) } == 0).then_some(status)
 }
 
 pub fn close(fd: i32) {
