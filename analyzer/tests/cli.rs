@@ -187,6 +187,41 @@ fn descendants_traces_beside_the_trace_are_listed() {
     assert!(text.contains("Note: 1 of this process's descendants found more in their own traces"), "{text}");
 }
 
+/// A process started beside the traced one (the other end of a pipeline)
+/// wrote its own trace: its findings are not a descendant's.
+#[test]
+fn findings_of_a_process_started_beside_are_not_counted_as_a_descendants() {
+    let path = write_temp("trace.bin", &all_behaviours(8, true).bytes());
+    let copying = |pid: u32, forked_from: Option<u32>| {
+        let mut sim = Sim::new("/opt/app/worker");
+        sim.process_mut().pid = pid;
+        sim.process_mut().forked_from = forked_from;
+        if forked_from.is_none() {
+            let named = path.display().to_string();
+            sim.process_mut().settings.push((trace_format::NAMED_OUTPUT_IN_USE_SETTING.into(), named));
+        }
+        for e in 0..8 {
+            sim.copied_from_parent = Some(e * (16 << 20));
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        std::fs::write(path.with_file_name(format!("trace.bin.{pid}")), sim.bytes()).unwrap();
+    };
+    copying(4300, None);
+    let text = stdout(&report(&path, &[]));
+    assert!(text.contains("trace.bin.4300 (pid 4300, started beside it"), "{text}");
+    assert!(
+        text.contains("Note: a process started beside this one found more in its own trace (findings, under Run)"),
+        "{text}"
+    );
+    assert!(!text.contains("descendants found more"), "{text}");
+    copying(4301, Some(4242));
+    let text = stdout(&report(&path, &[]));
+    let both = "Note: 1 of this process's descendants found more in their own traces; \
+                a process started beside this one found more in its own trace (findings, under Run)";
+    assert!(text.contains(both), "{text}");
+}
+
 #[test]
 fn a_trace_without_its_end_record_is_reported_unfinished() {
     let sim = all_behaviours(8, false);

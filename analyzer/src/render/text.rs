@@ -65,6 +65,27 @@ fn run_section(out: &mut String, trace: &Trace) {
     }
 }
 
+/// How many of the traces beside this one found more: its descendants'
+/// and those of processes started beside it (the other end of a pipeline),
+/// which are no descendants, told apart.
+fn findings_note(traces: &[DescendantReport]) -> Option<String> {
+    let found =
+        |beside: bool| traces.iter().filter(|d| d.finding.is_some() && d.trace.started_beside == beside).count();
+    let descendants = match found(false) {
+        0 => None,
+        n => Some(format!("{n} of this process's descendants found more in their own traces")),
+    };
+    let beside = match found(true) {
+        0 => None,
+        1 => Some("a process started beside this one found more in its own trace".to_string()),
+        n => Some(format!("{n} processes started beside this one found more in their own traces")),
+    };
+    match (descendants, beside) {
+        (Some(d), Some(b)) => Some(format!("{d}; {b}")),
+        (d, b) => d.or(b),
+    }
+}
+
 /// Descendants' traces (and their findings) shown before the rest are summarized.
 const DESCENDANTS_SHOWN: usize = 6;
 
@@ -383,12 +404,8 @@ pub fn render(report: &Report<'_>) -> String {
             let _ = writeln!(out, "Note: {why}: analyzer report {}", other.trace.path.display());
         }
     }
-    let found = report.descendants.iter().filter(|d| d.finding.is_some()).count();
-    if found > 0 {
-        let _ = writeln!(
-            out,
-            "Note: {found} of this process's descendants found more in their own traces (findings, under Run)"
-        );
+    if let Some(note) = findings_note(&report.descendants) {
+        let _ = writeln!(out, "Note: {note} (findings, under Run)");
     }
     if let Some(note) = super::pymalloc_note(trace) {
         let _ = writeln!(out, "Note: {note}");
