@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing the tracer and analyzer need: a C and C++
-# compiler and binutils for the test programs, jemalloc to preload beside the
-# tracer, and checks for the CPython
+# compiler and binutils for the test programs, jemalloc and tcmalloc to preload
+# beside the tracer, and checks for the CPython
 # versions the Python-frame tests run on. Fast when everything is there.
 set -euo pipefail
 
@@ -9,8 +9,9 @@ missing=()
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v c++ >/dev/null 2>&1 || missing+=(g++)
 command -v nm >/dev/null 2>&1 || missing+=(binutils)
-# The tests preload jemalloc beside the tracer.
+# The tests preload jemalloc and tcmalloc beside the tracer.
 ldconfig -p 2>/dev/null | grep -q 'libjemalloc\.so\.2 ' || missing+=(libjemalloc2)
+ldconfig -p 2>/dev/null | grep -q 'libtcmalloc_minimal\.so\.4 ' || missing+=(libtcmalloc-minimal4)
 command -v cargo >/dev/null 2>&1 || { echo "install-build-deps: cargo is not on PATH; install the Rust toolchain (rustup) first" >&2; exit 1; }
 if ((${#missing[@]})); then
     echo "install-build-deps: installing ${missing[*]}"

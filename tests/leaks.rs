@@ -69,14 +69,50 @@ fn threads_allocating_at_once_are_all_traced() {
     }
 }
 
+/// Under glibc, libstdc++'s operator new and delete reach malloc and free;
+/// jemalloc and tcmalloc, preloaded after the tracer, define operators of
+/// their own that do not, and the tracer's stand in front of them. Each
+/// of the twenty operators runs in the program.
 #[test]
-fn cxx_new_reaches_the_tracer_through_malloc() {
+fn cxx_objects_are_recorded_whichever_allocator_defines_operator_new() {
     let program = compile("cxx_leak.cpp");
-    let run = run_traced(&program, &[]).succeeded();
-    let report = report_json(&run.trace);
-    assert_only_suspect_is(&report, "leak_nodes", &["balanced_work"]);
-    let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_f64().unwrap();
-    assert_eq!(growth, 200.0 * 488.0, "200 Nodes of 488 bytes per epoch");
+    for allocator in [None, Some(jemalloc()), Some(tcmalloc())] {
+        let preload = preload_after_tracer(allocator.as_deref());
+        let run = run_traced_with(&program, &[], &[("LD_PRELOAD", &preload)]).succeeded();
+        assert_eq!(run.stdout(), "cxx_leak: bad_alloc caught\ncxx_leak: done\n", "{allocator:?}");
+        if allocator.is_some() {
+            assert!(run.stderr().contains("its blocks are recorded (C++ new and delete too)"), "{}", run.stderr());
+        }
+        let report = report_json(&run.trace);
+        assert_only_suspect_is(&report, "leak_nodes", &["balanced_work", "every_operator_balanced"]);
+        let expected = [("leak_nodes", 200 * 488), ("leak_aligned", 16 * 1024), ("leak_aligned", 16 * 1000)];
+        let found = suspects(&report);
+        assert_eq!(found.len(), expected.len(), "{allocator:?}: {report:#}");
+        for (i, (function, bytes)) in expected.into_iter().enumerate() {
+            assert!(mentions(&found[i], function), "{allocator:?}: {:?}", found[i]);
+            assert_eq!(report["suspects"][i]["growth_bytes_per_epoch"], bytes, "{allocator:?}: {report:#}");
+        }
+    }
+}
+
+/// A C++ library loaded with RTLD_LOCAL, as Python loads torch's and
+/// numpy's extension modules, brings a libstdc++ that the global scope does
+/// not hold: its objects are recorded all the same, and its new still
+/// throws std::bad_alloc.
+#[test]
+fn cxx_objects_of_a_library_loaded_locally_are_recorded_and_its_new_still_throws() {
+    let program = compile("loads_cxx_plugin.c");
+    let plugin = compile_library("cxx_plugin.cpp");
+    for allocator in [None, Some(jemalloc())] {
+        let preload = preload_after_tracer(allocator.as_deref());
+        let args = [plugin.to_str().unwrap()];
+        let run = run_traced_with(&program, &args, &[("LD_PRELOAD", &preload)]).succeeded();
+        assert_eq!(run.stdout(), "loads_cxx_plugin: bad_alloc caught\n", "{allocator:?}");
+        let report = report_json(&run.trace);
+        assert_eq!(suspects(&report).len(), 1, "{allocator:?}: {report:#}");
+        assert!(mentions(&suspects(&report)[0], "plugin_leak"), "{allocator:?}: {report:#}");
+        assert_eq!(report["suspects"][0]["growth_bytes_per_epoch"], 50 * 1008, "{allocator:?}: {report:#}");
+    }
 }
 
 #[test]

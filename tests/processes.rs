@@ -204,7 +204,7 @@ fn the_report_of_a_pipelines_other_end_points_at_the_programs_trace() {
 #[test]
 fn an_allocator_preloaded_after_the_tracer_keeps_every_block_and_is_traced() {
     let program = compile("other_allocator.c");
-    let preload = format!("{} {}", tracer_lib().display(), jemalloc().display());
+    let preload = preload_after_tracer(Some(&jemalloc()));
     let run = run_traced_with(&program, &["8"], &[("LD_PRELOAD", &preload)]).succeeded();
     let stderr = run.stderr();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -222,7 +222,7 @@ fn memory_another_allocator_keeps_for_each_thread_is_no_mapping_leak() {
     // keeps it in memory it mapped for the threads' blocks, which the
     // mapping hooks must not take for the program's own mappings.
     let program = compile("fragmented.c");
-    let preload = format!("{} {}", tracer_lib().display(), jemalloc().display());
+    let preload = preload_after_tracer(Some(&jemalloc()));
     let run = run_traced_with(&program, &[], &[("LD_PRELOAD", &preload)]).succeeded();
     let report = report_json(&run.trace);
     assert!(suspects(&report).is_empty(), "a heap or mapping site was blamed: {report:#}");

@@ -97,20 +97,34 @@ pub fn demo_trainer() -> PathBuf {
 /// temporary name and renamed into place, so a test running the previous
 /// build never sees a half-written file.
 pub fn compile(name: &str) -> PathBuf {
+    build(name, &[])
+}
+
+/// Compiles `tests/programs/<name>` as a shared library, `lib<stem>.so`, as
+/// [`compile`] builds programs.
+pub fn compile_library(name: &str) -> PathBuf {
+    build(name, &["-shared", "-fPIC"])
+}
+
+fn build(name: &str, extra_flags: &[&str]) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
     let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some((_, binary)) = built.iter().find(|(n, _)| n == name) {
+    let library = !extra_flags.is_empty();
+    let key = format!("{name}{}", if library { " (library)" } else { "" });
+    if let Some((_, binary)) = built.iter().find(|(n, _)| *n == key) {
         return binary.clone();
     }
     let source = repo_root().join("tests/programs").join(name);
     let out_dir = repo_root().join("target/test-programs");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let binary = out_dir.join(Path::new(name).file_stem().unwrap());
-    let partial =
-        out_dir.join(format!(".{}.{}", Path::new(name).file_stem().unwrap().to_string_lossy(), std::process::id()));
+    let stem = Path::new(name).file_stem().unwrap().to_string_lossy();
+    let binary = out_dir.join(if library { format!("lib{stem}.so") } else { stem.to_string() });
+    let partial = out_dir.join(format!(".{stem}.{}", std::process::id()));
     let compiler = if name.ends_with(".cpp") { "c++" } else { "cc" };
     let status = Command::new(compiler)
-        .args(["-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o"])
+        .args(["-O2", "-g", "-fomit-frame-pointer", "-pthread"])
+        .args(extra_flags)
+        .arg("-o")
         .arg(&partial)
         .arg(&source)
         .arg("-ldl")
@@ -118,18 +132,39 @@ pub fn compile(name: &str) -> PathBuf {
         .unwrap_or_else(|err| panic!("cannot run {compiler}: {err}; install a C/C++ toolchain (scripts/test.sh does)"));
     assert!(status.success(), "compiling {} failed", source.display());
     std::fs::rename(&partial, &binary).unwrap();
-    built.push((name.to_string(), binary.clone()));
+    built.push((key, binary.clone()));
     binary
 }
 
 /// jemalloc's shared library, which scripts/install-build-deps.sh installs.
 pub fn jemalloc() -> PathBuf {
+    installed_library("libjemalloc.so.2", "libjemalloc2")
+}
+
+/// tcmalloc's (gperftools' minimal build), which scripts/install-build-deps.sh installs.
+pub fn tcmalloc() -> PathBuf {
+    installed_library("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4")
+}
+
+/// LD_PRELOAD for the tracer with `allocator` preloaded after it, or alone.
+pub fn preload_after_tracer(allocator: Option<&Path>) -> String {
+    match allocator {
+        Some(allocator) => format!("{} {}", tracer_lib().display(), allocator.display()),
+        None => tracer_lib().display().to_string(),
+    }
+}
+
+/// Where the loader's cache has `soname`, from Debian's `package`.
+fn installed_library(soname: &str, package: &str) -> PathBuf {
     let listed = Command::new("ldconfig").arg("-p").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let prefix = format!("{soname} ");
     listed
         .unwrap_or_default()
         .lines()
-        .find_map(|line| line.trim().strip_prefix("libjemalloc.so.2 ")?.split(" => ").nth(1).map(PathBuf::from))
-        .expect("libjemalloc.so.2 is not installed; scripts/install-build-deps.sh installs it (Debian: libjemalloc2)")
+        .find_map(|line| line.trim().strip_prefix(&prefix)?.split(" => ").nth(1).map(PathBuf::from))
+        .unwrap_or_else(|| {
+            panic!("{soname} is not installed; scripts/install-build-deps.sh installs it (Debian: {package})")
+        })
 }
 
 /// A program's run under the tracer, in a directory of its own.

@@ -1,6 +1,7 @@
 //! malloc and friends: each forwards to the program's allocator (glibc's,
 //! see [`super::next_allocator`]) and then records the result.
-//! C++ `new`/`delete` reach these through libstdc++'s calls to malloc/free.
+//! C++ `new`/`delete` reach these through libstdc++'s calls to malloc/free
+//! (another allocator's own are recorded in [`super::operator_new`]).
 //!
 //! The entry points that record a stack are stubs that pass the program's
 //! stack and frame pointers at the call on to the hook's body (see
@@ -14,38 +15,6 @@ use crate::unwind::Entry;
 
 extern "C" {
     fn malloc_usable_size(ptr: *mut c_void) -> usize;
-}
-
-/// Exports `$name($args)` as a stub that appends the caller's stack pointer
-/// and frame pointer (in the argument registers after `$args`: `$sp`, `$bp`)
-/// and jumps to `$body`, which returns straight to the caller.
-macro_rules! entry_stub {
-    ($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:ident, $sp:literal, $bp:literal) => {
-        #[cfg(target_arch = "x86_64")]
-        #[unsafe(naked)]
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            // SAFETY: copies two registers into argument registers the
-            // function does not use and jumps: no memory is touched and the
-            // stack is left as the caller made it, so `$body` sees the
-            // caller's arguments, the return address and the alignment of a
-            // direct call.
-            core::arch::naked_asm!(
-                concat!("mov ", $sp, ", rsp"),
-                concat!("mov ", $bp, ", rbp"),
-                "jmp {body}",
-                body = sym $body,
-            )
-        }
-
-        #[cfg(not(target_arch = "x86_64"))]
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            // SAFETY: the caller's contract is the body's, which takes no
-            // more than the registers it cannot read here.
-            unsafe { $body($($arg,)* 0, 0) }
-        }
-    };
 }
 
 entry_stub!(malloc(size: usize) -> *mut c_void => malloc_body, "rsi", "rdx");

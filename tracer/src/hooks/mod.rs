@@ -3,6 +3,45 @@
 //! image-replacing calls, and the exported `tracer_mark`. This and `sys`, `modules`, `real_alloc` and
 //! `unwind` are the only places with `unsafe` code.
 
+/// Exports `$name($args)` as a stub that appends the caller's stack pointer
+/// and frame pointer (in the argument registers after `$args`: `$sp`, `$bp`)
+/// and jumps to `$body`, or to the address `through $target` holds, which
+/// returns straight to the caller.
+macro_rules! entry_stub {
+    ($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:ident, $sp:literal, $bp:literal) => {
+        entry_stub!(@x86_64 $name($($arg: $ty),*) -> $ret, $sp, $bp, "jmp {to}", sym $body);
+
+        #[cfg(not(target_arch = "x86_64"))]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: the caller's contract is the body's, which takes no
+            // more than the registers it cannot read here.
+            unsafe { $body($($arg,)* 0, 0) }
+        }
+    };
+    ($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => through $target:path, $sp:literal, $bp:literal) => {
+        entry_stub!(@x86_64 $name($($arg: $ty),*) -> $ret, $sp, $bp, "jmp qword ptr [rip + {to}]", sym $target);
+    };
+    (@x86_64 $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty, $sp:literal, $bp:literal, $jump:literal, sym $to:path) => {
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: copies two registers into argument registers the
+            // function does not use and jumps: no memory is touched but the
+            // jump's target, and the stack is left as the caller made it, so
+            // the body sees the caller's arguments, the return address and
+            // the alignment of a direct call.
+            core::arch::naked_asm!(
+                concat!("mov ", $sp, ", rsp"),
+                concat!("mov ", $bp, ", rbp"),
+                $jump,
+                to = sym $to,
+            )
+        }
+    };
+}
+
 mod allocation;
 mod exec;
 mod lifecycle;
@@ -11,6 +50,8 @@ mod loader;
 #[cfg(target_arch = "x86_64")]
 mod mapping;
 pub mod next_allocator;
+#[cfg(target_arch = "x86_64")]
+mod operator_new;
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -35,13 +35,14 @@ thread_local! {
     static RESOLVING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs `call` into another allocator with the thread marked inside the
-/// tracer, as the tracer's own work is: the memory the allocator maps
-/// meanwhile holds the program's blocks, recorded as such, and the mapping
-/// hooks leave it alone, as they never see glibc's (mapped by internal
-/// calls). Counted as mappings too, an allocator keeping memory for a
-/// thread made that thread's call site look like a leak.
-fn in_other_allocator<R>(call: impl FnOnce() -> R) -> R {
+/// Runs `call` into an allocator with the thread marked inside the tracer,
+/// as the tracer's own work is: the memory the allocator maps meanwhile
+/// holds the program's blocks, recorded as such, and the mapping hooks
+/// leave it alone, as they never see glibc's (mapped by internal calls).
+/// Counted as mappings too, an allocator keeping memory for a thread made
+/// that thread's call site look like a leak. Calls it makes to malloc and
+/// free (C++ `new` in libstdc++) are not recorded again.
+pub fn forwarded<R>(call: impl FnOnce() -> R) -> R {
     let mut call = Some(call);
     // Already inside (a signal handler's call, or one during fork): as is.
     let inside = crate::thread_state::inside(|_| call.take().map(|call| call())).flatten();
@@ -59,6 +60,15 @@ fn other_allocator() -> bool {
         OTHER => true,
         _ => resolve(),
     }
+}
+
+/// The load address of the allocator the program's malloc goes on to,
+/// when that is not glibc's (one that also defines `__libc_malloc`, as
+/// tcmalloc does, is called directly all the same).
+pub fn other_allocator_object() -> Option<usize> {
+    let next = MALLOC.address();
+    let object = object_of(next);
+    (next != 0 && object != object_of(libc::gnu_get_libc_version as *const () as usize)).then_some(object)
 }
 
 /// Looks every function up, on the first call of each thread that gets
@@ -94,7 +104,6 @@ pub fn warnings() -> Vec<String> {
     let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
     // Not `malloc`'s own address, which the program's malloc would stand for.
     let tracer = object_of(warnings as *const () as usize);
-    let next = MALLOC.address();
     // SAFETY: getauxval reads the auxiliary vector the kernel gave the process.
     let program = object_of(unsafe { libc::getauxval(libc::AT_ENTRY) } as usize);
     if first != 0 && object_of(first) == program {
@@ -105,12 +114,12 @@ pub fn warnings() -> Vec<String> {
              (its mappings do); list libtracer.so first in LD_PRELOAD",
             file_defining(first)
         )]
-    } else if next != 0 && object_of(next) != object_of(libc::gnu_get_libc_version as *const () as usize) {
+    } else if let Some(allocator) = other_allocator_object() {
         vec![format!(
-            "the program's allocator is {}'s, preloaded after libtracer.so: its blocks are recorded, \
-             but the C++ new and delete it defines do not reach the tracer, and `malloc free` counts \
-             glibc's arenas only (what it keeps shows as growth outside the heap)",
-            file_defining(next)
+            "the program's allocator is {}'s, preloaded after libtracer.so: its blocks are recorded \
+             (C++ new and delete too), but `malloc free` counts glibc's arenas only (what it keeps \
+             shows as growth outside the heap)",
+            file_defining(allocator)
         )]
     } else {
         Vec::new()
@@ -118,7 +127,7 @@ pub fn warnings() -> Vec<String> {
 }
 
 /// What dladdr says of the object holding `address`, if anything.
-fn loaded_object(address: usize) -> Option<libc::Dl_info> {
+pub fn loaded_object(address: usize) -> Option<libc::Dl_info> {
     // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the loader's tables and fills `info`.
@@ -126,7 +135,7 @@ fn loaded_object(address: usize) -> Option<libc::Dl_info> {
 }
 
 /// The load address of the object holding `address` (0 when none does).
-fn object_of(address: usize) -> usize {
+pub fn object_of(address: usize) -> usize {
     loaded_object(address).map_or(0, |info| info.dli_fbase as usize)
 }
 
@@ -145,7 +154,7 @@ macro_rules! forward {
         match other_allocator().then(|| $symbol.get::<$ty>()).flatten() {
             // SAFETY: the caller's request, unchanged, to the function the
             // program would call without the tracer.
-            Some(next) => in_other_allocator(|| unsafe { next($($arg),*) }),
+            Some(next) => forwarded(|| unsafe { next($($arg),*) }),
             // SAFETY: as above, to glibc's allocator.
             None => unsafe { $glibc($($arg),*) },
         }

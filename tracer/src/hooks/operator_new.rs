@@ -1,0 +1,258 @@
+//! C++ `operator new` and `operator delete`, all twenty of them.
+//!
+//! libstdc++'s operators call malloc and free, where the tracer records
+//! them; an allocator preloaded after the tracer (jemalloc, tcmalloc)
+//! defines operators of its own that call it directly, and every C++
+//! object went unrecorded. So the tracer defines them too: each is an
+//! exported stub that jumps to its operator's target. At first that is the
+//! operator's body, which looks every operator's next definition up, passes
+//! the call on and records it. Where the next definition is not the other
+//! allocator's own (libstdc++'s, reaching malloc and free), the stub then
+//! jumps straight to it: the call runs as it would untraced, with no frame
+//! of the tracer's in the stack that malloc records.
+//!
+//! `dlsym(RTLD_NEXT)` often does not find that definition: Python loads
+//! extension modules with RTLD_LOCAL, and the libstdc++ that torch or
+//! numpy loads then lies in their own scope, not in the global one. It is
+//! then looked up in the scope of the object that made the first call, as
+//! the loader bound that object's references.
+
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+use super::next_allocator as next;
+use crate::session;
+use crate::unwind::Entry;
+
+/// An operator's jump target and next definition.
+#[repr(C)]
+pub struct Operator {
+    /// Where the stub jumps; first, for the stub reads it at offset 0.
+    target: AtomicPtr<()>,
+    /// The next definition: 0 until looked up, [`NONE`] when there is none.
+    next: AtomicUsize,
+    name: &'static CStr,
+}
+
+const NONE: usize = 1;
+
+impl Operator {
+    const fn new(body: *mut (), name: &'static CStr) -> Operator {
+        Operator { target: AtomicPtr::new(body), next: AtomicUsize::new(0), name }
+    }
+
+    /// The next definition, as `F`: the C signature of the operator.
+    fn next<F: Copy>(&self) -> Option<F> {
+        match self.next.load(Ordering::Acquire) {
+            0 | NONE => None,
+            // SAFETY: each operator reads its definition as its own signature.
+            address => unsafe { super::as_function(address) },
+        }
+    }
+}
+
+/// `name` as a C string, at compile time.
+macro_rules! c_name {
+    ($name:ident) => {
+        match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+            Ok(name) => name,
+            Err(_) => panic!("an identifier holds no NUL"),
+        }
+    };
+}
+
+/// An `operator new`: `$size` is the bytes it is asked for; `$otherwise`
+/// allocates them when no definition is found after the tracer's.
+macro_rules! operator_new {
+    ($symbol:ident($($arg:ident: $ty:ty),*), $sp:literal, $bp:literal, size: $size:expr, otherwise: $otherwise:expr) => {
+        #[allow(non_snake_case)]
+        pub mod $symbol {
+            use super::*;
+
+            pub static OPERATOR: Operator = Operator::new(body as *mut (), c_name!($symbol));
+
+            entry_stub!($symbol($($arg: $ty),*) -> *mut c_void => through OPERATOR, $sp, $bp);
+
+            /// Unwinds as the next definition does: a throwing `new` throws
+            /// `std::bad_alloc` through this frame to the program.
+            unsafe extern "C-unwind" fn body($($arg: $ty,)* sp: u64, bp: u64) -> *mut c_void {
+                resolve_once(sp);
+                let ptr = match OPERATOR.next::<unsafe extern "C-unwind" fn($($ty),*) -> *mut c_void>() {
+                    // SAFETY: the program's call, unchanged, to the definition it reaches untraced.
+                    Some(next) => next::forwarded(|| unsafe { next($($arg),*) }),
+                    None => $otherwise,
+                };
+                session::allocated(ptr, $size, Entry { stack_pointer: sp, frame_pointer: bp });
+                ptr
+            }
+        }
+    };
+}
+
+/// An `operator delete`, whose first argument is the block.
+macro_rules! operator_delete {
+    ($symbol:ident(ptr: *mut c_void $(, $arg:ident: $ty:ty)*), $sp:literal, $bp:literal) => {
+        #[allow(non_snake_case)]
+        pub mod $symbol {
+            use super::*;
+
+            pub static OPERATOR: Operator = Operator::new(body as *mut (), c_name!($symbol));
+
+            entry_stub!($symbol(ptr: *mut c_void $(, $arg: $ty)*) -> () => through OPERATOR, $sp, $bp);
+
+            unsafe extern "C" fn body(ptr: *mut c_void, $($arg: $ty,)* sp: u64, _bp: u64) {
+                resolve_once(sp);
+                // The record goes first: once the allocator has the block
+                // back, another thread may be handed the same address.
+                session::freed(ptr);
+                match OPERATOR.next::<unsafe extern "C" fn(*mut c_void $(, $ty)*)>() {
+                    // SAFETY: the program's call, unchanged, to the definition it reaches untraced.
+                    Some(next) => next::forwarded(|| unsafe { next(ptr $(, $arg)*) }),
+                    // SAFETY: a block of the program's allocator, as `delete` requires.
+                    None => unsafe { next::free(ptr) },
+                }
+            }
+        }
+    };
+}
+
+type Nothrow = *const c_void;
+
+operator_new!(_Znwm(size: usize), "rsi", "rdx", size: size, otherwise: must(next::malloc(size.max(1))));
+operator_new!(_Znam(size: usize), "rsi", "rdx", size: size, otherwise: must(next::malloc(size.max(1))));
+operator_new!(_ZnwmRKSt9nothrow_t(size: usize, nothrow: Nothrow), "rdx", "rcx",
+    size: size, otherwise: next::malloc(size.max(1)));
+operator_new!(_ZnamRKSt9nothrow_t(size: usize, nothrow: Nothrow), "rdx", "rcx",
+    size: size, otherwise: next::malloc(size.max(1)));
+operator_new!(_ZnwmSt11align_val_t(size: usize, alignment: usize), "rdx", "rcx",
+    size: size, otherwise: must(next::memalign(alignment, size.max(1))));
+operator_new!(_ZnamSt11align_val_t(size: usize, alignment: usize), "rdx", "rcx",
+    size: size, otherwise: must(next::memalign(alignment, size.max(1))));
+operator_new!(_ZnwmSt11align_val_tRKSt9nothrow_t(size: usize, alignment: usize, nothrow: Nothrow), "rcx", "r8",
+    size: size, otherwise: next::memalign(alignment, size.max(1)));
+operator_new!(_ZnamSt11align_val_tRKSt9nothrow_t(size: usize, alignment: usize, nothrow: Nothrow), "rcx", "r8",
+    size: size, otherwise: next::memalign(alignment, size.max(1)));
+
+operator_delete!(_ZdlPv(ptr: *mut c_void), "rsi", "rdx");
+operator_delete!(_ZdaPv(ptr: *mut c_void), "rsi", "rdx");
+operator_delete!(_ZdlPvm(ptr: *mut c_void, size: usize), "rdx", "rcx");
+operator_delete!(_ZdaPvm(ptr: *mut c_void, size: usize), "rdx", "rcx");
+operator_delete!(_ZdlPvSt11align_val_t(ptr: *mut c_void, alignment: usize), "rdx", "rcx");
+operator_delete!(_ZdaPvSt11align_val_t(ptr: *mut c_void, alignment: usize), "rdx", "rcx");
+operator_delete!(_ZdlPvmSt11align_val_t(ptr: *mut c_void, size: usize, alignment: usize), "rcx", "r8");
+operator_delete!(_ZdaPvmSt11align_val_t(ptr: *mut c_void, size: usize, alignment: usize), "rcx", "r8");
+operator_delete!(_ZdlPvRKSt9nothrow_t(ptr: *mut c_void, nothrow: Nothrow), "rdx", "rcx");
+operator_delete!(_ZdaPvRKSt9nothrow_t(ptr: *mut c_void, nothrow: Nothrow), "rdx", "rcx");
+operator_delete!(_ZdlPvSt11align_val_tRKSt9nothrow_t(ptr: *mut c_void, alignment: usize, nothrow: Nothrow), "rcx", "r8");
+operator_delete!(_ZdaPvSt11align_val_tRKSt9nothrow_t(ptr: *mut c_void, alignment: usize, nothrow: Nothrow), "rcx", "r8");
+
+static OPERATORS: [&Operator; 20] = [
+    &_Znwm::OPERATOR,
+    &_Znam::OPERATOR,
+    &_ZnwmRKSt9nothrow_t::OPERATOR,
+    &_ZnamRKSt9nothrow_t::OPERATOR,
+    &_ZnwmSt11align_val_t::OPERATOR,
+    &_ZnamSt11align_val_t::OPERATOR,
+    &_ZnwmSt11align_val_tRKSt9nothrow_t::OPERATOR,
+    &_ZnamSt11align_val_tRKSt9nothrow_t::OPERATOR,
+    &_ZdlPv::OPERATOR,
+    &_ZdaPv::OPERATOR,
+    &_ZdlPvm::OPERATOR,
+    &_ZdaPvm::OPERATOR,
+    &_ZdlPvSt11align_val_t::OPERATOR,
+    &_ZdaPvSt11align_val_t::OPERATOR,
+    &_ZdlPvmSt11align_val_t::OPERATOR,
+    &_ZdaPvmSt11align_val_t::OPERATOR,
+    &_ZdlPvRKSt9nothrow_t::OPERATOR,
+    &_ZdaPvRKSt9nothrow_t::OPERATOR,
+    &_ZdlPvSt11align_val_tRKSt9nothrow_t::OPERATOR,
+    &_ZdaPvSt11align_val_tRKSt9nothrow_t::OPERATOR,
+];
+
+/// The block a throwing `new` returns, when no C++ runtime follows the
+/// tracer to throw `std::bad_alloc` (a case the loader's binding rules
+/// out: whatever called the operator was linked against one).
+fn must(ptr: *mut c_void) -> *mut c_void {
+    if ptr.is_null() {
+        crate::sys::print_stderr("tracer: operator new is out of memory and no C++ runtime follows the tracer to throw std::bad_alloc; aborting\n");
+        std::process::abort();
+    }
+    ptr
+}
+
+static RESOLVED: AtomicBool = AtomicBool::new(false);
+
+/// `stack_pointer`: the caller's at its call, where its return address lies.
+#[inline]
+fn resolve_once(stack_pointer: u64) {
+    if !RESOLVED.load(Ordering::Acquire) {
+        // SAFETY: the stub passed the stack pointer at the program's call,
+        // which points at the return address the call pushed.
+        resolve(unsafe { *(stack_pointer as *const u64) } as usize);
+    }
+}
+
+/// Looks up every operator's next definition and points its stub at it,
+/// unless it is the other allocator's (see the module comment). Threads
+/// racing here find the same definitions.
+#[cold]
+fn resolve(return_address: usize) {
+    let allocator = next::other_allocator_object();
+    let own = next::object_of(resolve as *const () as usize);
+    let caller = CallerScope(reference_to_object_of(return_address));
+    for operator in OPERATORS {
+        let address = match super::next_symbol(operator.name) as usize {
+            0 => caller.lookup(operator.name),
+            address => address,
+        };
+        let object = next::object_of(address);
+        let address = if address == 0 || object == own { NONE } else { address };
+        if address != NONE {
+            // The stubs jump into that object from now on: it stays loaded
+            // whatever the program unloads (libstdc++ does anyway).
+            reference_to_object_of(address);
+        }
+        operator.next.store(address, Ordering::Release);
+        if address != NONE && allocator != Some(object) {
+            operator.target.store(address as *mut (), Ordering::Release);
+        }
+    }
+    RESOLVED.store(true, Ordering::Release);
+}
+
+/// A reference to the loaded object holding `address`, null when there is
+/// none: RTLD_NOLOAD only finds an object already loaded, and runs no
+/// constructor.
+fn reference_to_object_of(address: usize) -> *mut c_void {
+    match next::loaded_object(address) {
+        // SAFETY: a file name dladdr gave for an object loaded now.
+        Some(info) if !info.dli_fname.is_null() => unsafe {
+            libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD)
+        },
+        _ => std::ptr::null_mut(),
+    }
+}
+
+/// The object a call came from, referenced for lookups in its own scope.
+struct CallerScope(*mut c_void);
+
+impl CallerScope {
+    /// The definition of `name` the caller's own references bind to, when
+    /// the global scope has none after the tracer; 0 if none.
+    fn lookup(&self, name: &CStr) -> usize {
+        if self.0.is_null() {
+            return 0;
+        }
+        // SAFETY: a handle from dlopen and a NUL-terminated name.
+        unsafe { libc::dlsym(self.0, name.as_ptr()) as usize }
+    }
+}
+
+impl Drop for CallerScope {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the reference `reference_to_object_of` added, given back once.
+            unsafe { libc::dlclose(self.0) };
+        }
+    }
+}
