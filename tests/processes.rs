@@ -204,31 +204,56 @@ fn the_report_of_a_pipelines_other_end_points_at_the_programs_trace() {
 #[test]
 fn an_allocator_preloaded_after_the_tracer_keeps_every_block_and_is_traced() {
     let program = compile("other_allocator.c");
-    let preload = preload_after_tracer(Some(&jemalloc()));
-    let run = run_traced_with(&program, &["8"], &[("LD_PRELOAD", &preload)]).succeeded();
-    let stderr = run.stderr();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    let expected =
-        format!("tracer: the program's allocator is {}'s, preloaded after libtracer.so", jemalloc().display());
-    assert!(stderr.starts_with(&expected), "{stderr}");
-    let report = report_json(&run.trace);
-    assert!(mentions(&suspects(&report)[0], "leak_through_every_entry"), "{report:#}");
-    assert!(report["process"]["settings"]["warning"].as_str().is_some_and(|w| w.contains("jemalloc")), "{report:#}");
+    for (allocator, name) in [(jemalloc(), "jemalloc"), (tcmalloc(), "tcmalloc")] {
+        let preload = preload_after_tracer(Some(&allocator));
+        let run = run_traced_with(&program, &["8"], &[("LD_PRELOAD", &preload)]).succeeded();
+        assert_eq!(run.stderr(), "", "{name}: a known allocator, no warning");
+        let report = report_json(&run.trace);
+        assert!(mentions(&suspects(&report)[0], "leak_through_every_entry"), "{report:#}");
+        let settings = &report["process"]["settings"];
+        assert_eq!(settings["allocator"], format!("{name} ({})", allocator.display()), "{settings:#}");
+        assert!(settings["warning"].is_null(), "{settings:#}");
+    }
 }
 
+/// An allocator whose statistics the tracer cannot read: its blocks are
+/// recorded, and the freed memory it keeps is not told apart.
 #[test]
-fn memory_another_allocator_keeps_for_each_thread_is_no_mapping_leak() {
-    // Under glibc this program's growth is allocator_retention; jemalloc
-    // keeps it in memory it mapped for the threads' blocks, which the
-    // mapping hooks must not take for the program's own mappings.
-    let program = compile("fragmented.c");
-    let preload = preload_after_tracer(Some(&jemalloc()));
-    let run = run_traced_with(&program, &[], &[("LD_PRELOAD", &preload)]).succeeded();
+fn an_unknown_allocator_after_the_tracer_is_traced_with_a_warning() {
+    let program = compile("other_allocator.c");
+    let allocator = compile_library("plain_allocator.c");
+    let preload = preload_after_tracer(Some(&allocator));
+    let run = run_traced_with(&program, &["8"], &[("LD_PRELOAD", &preload)]).succeeded();
+    let expected = format!(
+        "tracer: the program's allocator is {}'s, preloaded after libtracer.so: its blocks are recorded \
+         (C++ new and delete too), but `malloc free` counts glibc's arenas only (what it keeps shows as \
+         growth outside the heap)\n",
+        allocator.display()
+    );
+    assert_eq!(run.stderr(), expected);
     let report = report_json(&run.trace);
-    assert!(suspects(&report).is_empty(), "a heap or mapping site was blamed: {report:#}");
-    assert_eq!(report["verdict"]["kind"], "growth_outside_heap", "{report:#}");
-    let epochs = report["epochs"].as_array().unwrap();
-    assert!(epochs.iter().all(|e| e["mapped_bytes"].as_u64() == Some(0)), "{epochs:#?}");
+    assert!(mentions(&suspects(&report)[0], "leak_through_every_entry"), "{report:#}");
+    assert_eq!(report["process"]["settings"]["allocator"], allocator.display().to_string(), "{report:#}");
+}
+
+/// Under glibc this program's growth is glibc's retention; jemalloc and
+/// tcmalloc keep it in memory of their own, which the mapping hooks must
+/// not take for the program's mappings, and which their own statistics
+/// count.
+#[test]
+fn memory_another_allocator_keeps_is_that_allocators_retention() {
+    let program = compile("fragmented.c");
+    for (allocator, name) in [(jemalloc(), "jemalloc"), (tcmalloc(), "tcmalloc")] {
+        let preload = preload_after_tracer(Some(&allocator));
+        let run = run_traced_with(&program, &[], &[("LD_PRELOAD", &preload)]).succeeded();
+        let report = report_json(&run.trace);
+        assert!(suspects(&report).is_empty(), "{name}: a heap or mapping site was blamed: {report:#}");
+        assert_eq!(report["verdict"]["kind"], "allocator_retention", "{name}: {report:#}");
+        let message = report["verdict"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("and {name} held")), "{message}");
+        let epochs = report["epochs"].as_array().unwrap();
+        assert!(epochs.iter().all(|e| e["mapped_bytes"].as_u64() == Some(0)), "{name}: {epochs:#?}");
+    }
 }
 
 #[test]

@@ -109,9 +109,50 @@ pub struct Verdict {
     /// not measured).
     pub private_start: u64,
     pub private_end: u64,
-    /// Freed memory glibc's malloc kept in its arenas (0 before format 4).
+    /// Freed memory the allocator kept (0 before format 4).
     pub allocator_free_start: u64,
     pub allocator_free_end: u64,
+    pub allocator: Allocator,
+}
+
+/// Whose count of the freed memory it kept a trace holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocator {
+    /// glibc's arenas: also under an allocator whose statistics the tracer
+    /// does not read.
+    Glibc,
+    Jemalloc,
+    Tcmalloc,
+}
+
+impl Allocator {
+    /// From the trace's [`trace_format::ALLOCATOR_SETTING`].
+    pub fn of(process: &trace_format::Process) -> Allocator {
+        let setting = process.settings.iter().find(|(name, _)| name == trace_format::ALLOCATOR_SETTING);
+        match setting.map(|(_, value)| value.split(' ').next().unwrap_or_default()) {
+            Some("jemalloc") => Allocator::Jemalloc,
+            Some("tcmalloc") => Allocator::Tcmalloc,
+            _ => Allocator::Glibc,
+        }
+    }
+
+    /// Who kept the memory, what it is, and how to have it handed back.
+    fn retention_words(self) -> (&'static str, &'static str) {
+        match self {
+            Allocator::Glibc => (
+                "glibc's malloc",
+                "memory the program freed and malloc kept instead of handing it back to the system, spread over its arenas (one per thread, up to eight per CPU) or cut into pieces between blocks still in use. Set MALLOC_ARENA_MAX=2 for fewer arenas, call malloc_trim(0) after each epoch, or preload jemalloc or tcmalloc",
+            ),
+            Allocator::Jemalloc => (
+                "jemalloc",
+                "memory the program freed and jemalloc keeps resident instead of handing it back to the system: dirty pages it has not purged yet (after dirty_decay_ms, 10 s by default, and only as it runs), or pieces between blocks still in use. Set MALLOC_CONF=background_thread:true,dirty_decay_ms:1000 for it to purge sooner",
+            ),
+            Allocator::Tcmalloc => (
+                "tcmalloc",
+                "memory the program freed and tcmalloc keeps in its page heap and caches instead of handing it back to the system. Set TCMALLOC_RELEASE_RATE=10 (1 by default) for it to release sooner, or call MallocExtension::instance()->ReleaseFreeMemory() after each epoch",
+            ),
+        }
+    }
 }
 
 impl Verdict {
@@ -322,13 +363,16 @@ impl Analysis {
                 rss_growth_words(v, "changed"),
                 traced_growth_words(v),
             ),
-            VerdictKind::AllocatorRetention => format!(
-                "{} over {over} while the live heap and traced anonymous mappings {}, and glibc's malloc held {} more freed memory than at the start ({} now): memory the program freed and malloc kept instead of handing it back to the system, spread over its arenas (one per thread, up to eight per CPU) or cut into pieces between blocks still in use. Set MALLOC_ARENA_MAX=2 for fewer arenas, call malloc_trim(0) after each epoch, or preload jemalloc or tcmalloc; no heap or mapping site is responsible",
-                rss_growth_words(v, "grew"),
-                traced_change_words(v),
-                signed(v.allocator_free_growth()),
-                bytes(v.allocator_free_end),
-            ),
+            VerdictKind::AllocatorRetention => {
+                let (allocator, what_and_what_to_do) = v.allocator.retention_words();
+                format!(
+                    "{} over {over} while the live heap and traced anonymous mappings {}, and {allocator} held {} more freed memory than at the start ({} now): {what_and_what_to_do}; no heap or mapping site is responsible",
+                    rss_growth_words(v, "grew"),
+                    traced_change_words(v),
+                    signed(v.allocator_free_growth()),
+                    bytes(v.allocator_free_end),
+                )
+            }
             VerdictKind::GrowthOutsideHeap => format!(
                 "{} over {over} while the live heap and traced anonymous mappings {}; the growth is outside what the tracer sees (private or read-only file mappings, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
                 rss_growth_words(v, "grew"),
@@ -383,6 +427,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
         private_end: snap(reference).private_dirty_bytes,
         allocator_free_start: snap(start).allocator_free_bytes,
         allocator_free_end: snap(reference).allocator_free_bytes,
+        allocator: Allocator::of(&trace.process),
     };
     let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
     let noise_floor = NOISE_FLOOR_MIN.max(traced_at_start / NOISE_FLOOR_HEAP_DIVISOR);

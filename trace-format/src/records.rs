@@ -69,6 +69,11 @@ pub struct Process {
 /// the process whose trace that file is.
 pub const NAMED_OUTPUT_IN_USE_SETTING: &str = "instead_of";
 
+/// The setting that names the allocator the program's calls went on to,
+/// when it was not glibc's: "jemalloc (<path>)", "tcmalloc (<path>)", or a
+/// library's path. `allocator_free_bytes` is then that allocator's count.
+pub const ALLOCATOR_SETTING: &str = "allocator";
+
 impl Process {
     /// Whether this process started beside another traced one rather than
     /// from it (see [`NAMED_OUTPUT_IN_USE_SETTING`]).

@@ -36,13 +36,18 @@ pub fn tracer_bytes() -> u64 {
     MALLOC_BYTES.load(Ordering::Relaxed) + mapped::resident_bytes(crate::sys::monotonic_ns())
 }
 
-/// Freed memory glibc's malloc keeps in its arenas (`fordblks`): memory the
-/// program gave back that the system did not get back. mallinfo2 locks
-/// each arena in turn and walks its free lists; the caller must hold none
-/// of glibc's allocator locks (no hook does once the real call returned).
-pub fn allocator_free_bytes() -> u64 {
+/// Freed memory the program's allocator keeps: memory the program gave
+/// back that the system did not get back. `other_allocator` reads it for
+/// an allocator other than glibc's; glibc's is its arenas' free space
+/// (`fordblks`), for which mallinfo2 locks each arena in turn and walks its
+/// free lists. The caller must hold none of the allocator's locks (no hook
+/// does once the real call returned).
+pub fn allocator_free_bytes(other_allocator: Option<fn() -> u64>) -> u64 {
     if malloc_off_limits() {
         return 0;
+    }
+    if let Some(read) = other_allocator {
+        return read();
     }
     // SAFETY: mallinfo2 takes no arguments and returns a plain struct; it
     // is safe to call from any thread that is not inside malloc itself.
@@ -221,7 +226,7 @@ mod tests {
 
     #[test]
     fn memory_freed_between_kept_blocks_counts_as_held_by_malloc() {
-        let before = allocator_free_bytes();
+        let before = allocator_free_bytes(None);
         // Its own thread, for an arena (and free lists) of its own.
         let kept = std::thread::spawn(|| {
             // SAFETY: blocks from glibc's malloc, written within their size
@@ -235,7 +240,7 @@ mod tests {
         })
         .join()
         .unwrap();
-        let after = allocator_free_bytes();
+        let after = allocator_free_bytes(None);
         assert!(after >= before + (3 << 20), "{before} -> {after}");
         // SAFETY: the kept blocks, from __libc_malloc above, each freed once.
         kept.into_iter().for_each(|block| unsafe { __libc_free(block as *mut c_void) });

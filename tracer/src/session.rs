@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 
 use trace_format::{
     EncodedCounters, End, EndReason, EpochCause, Frame, Notice, Process, Record, SiteCounters, Snapshot, StackNode,
-    StackNodes, NAMED_OUTPUT_IN_USE_SETTING,
+    StackNodes, ALLOCATOR_SETTING, NAMED_OUTPUT_IN_USE_SETTING,
 };
 
 use crate::auto_epochs::{self, AutoEpochs};
@@ -75,6 +75,9 @@ struct Session {
     parent_epochs_followed: AtomicU32,
     output: Mutex<Output>,
     stop_reported: AtomicBool,
+    /// See [`Allocators`].
+    other_allocator: Option<String>,
+    other_allocator_free_bytes: Option<fn() -> u64>,
 }
 
 struct Output {
@@ -130,18 +133,30 @@ fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usiz
 }
 
 /// Starts tracing this process; called once when the library is loaded.
-/// `warnings`: what the hooks found wrong with their place in the process.
-pub fn start(warnings: Vec<String>) {
-    thread_state::inside(|_| begin(warnings));
+/// What the hooks found of the program's allocators as the library loaded.
+#[derive(Default)]
+pub struct Allocators {
+    /// What keeps the heap from the tracer, or what the trace cannot tell
+    /// there: said on stderr and kept in the trace's settings.
+    pub warnings: Vec<String>,
+    /// The allocator the program's calls go on to, when it is not glibc's
+    /// (the trace's [`ALLOCATOR_SETTING`]).
+    pub other: Option<String>,
+    /// Reads the freed memory that allocator keeps; glibc's count when `None`.
+    pub free_bytes: Option<fn() -> u64>,
+}
+
+pub fn start(allocators: Allocators) {
+    thread_state::inside(|_| begin(allocators));
 }
 
 /// `start`'s work, with the thread inside the tracer.
-fn begin(hook_warnings: Vec<String>) {
+fn begin(allocators: Allocators) {
     // Panics are caught and turned into one line; the default hook's report
     // would be noise in the traced program's stderr.
     panic::set_hook(Box::new(|_| {}));
     let mut config = Config::from_env();
-    config.warnings.extend(hook_warnings);
+    config.warnings.extend(allocators.warnings);
     if config.ancestor_reported.is_none() {
         for warning in &config.warnings {
             sys::print_stderr(&format!("tracer: {warning}\n"));
@@ -176,7 +191,7 @@ fn begin(hook_warnings: Vec<String>) {
         std::env::set_var(INHERITED_OUTPUT_VAR, &config.base_output);
     }
     let sampling = config.sample_bytes.map(Sampling::new);
-    let own_code = modules::module_range_containing(start as fn(Vec<String>) as usize as u64).unwrap_or((0, 0));
+    let own_code = modules::module_range_containing(start as fn(Allocators) as usize as u64).unwrap_or((0, 0));
     let now = sys::monotonic_ns();
     let slice_deadline_ns = config.epoch_seconds.map_or(0, |s| now + (s * 1e9) as u64);
     let python = Python::detect();
@@ -206,6 +221,8 @@ fn begin(hook_warnings: Vec<String>) {
             first_birth_epoch: 0,
         }),
         stop_reported: AtomicBool::new(false),
+        other_allocator: allocators.other,
+        other_allocator_free_bytes: allocators.free_bytes,
     };
     if SESSION.set(session).is_err() {
         return;
@@ -706,7 +723,7 @@ impl Session {
             } else {
                 0
             },
-            allocator_free_bytes: real_alloc::allocator_free_bytes(),
+            allocator_free_bytes: real_alloc::allocator_free_bytes(self.other_allocator_free_bytes),
             heap_live_bytes: heap.live_bytes,
             heap_live_count: heap.live_count,
             mapped_live_bytes: mapped.live_bytes,
@@ -760,6 +777,9 @@ impl Session {
         if path.is_some_and(|path| named_output_in_use(&self.config, output.forked_from, path)) {
             let why = format!("{}, which another traced process was writing", self.config.base_output.display());
             settings.push((NAMED_OUTPUT_IN_USE_SETTING.to_string(), why));
+        }
+        if let Some(allocator) = &self.other_allocator {
+            settings.push((ALLOCATOR_SETTING.to_string(), allocator.clone()));
         }
         settings.extend(self.python.settings().iter().cloned());
         settings.extend(self.config.warnings.iter().map(|w| ("warning".to_string(), w.clone())));

@@ -9,7 +9,7 @@ use crate::{session, sys};
 
 /// Runs when the library is loaded, before the program's `main`.
 extern "C" fn on_load() {
-    session::start(super::next_allocator::warnings());
+    session::start(super::next_allocator::allocators());
     // SAFETY: registering plain functions that stay valid for the process's life.
     unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_in_parent), Some(after_fork_in_child)) };
 }

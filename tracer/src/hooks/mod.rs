@@ -43,6 +43,7 @@ macro_rules! entry_stub {
 }
 
 mod allocation;
+mod allocator_stats;
 mod exec;
 mod lifecycle;
 #[cfg(target_arch = "x86_64")]

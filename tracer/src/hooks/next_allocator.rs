@@ -10,8 +10,9 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::NextSymbol;
+use super::{allocator_stats, NextSymbol};
 use crate::real_alloc::*;
+use crate::session::Allocators;
 
 const UNKNOWN: u8 = 0;
 const GLIBC: u8 = 1;
@@ -96,33 +97,46 @@ fn resolve() -> bool {
 }
 
 /// What the tracer's place among the program's allocators means for the
-/// trace, as warnings: an allocator of the program's own, or another one
-/// ahead of the tracer, keeps the heap from it; one after it keeps its own
-/// C++ `new` and `delete`.
-pub fn warnings() -> Vec<String> {
+/// trace: an allocator of the program's own, or another one ahead of the
+/// tracer, keeps the heap from it (a warning); one after it is named, with
+/// the reader of its statistics when the tracer knows them, or else a
+/// warning that `malloc free` is glibc's count.
+pub fn allocators() -> Allocators {
     // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
     let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
     // Not `malloc`'s own address, which the program's malloc would stand for.
-    let tracer = object_of(warnings as *const () as usize);
+    let tracer = object_of(allocators as *const () as usize);
     // SAFETY: getauxval reads the auxiliary vector the kernel gave the process.
     let program = object_of(unsafe { libc::getauxval(libc::AT_ENTRY) } as usize);
+    let warning = |text: String| Allocators { warnings: vec![text], ..Allocators::default() };
     if first != 0 && object_of(first) == program {
-        vec!["the program defines malloc itself: its heap does not reach the tracer (its mappings do)".into()]
-    } else if first != 0 && object_of(first) != tracer {
-        vec![format!(
+        return warning(
+            "the program defines malloc itself: its heap does not reach the tracer (its mappings do)".into(),
+        );
+    }
+    if first != 0 && object_of(first) != tracer {
+        return warning(format!(
             "malloc is {}'s, loaded before libtracer.so: the program's heap does not reach the tracer \
              (its mappings do); list libtracer.so first in LD_PRELOAD",
             file_defining(first)
-        )]
-    } else if let Some(allocator) = other_allocator_object() {
-        vec![format!(
-            "the program's allocator is {}'s, preloaded after libtracer.so: its blocks are recorded \
-             (C++ new and delete too), but `malloc free` counts glibc's arenas only (what it keeps \
-             shows as growth outside the heap)",
-            file_defining(allocator)
-        )]
-    } else {
-        Vec::new()
+        ));
+    }
+    let Some(object) = other_allocator_object() else { return Allocators::default() };
+    let file = file_defining(object);
+    match allocator_stats::known(object) {
+        Some(known) => Allocators {
+            other: Some(format!("{} ({file})", known.name)),
+            free_bytes: Some(known.free_bytes),
+            ..Allocators::default()
+        },
+        None => Allocators {
+            other: Some(file.clone()),
+            ..warning(format!(
+                "the program's allocator is {file}'s, preloaded after libtracer.so: its blocks are recorded \
+                 (C++ new and delete too), but `malloc free` counts glibc's arenas only (what it keeps \
+                 shows as growth outside the heap)"
+            ))
+        },
     }
 }
 
