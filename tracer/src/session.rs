@@ -132,7 +132,6 @@ fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usiz
     });
 }
 
-/// Starts tracing this process; called once when the library is loaded.
 /// What the hooks found of the program's allocators as the library loaded.
 #[derive(Default)]
 pub struct Allocators {
@@ -146,6 +145,7 @@ pub struct Allocators {
     pub free_bytes: Option<fn() -> u64>,
 }
 
+/// Starts tracing this process; called once when the library is loaded.
 pub fn start(allocators: Allocators) {
     thread_state::inside(|_| begin(allocators));
 }
