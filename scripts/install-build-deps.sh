@@ -9,9 +9,12 @@ missing=()
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v c++ >/dev/null 2>&1 || missing+=(g++)
 command -v nm >/dev/null 2>&1 || missing+=(binutils)
-# The tests preload jemalloc and tcmalloc beside the tracer.
-ldconfig -p 2>/dev/null | grep -q 'libjemalloc\.so\.2 ' || missing+=(libjemalloc2)
-ldconfig -p 2>/dev/null | grep -q 'libtcmalloc_minimal\.so\.4 ' || missing+=(libtcmalloc-minimal4)
+# The tests preload jemalloc and tcmalloc beside the tracer. The loader's
+# cache is read whole first: under pipefail, `ldconfig -p | grep -q` fails
+# when grep stops reading before ldconfig has written everything.
+libraries=$(ldconfig -p 2>/dev/null || true)
+grep -q 'libjemalloc\.so\.2 ' <<<"$libraries" || missing+=(libjemalloc2)
+grep -q 'libtcmalloc_minimal\.so\.4 ' <<<"$libraries" || missing+=(libtcmalloc-minimal4)
 command -v cargo >/dev/null 2>&1 || { echo "install-build-deps: cargo is not on PATH; install the Rust toolchain (rustup) first" >&2; exit 1; }
 if ((${#missing[@]})); then
     echo "install-build-deps: installing ${missing[*]}"

@@ -74,9 +74,11 @@ say "building demo-trainer (release)"
     cargo build --release --quiet --target-dir "$ROOT/demo-trainer/target"
 )
 TRAINER="$ROOT/demo-trainer/target/release/demo-trainer"
-if ldd "$TRAINER" | grep -q 'not found'; then
+# Read whole: under pipefail, `ldd | grep -q` fails when grep stops early.
+unresolved=$(ldd "$TRAINER" | grep 'not found' || true)
+if [ -n "$unresolved" ]; then
     say "demo-trainer has unresolved libraries:"
-    ldd "$TRAINER" | grep 'not found' >&2
+    echo "$unresolved" >&2
     exit 1
 fi
 "$TRAINER" --help >/dev/null
