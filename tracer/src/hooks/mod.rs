@@ -74,7 +74,8 @@ unsafe fn as_function<F: Copy>(address: usize) -> Option<F> {
 }
 
 /// The next definition of a function, looked up once, when first called
-/// (for hooks called too often to look it up each time).
+/// (for hooks called too often to look it up each time), or set where the
+/// next definition lies outside the global scope.
 pub struct NextSymbol {
     name: &'static CStr,
     /// 0 until looked up; then the address, or 1 when there is none.
@@ -86,6 +87,15 @@ const NOT_FOUND: usize = 1;
 impl NextSymbol {
     pub const fn new(name: &'static CStr) -> NextSymbol {
         NextSymbol { name, address: AtomicUsize::new(0) }
+    }
+
+    pub fn name(&self) -> &'static CStr {
+        self.name
+    }
+
+    /// Records the definition found in another scope; 0 for none.
+    pub fn set(&self, address: usize) {
+        self.address.store(address.max(NOT_FOUND), Ordering::Release);
     }
 
     /// The function, as `F`: the C signature of the function named.

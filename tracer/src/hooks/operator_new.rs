@@ -18,9 +18,10 @@
 //! the loader bound that object's references.
 
 use std::ffi::{c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use super::next_allocator as next;
+use super::NextSymbol;
 use crate::session;
 use crate::unwind::Entry;
 
@@ -29,25 +30,13 @@ use crate::unwind::Entry;
 pub struct Operator {
     /// Where the stub jumps; first, for the stub reads it at offset 0.
     target: AtomicPtr<()>,
-    /// The next definition: 0 until looked up, [`NONE`] when there is none.
-    next: AtomicUsize,
-    name: &'static CStr,
+    /// The next definition, set by [`resolve`].
+    next: NextSymbol,
 }
-
-const NONE: usize = 1;
 
 impl Operator {
     const fn new(body: *mut (), name: &'static CStr) -> Operator {
-        Operator { target: AtomicPtr::new(body), next: AtomicUsize::new(0), name }
-    }
-
-    /// The next definition, as `F`: the C signature of the operator.
-    fn next<F: Copy>(&self) -> Option<F> {
-        match self.next.load(Ordering::Acquire) {
-            0 | NONE => None,
-            // SAFETY: each operator reads its definition as its own signature.
-            address => unsafe { super::as_function(address) },
-        }
+        Operator { target: AtomicPtr::new(body), next: NextSymbol::new(name) }
     }
 }
 
@@ -77,7 +66,7 @@ macro_rules! operator_new {
             /// `std::bad_alloc` through this frame to the program.
             unsafe extern "C-unwind" fn body($($arg: $ty,)* sp: u64, bp: u64) -> *mut c_void {
                 resolve_once(sp);
-                let ptr = match OPERATOR.next::<unsafe extern "C-unwind" fn($($ty),*) -> *mut c_void>() {
+                let ptr = match OPERATOR.next.get::<unsafe extern "C-unwind" fn($($ty),*) -> *mut c_void>() {
                     // SAFETY: the program's call, unchanged, to the definition it reaches untraced.
                     Some(next) => next::forwarded(|| unsafe { next($($arg),*) }),
                     None => $otherwise,
@@ -105,7 +94,7 @@ macro_rules! operator_delete {
                 // The record goes first: once the allocator has the block
                 // back, another thread may be handed the same address.
                 session::freed(ptr);
-                match OPERATOR.next::<unsafe extern "C" fn(*mut c_void $(, $ty)*)>() {
+                match OPERATOR.next.get::<unsafe extern "C" fn(*mut c_void $(, $ty)*)>() {
                     // SAFETY: the program's call, unchanged, to the definition it reaches untraced.
                     Some(next) => next::forwarded(|| unsafe { next(ptr $(, $arg)*) }),
                     // SAFETY: a block of the program's allocator, as `delete` requires.
@@ -201,19 +190,22 @@ fn resolve(return_address: usize) {
     let own = next::object_of(resolve as *const () as usize);
     let caller = CallerScope(reference_to_object_of(return_address));
     for operator in OPERATORS {
-        let address = match super::next_symbol(operator.name) as usize {
-            0 => caller.lookup(operator.name),
+        let mut address = match operator.next.address() {
+            0 => caller.lookup(operator.next.name()),
             address => address,
         };
         let object = next::object_of(address);
-        let address = if address == 0 || object == own { NONE } else { address };
-        if address != NONE {
-            // The stubs jump into that object from now on: it stays loaded
-            // whatever the program unloads (libstdc++ does anyway).
-            reference_to_object_of(address);
+        if object == own {
+            address = 0;
         }
-        operator.next.store(address, Ordering::Release);
-        if address != NONE && allocator != Some(object) {
+        operator.next.set(address);
+        if address == 0 {
+            continue;
+        }
+        // The stubs jump into that object from now on: it stays loaded
+        // whatever the program unloads (libstdc++ does anyway).
+        reference_to_object_of(address);
+        if allocator != Some(object) {
             operator.target.store(address as *mut (), Ordering::Release);
         }
     }
