@@ -97,28 +97,35 @@ pub fn demo_trainer() -> PathBuf {
 /// temporary name and renamed into place, so a test running the previous
 /// build never sees a half-written file.
 pub fn compile(name: &str) -> PathBuf {
-    build(name, &[])
+    build(name, Built::Program)
 }
 
 /// Compiles `tests/programs/<name>` as a shared library, `lib<stem>.so`, as
 /// [`compile`] builds programs.
 pub fn compile_library(name: &str) -> PathBuf {
-    build(name, &["-shared", "-fPIC"])
+    build(name, Built::Library)
 }
 
-fn build(name: &str, extra_flags: &[&str]) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+#[derive(Clone, Copy, PartialEq)]
+enum Built {
+    Program,
+    Library,
+}
+
+fn build(name: &str, kind: Built) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, Built, PathBuf)>> = std::sync::Mutex::new(Vec::new());
     let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let library = !extra_flags.is_empty();
-    let key = format!("{name}{}", if library { " (library)" } else { "" });
-    if let Some((_, binary)) = built.iter().find(|(n, _)| *n == key) {
+    if let Some((_, _, binary)) = built.iter().find(|(n, k, _)| n == name && *k == kind) {
         return binary.clone();
     }
     let source = repo_root().join("tests/programs").join(name);
     let out_dir = repo_root().join("target/test-programs");
     std::fs::create_dir_all(&out_dir).unwrap();
     let stem = Path::new(name).file_stem().unwrap().to_string_lossy();
-    let binary = out_dir.join(if library { format!("lib{stem}.so") } else { stem.to_string() });
+    let (binary, extra_flags) = match kind {
+        Built::Program => (out_dir.join(&*stem), &[][..]),
+        Built::Library => (out_dir.join(format!("lib{stem}.so")), &["-shared", "-fPIC"][..]),
+    };
     let partial = out_dir.join(format!(".{stem}.{}", std::process::id()));
     let compiler = if name.ends_with(".cpp") { "c++" } else { "cc" };
     let status = Command::new(compiler)
@@ -132,7 +139,7 @@ fn build(name: &str, extra_flags: &[&str]) -> PathBuf {
         .unwrap_or_else(|err| panic!("cannot run {compiler}: {err}; install a C/C++ toolchain (scripts/test.sh does)"));
     assert!(status.success(), "compiling {} failed", source.display());
     std::fs::rename(&partial, &binary).unwrap();
-    built.push((key, binary.clone()));
+    built.push((name.to_string(), kind, binary.clone()));
     binary
 }
 
