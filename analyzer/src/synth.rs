@@ -302,8 +302,41 @@ pub fn behaviours(epochs: u32, exit_frees: bool, full: bool) -> Sim {
     sim
 }
 
+/// A file written in a folder of its own under the system's temporary
+/// folder. Dropping it removes the folder with what the test wrote beside
+/// the file (reports, flamegraphs, descendants' traces).
+pub struct TempFile(std::path::PathBuf);
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TempFile {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TempFile {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 /// Writes `bytes` to a fresh file under the system temporary folder.
-pub fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+pub fn write_temp(name: &str, bytes: &[u8]) -> TempFile {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -314,5 +347,5 @@ pub fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("create a temporary folder");
     let path = dir.join(name);
     std::fs::write(&path, bytes).expect("write a temporary file");
-    path
+    TempFile(path)
 }

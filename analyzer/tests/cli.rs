@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use analyzer::synth::{all_behaviours, write_temp, Sim};
+use analyzer::synth::{all_behaviours, write_temp, Sim, TempFile};
 use trace_format::{file_header, frame_record, Record, FORMAT_VERSION};
 
 fn analyzer(args: &[&std::ffi::OsStr]) -> Output {
@@ -78,8 +78,8 @@ fn a_missing_file() {
 
 #[test]
 fn a_directory() {
-    let dir = write_temp("x", b"").parent().unwrap().to_path_buf();
-    let out = report(&dir, &[]);
+    let file = write_temp("x", b"");
+    let out = report(file.parent().unwrap(), &[]);
     assert!(!out.status.success());
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
 }
@@ -438,7 +438,7 @@ const TRAIN_STEP_LINES: [u8; 5] = [0x80 | 1, 0x05, 0x80 | (12 << 3) | 3, 0x00, 0
 
 /// A leak made by Python code: Module._call_impl (torch, installed) called
 /// by train_step (/job/train.py:42) called by the script's top level.
-fn python_trace(allocator: &str) -> PathBuf {
+fn python_trace(allocator: &str) -> TempFile {
     use trace_format::{Frame, PyCode, PyFrame};
     let mut sim = Sim::new("/usr/bin/python3.11");
     let process = sim.process_mut();

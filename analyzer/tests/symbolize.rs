@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use analyzer::synth::{write_temp, Sim};
+use analyzer::synth::{write_temp, Sim, TempFile};
 use object::Object;
 use trace_format::Module;
 
@@ -26,6 +26,9 @@ int main(int argc, char **argv) {
 "#;
 
 struct Program {
+    /// Its source, in the folder the program is built in: kept for the
+    /// program's life.
+    _source: TempFile,
     exe: PathBuf,
     build_id: Vec<u8>,
     symbols: Vec<(String, u64)>,
@@ -67,7 +70,7 @@ fn build_from(source: &str, source_name: &str, name: &str, pie: bool) -> Program
         .collect();
     let data = std::fs::read(&exe).unwrap();
     let build_id = object::File::parse(&*data).unwrap().build_id().unwrap().unwrap_or(&[]).to_vec();
-    Program { exe, build_id, symbols }
+    Program { _source: src, exe, build_id, symbols }
 }
 
 impl Program {
@@ -81,7 +84,7 @@ fn line_of(needle: &str) -> u32 {
 }
 
 /// A leaking trace whose one stack is malloc <- __libc_fake_alloc <- make_node <- main.
-fn leaking_trace(program: &Program, exe: &str, bias: u64, build_id: Vec<u8>) -> PathBuf {
+fn leaking_trace(program: &Program, exe: &str, bias: u64, build_id: Vec<u8>) -> TempFile {
     let mut sim = Sim::new(exe);
     sim.module(Module {
         path: program.exe.display().to_string(),
