@@ -2,6 +2,7 @@
 //! `_exit` or `exec`, SIGKILL, an unwritable output path.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::Stdio;
 
 use integration_tests::*;
@@ -490,4 +491,27 @@ fn a_child_forked_in_the_warm_up_has_a_warm_up_of_its_own() {
         .map(|c| (c.live_count, c.live_bytes))
         .collect();
     assert!(kept.contains(&(100, 777_700)), "the child's 100 blocks, counted exactly: {kept:?}");
+}
+
+/// A program started through a launcher script (as a pyenv shim starts
+/// Python: `env` runs the shell, which runs helper commands and then
+/// `exec`s the program) leaves `env`'s trace at the named path; the report
+/// on it points at the program's trace, not at the shell's (the first).
+#[test]
+fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
+    let program = compile("leaky.c");
+    let scratch = tempfile::tempdir().unwrap();
+    let launcher = scratch.path().join("launcher.sh");
+    std::fs::write(&launcher, "#!/usr/bin/env sh\nversion=$(/bin/cat /dev/null)\n/bin/true\nexec \"$@\"\n").unwrap();
+    std::fs::set_permissions(&launcher, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = run_traced(&launcher, &[program.to_str().unwrap()]).succeeded();
+    assert_eq!(run.stdout(), "leaky: 8 epochs, 1600 blocks leaked\n");
+    let text = report_text(&run.trace);
+    let note =
+        text.lines().find(|line| line.contains("its trace is a descendant's")).unwrap_or_else(|| panic!("{text}"));
+    let named = Path::new(note.rsplit("analyzer report ").next().unwrap());
+    let (records, _) = read_trace(named);
+    let Some(Record::Process(process)) = records.first() else { panic!("{} has no process record", named.display()) };
+    assert!(process.exe.ends_with("leaky"), "{note}: {}", process.exe);
+    assert!(run.trace_files().len() >= 4, "the launcher, its two helpers and the program: {:?}", run.trace_files());
 }

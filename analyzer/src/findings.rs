@@ -30,6 +30,8 @@ pub struct DescendantReport {
     /// `None` when it found nothing, was not looked at (past
     /// [`LOOKED_AT`]), or could not be read.
     pub finding: Option<Finding>,
+    /// Its snapshots; 0 when it was not looked at or could not be read.
+    pub snapshots: usize,
 }
 
 /// The descendants' traces, the first [`LOOKED_AT`] analysed.
@@ -38,10 +40,26 @@ pub fn look_at(descendants: Vec<Descendant>) -> Vec<DescendantReport> {
         .into_iter()
         .enumerate()
         .map(|(i, trace)| {
-            let finding = if i < LOOKED_AT { finding(&trace.path) } else { None };
-            DescendantReport { trace, finding }
+            let snapshots = if i < LOOKED_AT { snapshot_count(&trace.path) } else { 0 };
+            let finding = if snapshots >= MIN_EPOCHS { analysed_finding(&trace.path) } else { None };
+            DescendantReport { trace, finding, snapshots }
         })
         .collect()
+}
+
+/// The descendant most likely to be the program a wrapper ran, for a
+/// trace too short to analyse: under `env`, `timeout` or a launcher script
+/// (a pyenv shim runs a dozen helper commands before it execs Python), the
+/// first descendant is seldom the program. The first with a finding, else
+/// the one with the most snapshots (the first of those), else none.
+pub fn program_trace(descendants: &[DescendantReport]) -> Option<&DescendantReport> {
+    let own = || descendants.iter().filter(|d| !d.trace.started_beside);
+    own().find(|d| d.finding.is_some()).or_else(|| own().filter(|d| d.snapshots > 0).rev().max_by_key(|d| d.snapshots))
+}
+
+/// The snapshots in the trace at `path`; 0 when it cannot be read.
+fn snapshot_count(path: &Path) -> usize {
+    RecordReader::open(path).map_or(0, |records| records.filter(|r| matches!(r, Record::Snapshot(_))).count())
 }
 
 /// What the trace at `path` found: `None` when it shows no growth, has too
@@ -50,10 +68,14 @@ pub fn look_at(descendants: Vec<Descendant>) -> Vec<DescendantReport> {
 pub fn finding(path: &Path) -> Option<Finding> {
     // Counting first: most descendants' traces are too short to analyse,
     // and counting reads less than loading.
-    let snapshots = RecordReader::open(path).ok()?.filter(|r| matches!(r, Record::Snapshot(_))).count();
-    if snapshots < MIN_EPOCHS {
+    if snapshot_count(path) < MIN_EPOCHS {
         return None;
     }
+    analysed_finding(path)
+}
+
+/// [`finding`] for a trace known to have enough snapshots.
+fn analysed_finding(path: &Path) -> Option<Finding> {
     let trace = load(path, &LoadOptions::default()).ok()?;
     let analysis = analyze(&trace);
     let v = &analysis.verdict;
@@ -108,6 +130,28 @@ mod tests {
         let findings: Vec<Option<Finding>> = found.into_iter().map(|d| d.finding).collect();
         let leak = Finding { kind: VerdictKind::HeapLeak, summary: "1 suspect, the top +64.0 KiB/epoch".into() };
         assert_eq!(findings, [Some(leak), None, None]);
+    }
+
+    #[test]
+    fn the_program_a_wrapper_ran_is_the_descendant_that_found_something_or_ran_longest() {
+        let parent = write_temp("trace.bin", &Sim::new("/usr/bin/env").bytes());
+        // A launcher's helper commands, the program (exec'd by the same
+        // process, so `.1`), and a helper after it.
+        std::fs::write(parent.with_file_name("trace.bin.300"), worker(300, 1, false)).unwrap();
+        std::fs::write(parent.with_file_name("trace.bin.301"), worker(301, 2, false)).unwrap();
+        std::fs::write(parent.with_file_name("trace.bin.301.1"), worker(301, 8, false)).unwrap();
+        std::fs::write(parent.with_file_name("trace.bin.302"), worker(302, 8, false)).unwrap();
+        let found = look_at(descendant_traces(&parent));
+        let name = |d: Option<&DescendantReport>| d.unwrap().trace.path.file_name().unwrap().to_owned();
+        assert_eq!(name(program_trace(&found)), "trace.bin.301.1", "the first with the most snapshots");
+
+        std::fs::write(parent.with_file_name("trace.bin.303"), worker(303, 6, true)).unwrap();
+        let found = look_at(descendant_traces(&parent));
+        assert_eq!(name(program_trace(&found)), "trace.bin.303", "the one that found a leak");
+
+        let mut beside = found.clone();
+        beside.iter_mut().for_each(|d| d.trace.started_beside = true);
+        assert!(program_trace(&beside).is_none(), "processes started beside are no wrapper's program");
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::{Report, ShownSuspect};
 use crate::analysis::{Survivor, VerdictKind};
-use crate::findings::{DescendantReport, LOOKED_AT};
+use crate::findings::{program_trace, DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
 use crate::symbolize::Frame;
 use crate::trace::{Memory, Trace};
@@ -395,7 +395,7 @@ pub fn render(report: &Report<'_>) -> String {
     let _ = writeln!(out, "\nVerdict ({}): {}", a.verdict.kind.name(), report.verdict_message);
     if a.verdict.kind == VerdictKind::TooFewEpochs {
         let beside = report.descendants.iter().find(|d| d.trace.started_beside);
-        if let Some(other) = beside.or(report.descendants.first()) {
+        if let Some(other) = beside.or_else(|| program_trace(&report.descendants)) {
             let why = if other.trace.started_beside {
                 "another traced process started beside this one (the other end of a pipeline?) wrote its own trace"
             } else {
