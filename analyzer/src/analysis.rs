@@ -130,8 +130,8 @@ impl Allocator {
     pub fn of(process: &trace_format::Process) -> Allocator {
         let setting = process.settings.iter().find(|(name, _)| name == trace_format::ALLOCATOR_SETTING);
         match setting.map(|(_, value)| value.split(' ').next().unwrap_or_default()) {
-            Some("jemalloc") => Allocator::Jemalloc,
-            Some("tcmalloc") => Allocator::Tcmalloc,
+            Some(trace_format::JEMALLOC) => Allocator::Jemalloc,
+            Some(trace_format::TCMALLOC) => Allocator::Tcmalloc,
             _ => Allocator::Glibc,
         }
     }

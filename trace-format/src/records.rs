@@ -73,6 +73,10 @@ pub const NAMED_OUTPUT_IN_USE_SETTING: &str = "instead_of";
 /// when it was not glibc's: "jemalloc (<path>)", "tcmalloc (<path>)", or a
 /// library's path. `allocator_free_bytes` is then that allocator's count.
 pub const ALLOCATOR_SETTING: &str = "allocator";
+/// The first word of [`ALLOCATOR_SETTING`]'s value for jemalloc.
+pub const JEMALLOC: &str = "jemalloc";
+/// The first word of [`ALLOCATOR_SETTING`]'s value for tcmalloc.
+pub const TCMALLOC: &str = "tcmalloc";
 
 impl Process {
     /// Whether this process started beside another traced one rather than

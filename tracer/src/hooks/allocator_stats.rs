@@ -27,8 +27,11 @@ type GetNumericProperty = unsafe extern "C" fn(*const c_char, *mut usize) -> c_i
 /// tracer knows how to read.
 pub fn known(object: usize) -> Option<KnownAllocator> {
     let (address, allocator) = [
-        (c"mallctl", KnownAllocator { name: "jemalloc", free_bytes: jemalloc_free_bytes }),
-        (c"MallocExtension_GetNumericProperty", KnownAllocator { name: "tcmalloc", free_bytes: tcmalloc_free_bytes }),
+        (c"mallctl", KnownAllocator { name: trace_format::JEMALLOC, free_bytes: jemalloc_free_bytes }),
+        (
+            c"MallocExtension_GetNumericProperty",
+            KnownAllocator { name: trace_format::TCMALLOC, free_bytes: tcmalloc_free_bytes },
+        ),
     ]
     .into_iter()
     .find_map(|(name, allocator)| {
