@@ -493,18 +493,23 @@ fn a_child_forked_in_the_warm_up_has_a_warm_up_of_its_own() {
     assert!(kept.contains(&(100, 777_700)), "the child's 100 blocks, counted exactly: {kept:?}");
 }
 
-/// A program started through a launcher script (as a pyenv shim starts
-/// Python: `env` runs the shell, which runs helper commands and then
-/// `exec`s the program) leaves `env`'s trace at the named path; the report
-/// on it points at the program's trace, not at the shell's (the first).
+/// A launcher as a pyenv shim is: `env` runs the shell, which runs helper
+/// commands and then `exec`s the program given as its argument.
+fn launcher(dir: &Path) -> std::path::PathBuf {
+    let launcher = dir.join("launcher.sh");
+    std::fs::write(&launcher, "#!/usr/bin/env sh\nversion=$(/bin/cat /dev/null)\n/bin/true\nexec \"$@\"\n").unwrap();
+    std::fs::set_permissions(&launcher, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    launcher
+}
+
+/// A program started through a launcher leaves `env`'s trace at the named
+/// path; the report on it points at the program's trace, not at the
+/// shell's (the first descendant).
 #[test]
 fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     let program = compile("leaky.c");
     let scratch = tempfile::tempdir().unwrap();
-    let launcher = scratch.path().join("launcher.sh");
-    std::fs::write(&launcher, "#!/usr/bin/env sh\nversion=$(/bin/cat /dev/null)\n/bin/true\nexec \"$@\"\n").unwrap();
-    std::fs::set_permissions(&launcher, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let run = run_traced(&launcher, &[program.to_str().unwrap()]).succeeded();
+    let run = run_traced(&launcher(scratch.path()), &[program.to_str().unwrap()]).succeeded();
     assert_eq!(run.stdout(), "leaky: 8 epochs, 1600 blocks leaked\n");
     let text = report_text(&run.trace);
     let note =
@@ -514,4 +519,39 @@ fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     let Some(Record::Process(process)) = records.first() else { panic!("{} has no process record", named.display()) };
     assert!(process.exe.ends_with("leaky"), "{note}: {}", process.exe);
     assert!(run.trace_files().len() >= 4, "the launcher, its two helpers and the program: {:?}", run.trace_files());
+}
+
+/// A second run with the same output path reuses `trace.bin`, but its
+/// descendants write files of their own pids beside those the first run's
+/// left: the report lists only its own run's.
+#[test]
+fn a_second_run_with_the_same_output_reports_only_its_own_descendants() {
+    let program = compile("leaky.c");
+    let scratch = tempfile::tempdir().unwrap();
+    let launcher = launcher(scratch.path());
+    let (mut first, dir) = traced_command(&launcher);
+    assert!(first.arg(&program).output().unwrap().status.success());
+    let first_files = std::fs::read_dir(dir.path()).unwrap().count();
+    let (mut second, _unused) = traced_command(&launcher);
+    let output = second
+        .arg(&program)
+        .current_dir(dir.path())
+        .env("TRACER_OUTPUT", dir.path().join("trace.bin"))
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let report = report_json(&dir.path().join("trace.bin"));
+    let (root, _) = read_trace(&dir.path().join("trace.bin"));
+    let Some(Record::Process(root)) = root.first() else { panic!("no process record") };
+    let listed = report["descendant_traces"].as_array().unwrap();
+    assert!(listed.len() >= 3, "{report:#}");
+    for descendant in listed {
+        let (records, _) = read_trace(Path::new(descendant["path"].as_str().unwrap()));
+        let Some(Record::Process(process)) = records.first() else { panic!("no process record") };
+        assert_eq!(process.run(), root.run(), "{descendant}");
+    }
+    assert_eq!(report["other_runs_traces"], (first_files - 1) as u64, "{report:#}");
+    let text = report_text(&dir.path().join("trace.bin"));
+    let left_out = format!("({} traces named like its descendants' left out", first_files - 1);
+    assert!(text.contains(&left_out), "{text}");
 }

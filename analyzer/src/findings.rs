@@ -126,7 +126,7 @@ mod tests {
         std::fs::write(parent.with_file_name("trace.bin.4300"), worker(4300, 8, true)).unwrap();
         std::fs::write(parent.with_file_name("trace.bin.4301"), worker(4301, 1, true)).unwrap();
         std::fs::write(parent.with_file_name("trace.bin.4302"), worker(4302, 8, false)).unwrap();
-        let found = look_at(descendant_traces(&parent));
+        let found = look_at(descendant_traces(&parent).traces);
         let findings: Vec<Option<Finding>> = found.into_iter().map(|d| d.finding).collect();
         let leak = Finding { kind: VerdictKind::HeapLeak, summary: "1 suspect, the top +64.0 KiB/epoch".into() };
         assert_eq!(findings, [Some(leak), None, None]);
@@ -141,17 +141,59 @@ mod tests {
         std::fs::write(parent.with_file_name("trace.bin.301"), worker(301, 2, false)).unwrap();
         std::fs::write(parent.with_file_name("trace.bin.301.1"), worker(301, 8, false)).unwrap();
         std::fs::write(parent.with_file_name("trace.bin.302"), worker(302, 8, false)).unwrap();
-        let found = look_at(descendant_traces(&parent));
+        let found = look_at(descendant_traces(&parent).traces);
         let name = |d: Option<&DescendantReport>| d.unwrap().trace.path.file_name().unwrap().to_owned();
         assert_eq!(name(program_trace(&found)), "trace.bin.301.1", "the first with the most snapshots");
 
         std::fs::write(parent.with_file_name("trace.bin.303"), worker(303, 6, true)).unwrap();
-        let found = look_at(descendant_traces(&parent));
+        let found = look_at(descendant_traces(&parent).traces);
         assert_eq!(name(program_trace(&found)), "trace.bin.303", "the one that found a leak");
 
         let mut beside = found.clone();
         beside.iter_mut().for_each(|d| d.trace.started_beside = true);
         assert!(program_trace(&beside).is_none(), "processes started beside are no wrapper's program");
+    }
+
+    /// A process's trace, of `run`, started `after_ns` after the root.
+    fn process_trace(pid: u32, run: &str, after_ns: i64, beside: bool) -> Vec<u8> {
+        let mut sim = Sim::new("/opt/app/step");
+        let process = sim.process_mut();
+        process.pid = pid;
+        process.start_unix_ns = process.start_unix_ns.saturating_add_signed(after_ns);
+        process.settings.push((trace_format::RUN_SETTING.into(), run.into()));
+        if beside {
+            process.settings.push((trace_format::NAMED_OUTPUT_IN_USE_SETTING.into(), "trace.bin".into()));
+        }
+        sim.exit();
+        sim.bytes()
+    }
+
+    #[test]
+    fn traces_another_run_left_are_left_out() {
+        const SECOND: i64 = 1_000_000_000;
+        let root = write_temp("trace.bin", &process_trace(100, "100.5", 0, false));
+        let traces = [
+            ("90", process_trace(90, "90.1", -60 * SECOND, false), "the earlier run's root, exec'd"),
+            ("91", process_trace(91, "90.1", -59 * SECOND, false), "the earlier run's descendant"),
+            ("95", process_trace(95, "95.3", -30 * SECOND, true), "started beside the earlier run"),
+            ("101", process_trace(101, "100.5", SECOND, false), "this run's descendant"),
+            ("100.1", process_trace(100, "100.5", SECOND, false), "this run's exec'd program"),
+            ("102", process_trace(102, "102.7", 2 * SECOND, true), "started beside this run"),
+            ("103", process_trace(103, "102.7", 3 * SECOND, false), "its descendant"),
+        ];
+        for (suffix, bytes, _) in &traces {
+            std::fs::write(root.with_file_name(format!("trace.bin.{suffix}")), bytes).unwrap();
+        }
+        let beside = descendant_traces(&root);
+        let names: Vec<String> =
+            beside.traces.iter().map(|d| d.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["trace.bin.100.1", "trace.bin.101", "trace.bin.102", "trace.bin.103"]);
+        assert_eq!(beside.other_runs, 3);
+
+        // A root from a tracer that wrote no run takes them all.
+        std::fs::write(&*root, Sim::new("/opt/app/train").bytes()).unwrap();
+        let beside = descendant_traces(&root);
+        assert_eq!((beside.traces.len(), beside.other_runs), (traces.len(), 0));
     }
 
     #[test]
@@ -162,6 +204,7 @@ mod tests {
             std::fs::write(parent.with_file_name(format!("trace.bin.{name}")), worker(pid, 1, false)).unwrap();
         }
         let names: Vec<String> = descendant_traces(&parent)
+            .traces
             .iter()
             .map(|d| d.path.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
@@ -177,7 +220,7 @@ mod tests {
             let bytes = worker(pid, if i == LOOKED_AT as u32 { 8 } else { 1 }, true);
             std::fs::write(parent.with_file_name(format!("trace.bin.{pid}")), bytes).unwrap();
         }
-        let found = look_at(descendant_traces(&parent));
+        let found = look_at(descendant_traces(&parent).traces);
         assert_eq!(found.len(), LOOKED_AT + 1);
         assert!(found.iter().all(|d| d.finding.is_none()));
         assert!(finding(&found[LOOKED_AT].trace.path).is_some(), "found when looked at");

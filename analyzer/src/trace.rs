@@ -796,33 +796,68 @@ pub struct Descendant {
     pub cmdline: Vec<String>,
 }
 
-/// The descendants' traces beside `path`, by file name; unreadable ones are left out.
-pub fn descendant_traces(path: &Path) -> Vec<Descendant> {
+/// The traces found beside a trace, by file name.
+#[derive(Debug, Default)]
+pub struct Beside {
+    /// Its descendants' in the same run, and those of processes started
+    /// beside it (with their descendants), in pid order.
+    pub traces: Vec<Descendant>,
+    /// Traces named like descendants that belong to other runs: an earlier
+    /// run with the same output path left them.
+    pub other_runs: usize,
+}
+
+/// A process started beside the traced one may have started this long
+/// before it by the two clocks' reading and still be of its run.
+const BESIDE_CLOCK_SLACK_NS: u64 = 1_000_000_000;
+
+/// The traces beside `path` (see [`Beside`]); unreadable ones are left out.
+/// A trace without a run (from an older tracer) takes every trace named
+/// like a descendant's.
+pub fn descendant_traces(path: &Path) -> Beside {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return Vec::new();
+        return Beside::default();
     };
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
     let prefix = format!("{name}.");
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut found: Vec<(Vec<u64>, Descendant)> = entries
+    let Ok(entries) = std::fs::read_dir(dir) else { return Beside::default() };
+    let process_of = |path: &Path| match RecordReader::open(path).ok()?.next() {
+        Some(Record::Process(process)) => Some(process),
+        _ => None,
+    };
+    let mut found: Vec<(Vec<u64>, Descendant, Process)> = entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter_map(|candidate| {
             let numbers = suffix_numbers(candidate.file_name()?.to_str()?, &prefix)?;
-            let Some(Record::Process(process)) = RecordReader::open(&candidate).ok()?.next() else { return None };
+            let process = process_of(&candidate)?;
             let descendant = Descendant {
                 path: candidate,
                 pid: process.pid,
                 forked_from: process.forked_from,
                 started_beside: process.started_beside_another(),
-                cmdline: process.cmdline,
+                cmdline: process.cmdline.clone(),
             };
-            Some((numbers, descendant))
+            Some((numbers, descendant, process))
         })
         .collect();
+    let total = found.len();
+    if let Some(root) = process_of(path).filter(|root| root.run().is_some()) {
+        // Processes started beside this one since it started, and their descendants.
+        let mut runs: Vec<&str> = root.run().into_iter().collect();
+        runs.extend(
+            found
+                .iter()
+                .filter(|(_, d, p)| d.started_beside && p.start_unix_ns + BESIDE_CLOCK_SLACK_NS >= root.start_unix_ns)
+                .filter_map(|(_, _, p)| p.run()),
+        );
+        let runs: Vec<String> = runs.into_iter().map(str::to_owned).collect();
+        found.retain(|(_, _, p)| p.run().is_some_and(|run| runs.iter().any(|r| r == run)));
+    }
+    let other_runs = total - found.len();
     // By pid, as numbers (`t.bin.99` before `t.bin.100`): the order the
     // processes started in, unless the pids wrapped.
-    found.sort_by(|(a, x), (b, y)| (a, &x.path).cmp(&(b, &y.path)));
-    found.into_iter().map(|(_, descendant)| descendant).collect()
+    found.sort_by(|(a, x, _), (b, y, _)| (a, &x.path).cmp(&(b, &y.path)));
+    Beside { traces: found.into_iter().map(|(_, descendant, _)| descendant).collect(), other_runs }
 }
 
 /// The numbers of a descendant's file name after `prefix` (`<pid>`, or

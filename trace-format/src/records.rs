@@ -69,6 +69,13 @@ pub struct Process {
 /// the process whose trace that file is.
 pub const NAMED_OUTPUT_IN_USE_SETTING: &str = "instead_of";
 
+/// The setting naming the run a process belongs to: the first traced
+/// process picks it, and every process it forks or execs, down the tree,
+/// writes the same. Descendants' traces are found by their file names,
+/// which an earlier run of the same command left too: the run tells them
+/// apart.
+pub const RUN_SETTING: &str = "run";
+
 /// The setting that names the allocator the program's calls went on to,
 /// when it was not glibc's: "jemalloc (<path>)", "tcmalloc (<path>)", or a
 /// library's path. `allocator_free_bytes` is then that allocator's count.
@@ -83,6 +90,12 @@ impl Process {
     /// from it (see [`NAMED_OUTPUT_IN_USE_SETTING`]).
     pub fn started_beside_another(&self) -> bool {
         self.settings.iter().any(|(name, _)| name == NAMED_OUTPUT_IN_USE_SETTING)
+    }
+
+    /// The run this process belongs to (see [`RUN_SETTING`]); `None` in a
+    /// trace from a tracer that did not write it.
+    pub fn run(&self) -> Option<&str> {
+        self.settings.iter().find(|(name, _)| name == RUN_SETTING).map(|(_, value)| value.as_str())
     }
 }
 

@@ -12,6 +12,9 @@ pub const DEFAULT_EPOCH_SECONDS: f64 = 10.0;
 /// Set by the first traced process for its descendants (forked or exec'd):
 /// the absolute path of its trace, which they suffix with their pid.
 pub const INHERITED_OUTPUT_VAR: &str = "TRACER_INHERITED_OUTPUT";
+/// Set by the first traced process for its descendants: the run they all
+/// belong to (see [`trace_format::RUN_SETTING`]).
+pub const RUN_VAR: &str = "TRACER_RUN";
 /// Set by a traced process once it has printed what it had to say at start:
 /// `ok`, or `failed` when it could not create its trace. Its descendants
 /// read the same settings (the shells of a wrapper script such as a pyenv
@@ -42,6 +45,10 @@ pub struct Config {
     pub base_output: PathBuf,
     /// This process descends from a traced process and must not write `base_output`.
     pub is_descendant: bool,
+    /// The run this process belongs to: its first traced ancestor's (empty
+    /// when that ancestor named none), or for the first, its own (see
+    /// [`Config::start_run`]).
+    pub run: String,
     /// Length of a time slice; `None` when time slices are off.
     pub epoch_seconds: Option<f64>,
     /// Time slices were asked for explicitly, so they go on after the
@@ -117,6 +124,7 @@ impl Config {
         Config {
             base_output,
             is_descendant,
+            run: if is_descendant { env::var(RUN_VAR).unwrap_or_default() } else { String::new() },
             epoch_seconds,
             epoch_seconds_explicit,
             sample_bytes,
@@ -125,6 +133,15 @@ impl Config {
             warnings,
             ancestor_reported: env::var(REPORTED_VAR).ok(),
         }
+    }
+
+    /// Makes this first traced process the start of a run, named by its pid
+    /// and the time, and hands the run and the trace's path on to its
+    /// descendants through the environment.
+    pub fn start_run(&mut self, pid: u32, unix_ns: u64) {
+        self.run = format!("{pid}.{unix_ns}");
+        env::set_var(INHERITED_OUTPUT_VAR, &self.base_output);
+        env::set_var(RUN_VAR, &self.run);
     }
 
     /// The candidate paths for this process's trace, in order of preference:
@@ -189,6 +206,7 @@ mod tests {
         Config {
             base_output: base.into(),
             is_descendant: false,
+            run: String::new(),
             epoch_seconds: None,
             epoch_seconds_explicit: false,
             sample_bytes: None,

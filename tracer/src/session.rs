@@ -8,13 +8,12 @@ use std::sync::{Mutex, OnceLock};
 
 use trace_format::{
     EncodedCounters, End, EndReason, EpochCause, Frame, Notice, Process, Record, SiteCounters, Snapshot, StackNode,
-    StackNodes, ALLOCATOR_SETTING, NAMED_OUTPUT_IN_USE_SETTING,
+    StackNodes, ALLOCATOR_SETTING, NAMED_OUTPUT_IN_USE_SETTING, RUN_SETTING,
 };
 
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{
-    Config, AUTO_EPOCHS_VAR, INHERITED_OUTPUT_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, SAMPLE_VAR,
-    WARM_UP_SAMPLE_VAR,
+    Config, AUTO_EPOCHS_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, SAMPLE_VAR, WARM_UP_SAMPLE_VAR,
 };
 use crate::mappings::{Locked, Mappings};
 use crate::modules::{self, ModuleMap};
@@ -188,7 +187,7 @@ fn begin(allocators: Allocators) {
     }
     if !config.is_descendant {
         // Descendants must not write this process's file; they add their pid.
-        std::env::set_var(INHERITED_OUTPUT_VAR, &config.base_output);
+        config.start_run(sys::pid(), sys::unix_ns());
     }
     let sampling = config.sample_bytes.map(Sampling::new);
     let own_code = modules::module_range_containing(start as fn(Allocators) as usize as u64).unwrap_or((0, 0));
@@ -780,6 +779,9 @@ impl Session {
         }
         if let Some(allocator) = &self.other_allocator {
             settings.push((ALLOCATOR_SETTING.to_string(), allocator.clone()));
+        }
+        if !self.config.run.is_empty() {
+            settings.push((RUN_SETTING.to_string(), self.config.run.clone()));
         }
         settings.extend(self.python.settings().iter().cloned());
         settings.extend(self.config.warnings.iter().map(|w| ("warning".to_string(), w.clone())));

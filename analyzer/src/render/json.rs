@@ -26,6 +26,7 @@ struct JsonReport<'a> {
     verdict: JsonVerdict<'a>,
     flamegraph: Option<String>,
     descendant_traces: Vec<JsonDescendant<'a>>,
+    other_runs_traces: usize,
 }
 
 /// A notice the tracer wrote into the trace while it ran.
@@ -286,6 +287,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 finding: d.finding.as_ref().map(|f| JsonFinding { kind: f.kind.name(), summary: &f.summary }),
             })
             .collect(),
+        other_runs_traces: report.other_runs,
     };
     serde_json::to_value(json).unwrap_or(serde_json::Value::Null)
 }

@@ -59,6 +59,8 @@ pub struct Report<'t> {
     /// Traces of the process's descendants found beside its trace, with
     /// what they found.
     pub descendants: Vec<crate::findings::DescendantReport>,
+    /// Traces beside it named like descendants' that other runs left.
+    pub other_runs: usize,
 }
 
 /// The lines sum this many suspects at most (the best), so that a trace of
@@ -161,7 +163,8 @@ impl<'t> Report<'t> {
             .collect();
         let lines = lines::group(symbolized.iter().map(|s| (s.rank, &s.suspect, s.own_frame())));
         let verdict_message = analysis.verdict_message(lines.first().map(|line| culprit(line, &symbolized)));
-        let descendants = crate::findings::look_at(crate::trace::descendant_traces(&trace.path));
+        let beside = crate::trace::descendant_traces(&trace.path);
+        let descendants = crate::findings::look_at(beside.traces);
         Report {
             trace,
             analysis,
@@ -172,6 +175,7 @@ impl<'t> Report<'t> {
             flamegraph: None,
             warnings: Vec::new(),
             descendants,
+            other_runs: beside.other_runs,
         }
     }
 }

@@ -89,7 +89,7 @@ fn findings_note(traces: &[DescendantReport]) -> Option<String> {
 /// Descendants' traces (and their findings) shown before the rest are summarized.
 const DESCENDANTS_SHOWN: usize = 6;
 
-fn descendants_section(out: &mut String, descendants: &[DescendantReport]) {
+fn descendants_section(out: &mut String, descendants: &[DescendantReport], other_runs: usize) {
     let children = descendants.iter().map(|d| {
         let how = match (d.trace.forked_from, d.trace.started_beside) {
             (Some(_), _) => "forked",
@@ -99,6 +99,14 @@ fn descendants_section(out: &mut String, descendants: &[DescendantReport]) {
         format!("{} (pid {}, {how}: {})", d.trace.path.display(), d.trace.pid, d.trace.cmdline.join(" "))
     });
     capped_rows(out, "children", children.collect(), "traces of descendants");
+    if other_runs > 0 {
+        let _ = writeln!(
+            out,
+            "  {:<10} ({other_runs} trace{} named like its descendants' left out: other runs with the same output path wrote them)",
+            if descendants.is_empty() { "children" } else { "" },
+            if other_runs == 1 { "" } else { "s" }
+        );
+    }
     let found: Vec<String> = descendants
         .iter()
         .filter_map(|d| {
@@ -355,7 +363,7 @@ pub fn render(report: &Report<'_>) -> String {
     let a = report.analysis;
     let mut out = String::new();
     run_section(&mut out, trace);
-    descendants_section(&mut out, &report.descendants);
+    descendants_section(&mut out, &report.descendants, report.other_runs);
     for w in &report.warnings {
         let _ = writeln!(out, "  warning    {w}");
     }
