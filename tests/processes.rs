@@ -555,3 +555,47 @@ fn a_second_run_with_the_same_output_reports_only_its_own_descendants() {
     let left_out = format!("({} traces named like its descendants' left out", first_files - 1);
     assert!(text.contains(&left_out), "{text}");
 }
+
+/// The program a launcher ran has a report of its own, whose descendants
+/// are the processes the program forked and what they exec'd, not the
+/// launcher's helper commands (which are the launcher's).
+#[test]
+fn a_launched_programs_descendants_are_its_own_children() {
+    let program = compile("forking.c");
+    let scratch = tempfile::tempdir().unwrap();
+    let run = run_traced(&launcher(scratch.path()), &[program.to_str().unwrap()]).succeeded();
+    let process_of = |file: &Path| match read_trace(file).0.into_iter().next() {
+        Some(Record::Process(process)) => process,
+        _ => panic!("{} has no process record", file.display()),
+    };
+    let files = run.trace_files();
+    let program_trace = files
+        .iter()
+        .find(|file| {
+            let process = process_of(file);
+            process.exe.ends_with("forking") && process.forked_from.is_none()
+        })
+        .expect("the program's trace");
+    let pid = process_of(program_trace).pid;
+    let report = report_json(program_trace);
+    let listed: Vec<(u64, Option<u64>, String)> = report["descendant_traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["pid"].as_u64().unwrap(), d["forked_from"].as_u64(), d["cmdline"][0].as_str().unwrap().to_string()))
+        .collect();
+    let forked = listed.iter().filter(|(_, from, _)| *from == Some(u64::from(pid))).count();
+    assert_eq!(forked, 6, "the program's six children: {listed:?}");
+    assert!(
+        listed.iter().any(|(_, from, argv0)| from.is_none() && argv0 == "true"),
+        "the exec'd /bin/true: {listed:?}"
+    );
+    assert!(!listed.iter().any(|(_, _, argv0)| argv0.ends_with("cat")), "the launcher's helper: {listed:?}");
+    assert_eq!(report["other_runs_traces"], 0);
+    let root = report_json(&run.trace);
+    assert_eq!(
+        root["descendant_traces"].as_array().unwrap().len(),
+        files.len() - 1,
+        "the launcher's are the whole run"
+    );
+}

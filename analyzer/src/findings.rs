@@ -156,6 +156,11 @@ mod tests {
 
     /// A process's trace, of `run`, started `after_ns` after the root.
     fn process_trace(pid: u32, run: &str, after_ns: i64, beside: bool) -> Vec<u8> {
+        image_trace(pid, run, after_ns, beside, None)
+    }
+
+    /// [`process_trace`] naming its image (`<pid>.<after_ns>`) and its parent's.
+    fn image_trace(pid: u32, run: &str, after_ns: i64, beside: bool, parent: Option<&str>) -> Vec<u8> {
         let mut sim = Sim::new("/opt/app/step");
         let process = sim.process_mut();
         process.pid = pid;
@@ -164,8 +169,38 @@ mod tests {
         if beside {
             process.settings.push((trace_format::NAMED_OUTPUT_IN_USE_SETTING.into(), "trace.bin".into()));
         }
+        if let Some(parent) = parent {
+            process.settings.push((trace_format::IMAGE_SETTING.into(), format!("{pid}.{after_ns}")));
+            process.settings.push((trace_format::PARENT_IMAGE_SETTING.into(), parent.into()));
+        }
         sim.exit();
         sim.bytes()
+    }
+
+    /// Under a launcher, the program's trace is a descendant's (`.1`: the
+    /// second image of the launcher's process); its report lists what it
+    /// forked and what those exec'd, not the launcher's helpers.
+    #[test]
+    fn a_descendants_own_descendants_are_those_its_image_leads_to() {
+        let dir = write_temp("trace.bin", &process_trace(1, "1.0", 0, false));
+        let program = dir.with_file_name("trace.bin.1.1");
+        let traces = [
+            ("trace.bin.1", image_trace(1, "1.0", 1, false, Some("1.0")), "the launcher's shell, exec'd"),
+            ("trace.bin.2", image_trace(2, "1.0", 2, false, Some("1.1")), "a helper the shell ran"),
+            ("trace.bin.1.1", image_trace(1, "1.0", 3, false, Some("1.1")), "the program, exec'd by the shell"),
+            ("trace.bin.7", image_trace(7, "1.0", 4, false, Some("1.3")), "its forked worker"),
+            ("trace.bin.7.1", image_trace(7, "1.0", 5, false, Some("7.4")), "what the worker exec'd"),
+            ("trace.bin.3", image_trace(3, "0.0", 6, false, Some("1.3")), "another run's"),
+        ];
+        for (name, bytes, _) in &traces {
+            std::fs::write(dir.with_file_name(name), bytes).unwrap();
+        }
+        let beside = descendant_traces(&program);
+        let names: Vec<String> =
+            beside.traces.iter().map(|d| d.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["trace.bin.7", "trace.bin.7.1"]);
+        assert_eq!(beside.other_runs, 1);
+        assert_eq!(descendant_traces(&dir).traces.len(), 5, "the first process's are its whole run");
     }
 
     #[test]

@@ -799,10 +799,10 @@ pub struct Descendant {
 /// The traces found beside a trace, by file name.
 #[derive(Debug, Default)]
 pub struct Beside {
-    /// Its descendants' in the same run, and those of processes started
-    /// beside it (with their descendants), in pid order.
+    /// Its descendants' (and, for the first process of a run, those of
+    /// processes started beside it, with their descendants), in pid order.
     pub traces: Vec<Descendant>,
-    /// Traces named like descendants that belong to other runs: an earlier
+    /// Traces named like descendants' that belong to other runs: an earlier
     /// run with the same output path left them.
     pub other_runs: usize,
 }
@@ -812,21 +812,30 @@ pub struct Beside {
 const BESIDE_CLOCK_SLACK_NS: u64 = 1_000_000_000;
 
 /// The traces beside `path` (see [`Beside`]); unreadable ones are left out.
-/// A trace without a run (from an older tracer) takes every trace named
-/// like a descendant's.
+///
+/// Descendants write `<output>.<pid>` (then `.1`, ... after an exec), where
+/// `<output>` is the first traced process's file: every trace of its run
+/// is named so, and names its run, its own image and its parent's. The
+/// first process's descendants are its whole run; another's are the
+/// images whose parents lead back to it (under a launcher, the program's
+/// DataLoader workers are its own, not the launcher's helpers). A trace
+/// without a run (from an older tracer) takes every trace named after it.
 pub fn descendant_traces(path: &Path) -> Beside {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
         return Beside::default();
     };
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-    let prefix = format!("{name}.");
     let Ok(entries) = std::fs::read_dir(dir) else { return Beside::default() };
-    let process_of = |path: &Path| match RecordReader::open(path).ok()?.next() {
-        Some(Record::Process(process)) => Some(process),
-        _ => None,
+    let root = process_of(path);
+    let run = root.as_ref().and_then(|root| Some((root, root.run()?)));
+    // The first traced process's file name, which descendants suffix.
+    let prefix = match run {
+        Some(_) => format!("{}.", without_number_suffixes(name)),
+        None => format!("{name}."),
     };
     let mut found: Vec<(Vec<u64>, Descendant, Process)> = entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|candidate| candidate.file_name().and_then(|n| n.to_str()) != Some(name))
         .filter_map(|candidate| {
             let numbers = suffix_numbers(candidate.file_name()?.to_str()?, &prefix)?;
             let process = process_of(&candidate)?;
@@ -840,24 +849,77 @@ pub fn descendant_traces(path: &Path) -> Beside {
             Some((numbers, descendant, process))
         })
         .collect();
-    let total = found.len();
-    if let Some(root) = process_of(path).filter(|root| root.run().is_some()) {
-        // Processes started beside this one since it started, and their descendants.
-        let mut runs: Vec<&str> = root.run().into_iter().collect();
-        runs.extend(
-            found
-                .iter()
-                .filter(|(_, d, p)| d.started_beside && p.start_unix_ns + BESIDE_CLOCK_SLACK_NS >= root.start_unix_ns)
-                .filter_map(|(_, _, p)| p.run()),
-        );
-        let runs: Vec<String> = runs.into_iter().map(str::to_owned).collect();
-        found.retain(|(_, _, p)| p.run().is_some_and(|run| runs.iter().any(|r| r == run)));
+    let mut other_runs = 0;
+    if let Some((root, run)) = run {
+        let runs = runs_beside(&found, root, run);
+        let of_these_runs = |process: &Process| process.run().is_some_and(|run| runs.iter().any(|r| r == run));
+        other_runs = found.iter().filter(|(_, _, process)| !of_these_runs(process)).count();
+        found.retain(|(_, _, process)| of_these_runs(process));
+        if root.parent_image().is_some() {
+            keep_descendants_of(&mut found, root);
+        }
     }
-    let other_runs = total - found.len();
     // By pid, as numbers (`t.bin.99` before `t.bin.100`): the order the
     // processes started in, unless the pids wrapped.
     found.sort_by(|(a, x, _), (b, y, _)| (a, &x.path).cmp(&(b, &y.path)));
     Beside { traces: found.into_iter().map(|(_, descendant, _)| descendant).collect(), other_runs }
+}
+
+/// The first record of the trace at `path`, when it is a process's.
+fn process_of(path: &Path) -> Option<Process> {
+    match RecordReader::open(path).ok()?.next() {
+        Some(Record::Process(process)) => Some(process),
+        _ => None,
+    }
+}
+
+/// `name` without the `.<number>` parts a descendant's trace adds to it.
+fn without_number_suffixes(name: &str) -> &str {
+    let mut name = name;
+    while let Some((head, tail)) = name.rsplit_once('.') {
+        if tail.is_empty() || !tail.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        name = head;
+    }
+    name
+}
+
+/// The runs whose traces go in `root`'s report: its own and, when it is
+/// the first process of its run, the runs of processes started beside it
+/// since it started (two programs with the tracer preloaded writing the
+/// same output, as the two ends of a pipeline do).
+fn runs_beside(found: &[(Vec<u64>, Descendant, Process)], root: &Process, run: &str) -> Vec<String> {
+    let mut runs = vec![run.to_string()];
+    if root.parent_image().is_none() {
+        let started_since =
+            |p: &Process| p.started_beside_another() && p.start_unix_ns + BESIDE_CLOCK_SLACK_NS >= root.start_unix_ns;
+        runs.extend(
+            found.iter().filter(|(_, _, p)| started_since(p)).filter_map(|(_, _, p)| p.run().map(str::to_owned)),
+        );
+    }
+    runs
+}
+
+/// Keeps the traces whose chain of parent images leads to `root`'s image.
+fn keep_descendants_of(found: &mut Vec<(Vec<u64>, Descendant, Process)>, root: &Process) {
+    let mut images: std::collections::HashSet<&str> = root.image().into_iter().collect();
+    let mut kept = vec![false; found.len()];
+    // A pass for each generation: few, even for a long job's thousands of workers.
+    loop {
+        let before = images.len();
+        for (index, (_, _, process)) in found.iter().enumerate() {
+            if !kept[index] && process.parent_image().is_some_and(|parent| images.contains(parent)) {
+                kept[index] = true;
+                images.extend(process.image());
+            }
+        }
+        if images.len() == before {
+            break;
+        }
+    }
+    let mut kept = kept.into_iter();
+    found.retain(|_| kept.next().unwrap_or(false));
 }
 
 /// The numbers of a descendant's file name after `prefix` (`<pid>`, or

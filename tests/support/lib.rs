@@ -219,6 +219,7 @@ pub fn traced_command(program: &Path) -> (Command, tempfile::TempDir) {
         .env("TRACER_OUTPUT", dir.path().join("trace.bin"))
         .env_remove("TRACER_INHERITED_OUTPUT")
         .env_remove("TRACER_RUN")
+        .env_remove("TRACER_PARENT_IMAGE")
         .env_remove("TRACER_REPORTED")
         .env_remove("TRACER_EPOCH_SECONDS")
         .env_remove("TRACER_SAMPLE_BYTES")

@@ -76,6 +76,16 @@ pub const NAMED_OUTPUT_IN_USE_SETTING: &str = "instead_of";
 /// apart.
 pub const RUN_SETTING: &str = "run";
 
+/// The setting naming a process image in its run: its pid and when it
+/// started (a forked child is an image of its own, and so is each program
+/// a process execs).
+pub const IMAGE_SETTING: &str = "image";
+
+/// The setting naming the image (see [`IMAGE_SETTING`]) that forked this
+/// process, or that this program was exec'd from or spawned by; absent in
+/// the first traced process.
+pub const PARENT_IMAGE_SETTING: &str = "parent_image";
+
 /// The setting that names the allocator the program's calls went on to,
 /// when it was not glibc's: "jemalloc (<path>)", "tcmalloc (<path>)", or a
 /// library's path. `allocator_free_bytes` is then that allocator's count.
@@ -95,7 +105,21 @@ impl Process {
     /// The run this process belongs to (see [`RUN_SETTING`]); `None` in a
     /// trace from a tracer that did not write it.
     pub fn run(&self) -> Option<&str> {
-        self.settings.iter().find(|(name, _)| name == RUN_SETTING).map(|(_, value)| value.as_str())
+        self.setting(RUN_SETTING)
+    }
+
+    /// This process image's name in its run (see [`IMAGE_SETTING`]).
+    pub fn image(&self) -> Option<&str> {
+        self.setting(IMAGE_SETTING)
+    }
+
+    /// The image this one descends from (see [`PARENT_IMAGE_SETTING`]).
+    pub fn parent_image(&self) -> Option<&str> {
+        self.setting(PARENT_IMAGE_SETTING)
+    }
+
+    fn setting(&self, name: &str) -> Option<&str> {
+        self.settings.iter().find(|(setting, _)| setting == name).map(|(_, value)| value.as_str())
     }
 }
 

@@ -15,6 +15,9 @@ pub const INHERITED_OUTPUT_VAR: &str = "TRACER_INHERITED_OUTPUT";
 /// Set by the first traced process for its descendants: the run they all
 /// belong to (see [`trace_format::RUN_SETTING`]).
 pub const RUN_VAR: &str = "TRACER_RUN";
+/// Set by each traced program as it starts, for the programs it execs or
+/// spawns: its image (see [`trace_format::IMAGE_SETTING`]).
+pub const PARENT_IMAGE_VAR: &str = "TRACER_PARENT_IMAGE";
 /// Set by a traced process once it has printed what it had to say at start:
 /// `ok`, or `failed` when it could not create its trace. Its descendants
 /// read the same settings (the shells of a wrapper script such as a pyenv
@@ -49,6 +52,9 @@ pub struct Config {
     /// when that ancestor named none), or for the first, its own (see
     /// [`Config::start_run`]).
     pub run: String,
+    /// The image that exec'd or spawned this program (empty in the first
+    /// traced process, or when the ancestor named none).
+    pub parent_image: String,
     /// Length of a time slice; `None` when time slices are off.
     pub epoch_seconds: Option<f64>,
     /// Time slices were asked for explicitly, so they go on after the
@@ -125,6 +131,7 @@ impl Config {
             base_output,
             is_descendant,
             run: if is_descendant { env::var(RUN_VAR).unwrap_or_default() } else { String::new() },
+            parent_image: if is_descendant { env::var(PARENT_IMAGE_VAR).unwrap_or_default() } else { String::new() },
             epoch_seconds,
             epoch_seconds_explicit,
             sample_bytes,
@@ -135,11 +142,11 @@ impl Config {
         }
     }
 
-    /// Makes this first traced process the start of a run, named by its pid
-    /// and the time, and hands the run and the trace's path on to its
+    /// Makes this first traced process, of image `image`, the start of a
+    /// run named after it, and hands the run and the trace's path on to its
     /// descendants through the environment.
-    pub fn start_run(&mut self, pid: u32, unix_ns: u64) {
-        self.run = format!("{pid}.{unix_ns}");
+    pub fn start_run(&mut self, image: &str) {
+        self.run = image.to_string();
         env::set_var(INHERITED_OUTPUT_VAR, &self.base_output);
         env::set_var(RUN_VAR, &self.run);
     }
@@ -207,6 +214,7 @@ mod tests {
             base_output: base.into(),
             is_descendant: false,
             run: String::new(),
+            parent_image: String::new(),
             epoch_seconds: None,
             epoch_seconds_explicit: false,
             sample_bytes: None,

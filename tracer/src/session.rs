@@ -8,12 +8,13 @@ use std::sync::{Mutex, OnceLock};
 
 use trace_format::{
     EncodedCounters, End, EndReason, EpochCause, Frame, Notice, Process, Record, SiteCounters, Snapshot, StackNode,
-    StackNodes, ALLOCATOR_SETTING, NAMED_OUTPUT_IN_USE_SETTING, RUN_SETTING,
+    StackNodes, ALLOCATOR_SETTING, IMAGE_SETTING, NAMED_OUTPUT_IN_USE_SETTING, PARENT_IMAGE_SETTING, RUN_SETTING,
 };
 
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{
-    Config, AUTO_EPOCHS_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, SAMPLE_VAR, WARM_UP_SAMPLE_VAR,
+    Config, AUTO_EPOCHS_VAR, PARENT_IMAGE_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, SAMPLE_VAR,
+    WARM_UP_SAMPLE_VAR,
 };
 use crate::mappings::{Locked, Mappings};
 use crate::modules::{self, ModuleMap};
@@ -84,6 +85,10 @@ struct Output {
     writer: Option<TraceWriter>,
     modules: ModuleMap,
     forked_from: Option<u32>,
+    /// This process image's name in the run, and its parent's (empty in
+    /// the first traced process): see [`trace_format::IMAGE_SETTING`].
+    image: String,
+    parent_image: String,
     /// The next snapshot must list every counter (a new file starts from scratch).
     next_is_full: bool,
     /// Stack nodes this file already holds.
@@ -93,6 +98,11 @@ struct Output {
     /// Allocations born before this epoch are not this file's to report: a
     /// forked child reports what it allocated itself, not its parent's heap.
     first_birth_epoch: u32,
+}
+
+/// The name of the process image starting now (see [`trace_format::IMAGE_SETTING`]).
+fn image_name() -> String {
+    format!("{}.{}", sys::pid(), sys::unix_ns())
 }
 
 /// Whether a process that is no descendant of a traced one writes `path`
@@ -185,10 +195,13 @@ fn begin(allocators: Allocators) {
             writer.path().display()
         ));
     }
+    let image = image_name();
     if !config.is_descendant {
         // Descendants must not write this process's file; they add their pid.
-        config.start_run(sys::pid(), sys::unix_ns());
+        config.start_run(&image);
     }
+    std::env::set_var(PARENT_IMAGE_VAR, &image);
+    let parent_image = config.parent_image.clone();
     let sampling = config.sample_bytes.map(Sampling::new);
     let own_code = modules::module_range_containing(start as fn(Allocators) as usize as u64).unwrap_or((0, 0));
     let now = sys::monotonic_ns();
@@ -214,6 +227,8 @@ fn begin(allocators: Allocators) {
             writer: Some(writer),
             modules: ModuleMap::default(),
             forked_from: None,
+            image,
+            parent_image,
             next_is_full: false,
             written: WrittenIds::default(),
             written_codes: WrittenIds::default(),
@@ -543,6 +558,10 @@ fn adopt_child(session: &Session) {
     // to say; the parent's descriptor is closed here, in the child only.
     output.writer = None;
     output.forked_from = Some(parent);
+    // Programs this child execs name the parent's image as theirs (setting
+    // the environment here, between fork and exec, is not safe): it is an
+    // ancestor all the same.
+    output.parent_image = std::mem::replace(&mut output.image, image_name());
     output.next_is_full = true;
     output.modules.forget_written();
     // The child's own allocations start a new epoch; what it inherited stays
@@ -782,6 +801,10 @@ impl Session {
         }
         if !self.config.run.is_empty() {
             settings.push((RUN_SETTING.to_string(), self.config.run.clone()));
+        }
+        settings.push((IMAGE_SETTING.to_string(), output.image.clone()));
+        if !output.parent_image.is_empty() {
+            settings.push((PARENT_IMAGE_SETTING.to_string(), output.parent_image.clone()));
         }
         settings.extend(self.python.settings().iter().cloned());
         settings.extend(self.config.warnings.iter().map(|w| ("warning".to_string(), w.clone())));
