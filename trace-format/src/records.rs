@@ -86,6 +86,10 @@ pub const IMAGE_SETTING: &str = "image";
 /// the first traced process.
 pub const PARENT_IMAGE_SETTING: &str = "parent_image";
 
+/// The settings that place a process in its run's tree, for tools rather
+/// than for reading.
+pub const LINEAGE_SETTINGS: [&str; 3] = [RUN_SETTING, IMAGE_SETTING, PARENT_IMAGE_SETTING];
+
 /// The setting that names the allocator the program's calls went on to,
 /// when it was not glibc's: "jemalloc (<path>)", "tcmalloc (<path>)", or a
 /// library's path. `allocator_free_bytes` is then that allocator's count.

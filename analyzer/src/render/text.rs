@@ -53,10 +53,13 @@ fn run_section(out: &mut String, trace: &Trace) {
     let elapsed = trace.snapshots.last().map_or(0, |s| s.elapsed_ns);
     let _ = writeln!(out, "  duration   {}", duration_ns(elapsed));
     let _ = writeln!(out, "  epochs     {} (cut by {})", trace.snapshots.len(), how_epochs_were_cut(trace));
-    if p.settings.is_empty() {
+    // Where the process sits in its run is the descendants' listing's.
+    let settings: Vec<_> =
+        p.settings.iter().filter(|(name, _)| !trace_format::LINEAGE_SETTINGS.contains(&name.as_str())).collect();
+    if settings.is_empty() {
         let _ = writeln!(out, "  settings   (defaults)");
     }
-    for (i, (name, value)) in p.settings.iter().enumerate() {
+    for (i, (name, value)) in settings.into_iter().enumerate() {
         let _ = writeln!(out, "  {:<10} {name} = {value}", if i == 0 { "settings" } else { "" });
     }
     let _ = writeln!(out, "  trace      {} ({})", trace.path.display(), trace.end_name());
