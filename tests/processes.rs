@@ -512,6 +512,7 @@ fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     let run = run_traced(&launcher(scratch.path()), &[program.to_str().unwrap()]).succeeded();
     assert_eq!(run.stdout(), "leaky: 8 epochs, 1600 blocks leaked\n");
     let text = report_text(&run.trace);
+    assert!(!text.contains("image = "), "where the process sits in its run is for tools: {text}");
     let note =
         text.lines().find(|line| line.contains("its trace is a descendant's")).unwrap_or_else(|| panic!("{text}"));
     let named = Path::new(note.rsplit("analyzer report ").next().unwrap());
