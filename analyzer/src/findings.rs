@@ -120,12 +120,21 @@ mod tests {
         sim.bytes()
     }
 
+    /// Writes each trace as `<trace>.<suffix>` beside `trace`.
+    fn write_beside(trace: &Path, traces: &[(&str, Vec<u8>)]) {
+        let name = trace.file_name().unwrap().to_string_lossy();
+        for (suffix, bytes) in traces {
+            std::fs::write(trace.with_file_name(format!("{name}.{suffix}")), bytes).unwrap();
+        }
+    }
+
     #[test]
     fn a_leaking_descendant_is_found_and_short_ones_are_not_analysed() {
         let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
-        std::fs::write(parent.with_file_name("trace.bin.4300"), worker(4300, 8, true)).unwrap();
-        std::fs::write(parent.with_file_name("trace.bin.4301"), worker(4301, 1, true)).unwrap();
-        std::fs::write(parent.with_file_name("trace.bin.4302"), worker(4302, 8, false)).unwrap();
+        write_beside(
+            &parent,
+            &[("4300", worker(4300, 8, true)), ("4301", worker(4301, 1, true)), ("4302", worker(4302, 8, false))],
+        );
         let found = look_at(descendant_traces(&parent).traces);
         let findings: Vec<Option<Finding>> = found.into_iter().map(|d| d.finding).collect();
         let leak = Finding { kind: VerdictKind::HeapLeak, summary: "1 suspect, the top +64.0 KiB/epoch".into() };
@@ -137,15 +146,20 @@ mod tests {
         let parent = write_temp("trace.bin", &Sim::new("/usr/bin/env").bytes());
         // A launcher's helper commands, the program (exec'd by the same
         // process, so `.1`), and a helper after it.
-        std::fs::write(parent.with_file_name("trace.bin.300"), worker(300, 1, false)).unwrap();
-        std::fs::write(parent.with_file_name("trace.bin.301"), worker(301, 2, false)).unwrap();
-        std::fs::write(parent.with_file_name("trace.bin.301.1"), worker(301, 8, false)).unwrap();
-        std::fs::write(parent.with_file_name("trace.bin.302"), worker(302, 8, false)).unwrap();
+        write_beside(
+            &parent,
+            &[
+                ("300", worker(300, 1, false)),
+                ("301", worker(301, 2, false)),
+                ("301.1", worker(301, 8, false)),
+                ("302", worker(302, 8, false)),
+            ],
+        );
         let found = look_at(descendant_traces(&parent).traces);
         let name = |d: Option<&DescendantReport>| d.unwrap().trace.path.file_name().unwrap().to_owned();
         assert_eq!(name(program_trace(&found)), "trace.bin.301.1", "the first with the most snapshots");
 
-        std::fs::write(parent.with_file_name("trace.bin.303"), worker(303, 6, true)).unwrap();
+        write_beside(&parent, &[("303", worker(303, 6, true))]);
         let found = look_at(descendant_traces(&parent).traces);
         assert_eq!(name(program_trace(&found)), "trace.bin.303", "the one that found a leak");
 
@@ -184,17 +198,20 @@ mod tests {
     fn a_descendants_own_descendants_are_those_its_image_leads_to() {
         let dir = write_temp("trace.bin", &process_trace(1, "1.0", 0, false));
         let program = dir.with_file_name("trace.bin.1.1");
-        let traces = [
-            ("trace.bin.1", image_trace(1, "1.0", 1, false, Some("1.0")), "the launcher's shell, exec'd"),
-            ("trace.bin.2", image_trace(2, "1.0", 2, false, Some("1.1")), "a helper the shell ran"),
-            ("trace.bin.1.1", image_trace(1, "1.0", 3, false, Some("1.1")), "the program, exec'd by the shell"),
-            ("trace.bin.7", image_trace(7, "1.0", 4, false, Some("1.3")), "its forked worker"),
-            ("trace.bin.7.1", image_trace(7, "1.0", 5, false, Some("7.4")), "what the worker exec'd"),
-            ("trace.bin.3", image_trace(3, "0.0", 6, false, Some("1.3")), "another run's"),
-        ];
-        for (name, bytes, _) in &traces {
-            std::fs::write(dir.with_file_name(name), bytes).unwrap();
-        }
+        write_beside(
+            &dir,
+            &[
+                // The launcher's shell, exec'd, and a helper it ran.
+                ("1", image_trace(1, "1.0", 1, false, Some("1.0"))),
+                ("2", image_trace(2, "1.0", 2, false, Some("1.1"))),
+                // The program the shell exec'd, its forked worker, and what that exec'd.
+                ("1.1", image_trace(1, "1.0", 3, false, Some("1.1"))),
+                ("7", image_trace(7, "1.0", 4, false, Some("1.3"))),
+                ("7.1", image_trace(7, "1.0", 5, false, Some("7.4"))),
+                // Another run's.
+                ("3", image_trace(3, "0.0", 6, false, Some("1.3"))),
+            ],
+        );
         let beside = descendant_traces(&program);
         let names: Vec<String> =
             beside.traces.iter().map(|d| d.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
@@ -208,17 +225,17 @@ mod tests {
         const SECOND: i64 = 1_000_000_000;
         let root = write_temp("trace.bin", &process_trace(100, "100.5", 0, false));
         let traces = [
-            ("90", process_trace(90, "90.1", -60 * SECOND, false), "the earlier run's root, exec'd"),
-            ("91", process_trace(91, "90.1", -59 * SECOND, false), "the earlier run's descendant"),
-            ("95", process_trace(95, "95.3", -30 * SECOND, true), "started beside the earlier run"),
-            ("101", process_trace(101, "100.5", SECOND, false), "this run's descendant"),
-            ("100.1", process_trace(100, "100.5", SECOND, false), "this run's exec'd program"),
-            ("102", process_trace(102, "102.7", 2 * SECOND, true), "started beside this run"),
-            ("103", process_trace(103, "102.7", 3 * SECOND, false), "its descendant"),
+            // An earlier run: its first process (exec'd), a descendant, one started beside it.
+            ("90", process_trace(90, "90.1", -60 * SECOND, false)),
+            ("91", process_trace(91, "90.1", -59 * SECOND, false)),
+            ("95", process_trace(95, "95.3", -30 * SECOND, true)),
+            // This run: a descendant, the program exec'd, one started beside it and its descendant.
+            ("101", process_trace(101, "100.5", SECOND, false)),
+            ("100.1", process_trace(100, "100.5", SECOND, false)),
+            ("102", process_trace(102, "102.7", 2 * SECOND, true)),
+            ("103", process_trace(103, "102.7", 3 * SECOND, false)),
         ];
-        for (suffix, bytes, _) in &traces {
-            std::fs::write(root.with_file_name(format!("trace.bin.{suffix}")), bytes).unwrap();
-        }
+        write_beside(&root, &traces);
         let beside = descendant_traces(&root);
         let names: Vec<String> =
             beside.traces.iter().map(|d| d.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
