@@ -1,26 +1,54 @@
-//! The module map: every loaded ELF object with its load bias, segments and
-//! build id, so the analyzer can symbolize offline.
+//! The module map: the loaded ELF objects the stacks run through, with
+//! their load bias, segments and build id, so the analyzer can symbolize
+//! offline.
 
 use std::collections::HashSet;
 use std::ffi::CStr;
 
 use trace_format::Module;
 
-/// Modules seen so far; reports each one once per trace file.
+/// Modules written so far to the trace file: each one once per file.
 #[derive(Default)]
 pub struct ModuleMap {
     written: HashSet<(String, u64)>,
 }
 
 impl ModuleMap {
-    /// Modules loaded since the last call (all, after `forget_written`).
-    pub fn newly_loaded(&mut self) -> Vec<Module> {
-        let mut fresh = loaded_modules();
-        fresh.retain(|module| self.written.insert((module.path.clone(), module.load_bias)));
-        fresh
+    /// The loaded modules holding any of `return_addresses` that the file
+    /// lacks, marked written. A file names the modules its stacks run
+    /// through, not every library the process loaded: a DataLoader
+    /// worker's trace listed over a hundred, two fifths of its size.
+    pub fn holding(&mut self, return_addresses: &[u64]) -> Vec<Module> {
+        if return_addresses.is_empty() {
+            return Vec::new();
+        }
+        let loaded = loaded_modules();
+        let mut ranges: Vec<(u64, u64, usize)> = loaded
+            .iter()
+            .enumerate()
+            .flat_map(|(index, module)| module.segments.iter().map(move |&(start, end)| (start, end, index)))
+            .collect();
+        ranges.sort_unstable();
+        let holder = |address: u64| {
+            let (_, end, index) = *ranges.get(ranges.partition_point(|r| r.0 <= address).checked_sub(1)?)?;
+            (address < end).then_some(index)
+        };
+        let mut needed = vec![false; loaded.len()];
+        for &address in return_addresses {
+            // The call instruction before a return address may end its module.
+            if let Some(index) = holder(address).or_else(|| holder(address.checked_sub(1)?)) {
+                needed[index] = true;
+            }
+        }
+        loaded
+            .into_iter()
+            .zip(needed)
+            .filter_map(|(module, needed)| needed.then_some(module))
+            .filter(|module| self.written.insert((module.path.clone(), module.load_bias)))
+            .collect()
     }
 
-    /// A new trace file must list every module again.
+    /// A new trace file must list its modules again.
     pub fn forget_written(&mut self) {
         self.written.clear();
     }
@@ -121,6 +149,20 @@ mod tests {
         assert!(modules.iter().all(|m| m.segments.iter().all(|s| s.0 < s.1)));
         let libc = modules.iter().find(|m| m.path.contains("libc.so")).unwrap();
         assert_eq!(libc.build_id.len(), 20, "Debian's libc carries a SHA-1 build id");
+    }
+
+    #[test]
+    fn a_file_gets_the_modules_its_addresses_lie_in_once() {
+        let here = the_test_binary_and_libc_are_listed_with_segments as fn() as usize as u64;
+        let in_libc = libc::malloc as usize as u64;
+        let mut map = ModuleMap::default();
+        let first = map.holding(&[here, in_libc, here + 1, 1]);
+        assert_eq!(first.len(), 2, "{:?}", first.iter().map(|m| &m.path).collect::<Vec<_>>());
+        assert!(first.iter().any(|m| m.path.contains("libc.so")));
+        assert!(map.holding(&[here, in_libc]).is_empty(), "written once");
+        map.forget_written();
+        assert_eq!(map.holding(&[in_libc]).len(), 1, "again in a new file");
+        assert!(map.holding(&[]).is_empty());
     }
 
     #[test]

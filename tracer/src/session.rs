@@ -699,7 +699,7 @@ impl Session {
         let mapped = self.mappings.collect(scope, &mut take);
         stacks.sort_unstable();
         stacks.dedup();
-        let mut records: Vec<Record> = output.modules.newly_loaded().into_iter().map(Record::Module).collect();
+        let mut records: Vec<Record> = Vec::new();
         if warm_up_ended {
             let text = format!(
                 "the warm-up ended with epoch {closing}: every allocation is recorded from epoch {} on; the warm-up's counts and bytes are estimates ({WARM_UP_SAMPLE_VAR}=0 records it all)",
@@ -714,14 +714,14 @@ impl Session {
         for &stack in &stacks {
             self.stacks.unwritten_path(stack, &mut output.written, &mut nodes);
             if nodes.len() >= NODES_PER_RECORD {
-                self.push_nodes(&mut output.written_codes, &mut records, std::mem::take(&mut nodes));
+                self.push_nodes(&mut output, &mut records, std::mem::take(&mut nodes));
                 if !self.write(&mut output, &std::mem::take(&mut records)) {
                     return;
                 }
             }
         }
         if !nodes.is_empty() {
-            self.push_nodes(&mut output.written_codes, &mut records, nodes);
+            self.push_nodes(&mut output, &mut records, nodes);
         }
         let snapshot = Snapshot {
             epoch: closing,
@@ -823,24 +823,31 @@ impl Session {
                 .unwrap_or_default(),
             settings,
         };
-        let mut records = vec![Record::Process(process)];
-        records.extend(output.modules.newly_loaded().into_iter().map(Record::Module));
-        self.write(output, &records)
+        self.write(output, &[Record::Process(process)])
     }
 
-    /// Appends `nodes` as a record, after the records of the code objects
-    /// they name that this file lacks. Codes go out with the first stack
-    /// that names them: a DataLoader worker's file holds the few its own
-    /// stacks name, not the thousands (megabytes of line tables) of a
-    /// process that imported torch.
-    fn push_nodes(&self, written_codes: &mut WrittenIds, records: &mut Vec<Record>, nodes: Vec<StackNode>) {
+    /// Appends `nodes` as a record, after the records of the modules and
+    /// the code objects they name that this file lacks. Both go out with
+    /// the first stack that names them: a DataLoader worker's file holds
+    /// the few its own stacks name, not the hundreds of libraries and the
+    /// thousands of code objects (megabytes of line tables) of a process
+    /// that imported torch.
+    fn push_nodes(&self, output: &mut Output, records: &mut Vec<Record>, nodes: Vec<StackNode>) {
+        let return_addresses: Vec<u64> = nodes
+            .iter()
+            .filter_map(|node| match node.frame {
+                Frame::Native(address) => Some(address),
+                _ => None,
+            })
+            .collect();
+        records.extend(output.modules.holding(&return_addresses).into_iter().map(Record::Module));
         let named: Vec<u64> = nodes
             .iter()
             .filter_map(|node| match node.frame {
                 Frame::Python(frame) => Some(frame.code),
                 _ => None,
             })
-            .filter(|&code| written_codes.insert(code as u32))
+            .filter(|&code| output.written_codes.insert(code as u32))
             .collect();
         records.extend(self.python.code_records(&named).into_iter().map(Record::PyCode));
         records.push(Record::StackNodes(StackNodes { nodes }));
