@@ -154,7 +154,7 @@ mod tests {
     #[test]
     fn a_file_gets_the_modules_its_addresses_lie_in_once() {
         let here = the_test_binary_and_libc_are_listed_with_segments as fn() as usize as u64;
-        let in_libc = libc::malloc as usize as u64;
+        let in_libc = libc::malloc as *const () as usize as u64;
         let mut map = ModuleMap::default();
         let first = map.holding(&[here, in_libc, here + 1, 1]);
         assert_eq!(first.len(), 2, "{:?}", first.iter().map(|m| &m.path).collect::<Vec<_>>());
