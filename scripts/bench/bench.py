@@ -39,6 +39,10 @@ TRAINER = os.path.join(ROOT, "demo-trainer/target/release/demo-trainer")
 TORCH_LOOP = os.path.join(ROOT, "scripts/bench/torch_loop.py")
 # The C workloads: the program each one runs, built from scripts/bench/<program>.c.
 C_PROGRAMS = {"alloc": "alloc_heavy", "long": "long_run"}
+# The PyTorch loop, with DataLoader workers, and without them ("torch-solo"):
+# heaptrack hangs in the first forked worker, so the loop without workers is
+# where it can be measured on a PyTorch job.
+TORCH_WORKLOADS = ("torch", "torch-solo")
 
 # Workload sizes: (full, quick). Full sizes aim at roughly 5-15 s untraced on
 # a 2-core machine.
@@ -46,18 +50,22 @@ SIZES = {
     "alloc": {"full": ["2", "1000000", "24"], "quick": ["2", "20000", "24"]},
     "long": {"full": ["2000", "512"], "quick": ["20", "64"]},
     "torch": {"full": ["--epochs", "6", "--steps", "120"], "quick": ["--epochs", "4", "--steps", "6"]},
+    "torch-solo": {"full": ["--epochs", "6", "--steps", "120"], "quick": ["--epochs", "4", "--steps", "6"]},
     "demo": {"full": ["--epochs", "6", "--steps", "100"], "quick": ["--epochs", "4", "--steps", "8"]},
 }
 COMMON = {
     "torch": ["--batch-size", "64", "--workers", "2", "--accumulate", "4", "--threads", "1"],
+    "torch-solo": ["--batch-size", "64", "--workers", "0", "--accumulate", "4", "--threads", "1"],
     "demo": ["--batch-size", "32", "--workers", "2", "--accumulate", "4", "--threads", "1"],
 }
-REPS = {"alloc": 5, "torch": 3, "demo": 3, "long": 3}
+REPS = {"alloc": 5, "torch": 3, "torch-solo": 3, "demo": 3, "long": 3}
 TITLES = {
     "alloc": "alloc_heavy (C, {} threads x {} malloc/free pairs, depth {}, no frame pointers)",
     "long": "long_run (C, {} epochs x {} allocations over 262,144 distinct stacks of 40 frames, freed an epoch "
             "later, a 12 KiB/epoch leak; for the analyzer's scale)",
     "torch": "PyTorch CPU training loop (scripts/bench/torch_loop.py {}; DataLoader workers, accumulation)",
+    "torch-solo": "PyTorch CPU training loop without DataLoader workers (scripts/bench/torch_loop.py {}; "
+                  "the batches loaded in the training process, where heaptrack finishes)",
     "demo": "demo-trainer (Rust/tch, {})",
 }
 
@@ -334,7 +342,7 @@ def rate_label(n):
 
 def configs_for(workload, args, known):
     """known: the sampling variables libtracer.so knows."""
-    min_epochs = {"alloc": 1 if args.quick else 2, "torch": 4, "demo": 4, "long": 4}[workload]
+    min_epochs = {"alloc": 1 if args.quick else 2, "torch": 4, "torch-solo": 4, "demo": 4, "long": 4}[workload]
     # Slices short enough for a sampled run of a tenth of a second to have two.
     extra = {"TRACER_EPOCH_SECONDS": "0.02"} if workload == "alloc" else {}
     cs = [
@@ -360,7 +368,7 @@ def configs_for(workload, args, known):
         Config("heaptrack", heaptrack_wrap, heaptrack_check, heaptrack_analyze,
                available=shutil.which("heaptrack") is not None, why="heaptrack not installed"),
     ]
-    if workload == "torch":
+    if workload in TORCH_WORKLOADS:
         have_memray = subprocess.run([VPY, "-c", "import memray"], capture_output=True).returncode == 0
         cs += [Config("memray --follow-fork", memray_wrap(False), memray_check, memray_analyze,
                       available=have_memray, why="memray not installed"),
@@ -373,16 +381,16 @@ def workload_cmd(workload, args, bindir):
     size = SIZES[workload]["quick" if args.quick else "full"]
     if workload in C_PROGRAMS:
         return [os.path.join(bindir, C_PROGRAMS[workload])] + size, TITLES[workload].format(*size)
-    if workload == "torch":
-        a = size + COMMON["torch"]
-        return [VPY, TORCH_LOOP] + a, TITLES["torch"].format(" ".join(a))
+    if workload in TORCH_WORKLOADS:
+        a = size + COMMON[workload]
+        return [VPY, TORCH_LOOP] + a, TITLES[workload].format(" ".join(a))
     a = size + COMMON["demo"]
     return [TRAINER] + a, TITLES["demo"].format(" ".join(a))
 
 
 def workload_check(workload, log):
     text = read(log)
-    if workload == "torch" and "torch_loop: done" not in text:
+    if workload in TORCH_WORKLOADS and "torch_loop: done" not in text:
         return "the training loop did not finish"
     if workload == "demo" and "rss after epoch 1" not in text:
         return "demo-trainer did not finish"
@@ -430,7 +438,7 @@ def run_workload(workload, args, bindir, outdir, known):
                 last = (lines or [""])[-1][:120]
                 err = f"exit status {m['rc']}: {last}"
             err = err or workload_check(workload, log) or (c.check and c.check(rundir, log))
-            steady = re.search(r"epochs after the first in ([0-9.]+)s", read(log)) if workload == "torch" else None
+            steady = re.search(r"epochs after the first in ([0-9.]+)s", read(log)) if workload in TORCH_WORKLOADS else None
             if steady:
                 m["steady_s"] = float(steady.group(1))
             if not err and c.analyze:
@@ -555,7 +563,8 @@ def loadavg():
 
 def main():
     p = argparse.ArgumentParser(description="overhead benchmark: tracer, heaptrack, memray")
-    p.add_argument("--workloads", default="alloc,torch,demo,long", help="comma-separated: alloc, torch, demo, long")
+    p.add_argument("--workloads", default="alloc,torch,torch-solo,demo,long",
+                   help="comma-separated: alloc, torch, torch-solo (the loop without DataLoader workers), demo, long")
     p.add_argument("--reps", type=int, default=0, help="rounds per workload (default: 5 alloc, 3 others)")
     p.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, one round")
     p.add_argument("--sample-bytes", type=sample_rates, default="65536,524288",
