@@ -329,19 +329,37 @@ fn persistent_workers_copying_their_parents_objects_are_told() {
 /// Batches made by workers reach the main process in shared memory it
 /// maps; a loop that keeps them keeps the mappings (8 batches of 512 KiB
 /// an epoch), ranked first as shared memory at the loop's line.
+///
+/// The kept batches' small Python objects fill pymalloc arenas too: in some
+/// runs a new arena (1 MiB) is mapped while a batch is received in the
+/// analysed epochs, and ranked at the same line as mapped memory. The line
+/// then holds both kinds.
 #[test]
 fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
     let run = torch_job(&["--workers", &WORKERS.to_string(), "--keep-batches"], &[]);
     let report = report_json(&run.trace);
+    let top = &report["suspects"][0];
+    assert_eq!((&top["memory"], &top["growth_bytes_per_epoch"]), (&"shared".into(), &(4 << 20).into()), "{top:#}");
+    assert!(top["explanation"].as_str().is_some_and(|e| e.starts_with("batches from DataLoader workers")), "{top:#}");
     let line = &report["lines"][0];
-    assert_eq!(line["memory"], "shared", "{line:#}");
-    assert_eq!(line["growth_bytes_per_epoch"], 4 << 20, "{line:#}");
     let the_loop = line_of("python/loader_epochs.py", "for batch in loader:");
     assert_eq!((&line["frame"]["function"], &line["frame"]["line"]), (&"train".into(), &the_loop.into()), "{line:#}");
     let message = report["verdict"]["message"].as_str().unwrap();
-    assert!(message.starts_with("train keeps about 4.00 MiB/epoch of shared memory alive"), "{message}");
-    let top = &report["suspects"][0];
-    assert!(top["explanation"].as_str().is_some_and(|e| e.starts_with("batches from DataLoader workers")), "{top:#}");
+    let others: Vec<&Value> = line["suspect_ranks"].as_array().unwrap().iter().filter(|&rank| rank != 1).collect();
+    if others.is_empty() {
+        assert_eq!(
+            (&line["memory"], &line["growth_bytes_per_epoch"]),
+            (&"shared".into(), &(4 << 20).into()),
+            "{line:#}"
+        );
+        assert!(message.starts_with("train keeps about 4.00 MiB/epoch of shared memory alive"), "{message}");
+    } else {
+        for rank in others {
+            let suspect = &report["suspects"][rank.as_u64().unwrap() as usize - 1];
+            assert_eq!(suspect["memory"], "mapped", "only a pymalloc arena joins the batches: {suspect:#}");
+        }
+        assert!(message.starts_with("train keeps about"), "{message}");
+    }
 }
 
 #[test]
