@@ -7,23 +7,39 @@ use std::ffi::CStr;
 
 use trace_format::Module;
 
-/// Modules written so far to the trace file: each one once per file.
+/// The modules the process has had loaded at its snapshots, and those
+/// written so far to its trace file (each one once per file).
 #[derive(Default)]
 pub struct ModuleMap {
+    /// Every module listed since the process (or the parent it was forked
+    /// from) started, in the order first seen: a stack captured before its
+    /// library was unloaded may first be written after.
+    seen: Vec<Module>,
+    seen_keys: HashSet<(String, u64)>,
     written: HashSet<(String, u64)>,
 }
 
 impl ModuleMap {
-    /// The loaded modules holding any of `return_addresses` that the file
-    /// lacks, marked written. A file names the modules its stacks run
-    /// through, not every library the process loaded: a DataLoader
-    /// worker's trace listed over a hundred, two fifths of its size.
+    /// Adds the modules loaded now to those seen.
+    pub fn refresh(&mut self) {
+        for module in loaded_modules() {
+            if self.seen_keys.insert((module.path.clone(), module.load_bias)) {
+                self.seen.push(module);
+            }
+        }
+    }
+
+    /// The modules holding any of `return_addresses` that the file lacks,
+    /// marked written. A file names the modules its stacks run through,
+    /// not every library the process loaded: a DataLoader worker's trace
+    /// listed over a hundred, two fifths of its size.
     pub fn holding(&mut self, return_addresses: &[u64]) -> Vec<Module> {
         if return_addresses.is_empty() {
             return Vec::new();
         }
-        let loaded = loaded_modules();
-        let mut ranges: Vec<(u64, u64, usize)> = loaded
+        self.refresh();
+        let mut ranges: Vec<(u64, u64, usize)> = self
+            .seen
             .iter()
             .enumerate()
             .flat_map(|(index, module)| module.segments.iter().map(move |&(start, end)| (start, end, index)))
@@ -33,18 +49,19 @@ impl ModuleMap {
             let (_, end, index) = *ranges.get(ranges.partition_point(|r| r.0 <= address).checked_sub(1)?)?;
             (address < end).then_some(index)
         };
-        let mut needed = vec![false; loaded.len()];
+        let mut needed = vec![false; self.seen.len()];
         for &address in return_addresses {
             // The call instruction before a return address may end its module.
             if let Some(index) = holder(address).or_else(|| holder(address.checked_sub(1)?)) {
                 needed[index] = true;
             }
         }
-        loaded
-            .into_iter()
+        let written = &mut self.written;
+        self.seen
+            .iter()
             .zip(needed)
-            .filter_map(|(module, needed)| needed.then_some(module))
-            .filter(|module| self.written.insert((module.path.clone(), module.load_bias)))
+            .filter(|&(module, needed)| needed && written.insert((module.path.clone(), module.load_bias)))
+            .map(|(module, _)| module.clone())
             .collect()
     }
 
@@ -163,6 +180,23 @@ mod tests {
         map.forget_written();
         assert_eq!(map.holding(&[in_libc]).len(), 1, "again in a new file");
         assert!(map.holding(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_module_unloaded_since_a_snapshot_saw_it_is_still_found() {
+        let mut map = ModuleMap::default();
+        map.refresh();
+        // Where no module is loaded now: the page at address 0.
+        let gone = Module {
+            path: "/opt/plugin.so".into(),
+            load_bias: 0x100,
+            segments: vec![(0x100, 0x900)],
+            build_id: vec![],
+        };
+        map.seen_keys.insert((gone.path.clone(), gone.load_bias));
+        map.seen.push(gone);
+        let found = map.holding(&[0x400]);
+        assert_eq!(found.iter().map(|m| m.path.as_str()).collect::<Vec<_>>(), ["/opt/plugin.so"]);
     }
 
     #[test]

@@ -699,6 +699,9 @@ impl Session {
         let mapped = self.mappings.collect(scope, &mut take);
         stacks.sort_unstable();
         stacks.dedup();
+        // Libraries unloaded before the stacks that ran through them are
+        // written must still be named then.
+        output.modules.refresh();
         let mut records: Vec<Record> = Vec::new();
         if warm_up_ended {
             let text = format!(
