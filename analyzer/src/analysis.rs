@@ -128,8 +128,8 @@ pub enum Allocator {
 impl Allocator {
     /// From the trace's [`trace_format::ALLOCATOR_SETTING`].
     pub fn of(process: &trace_format::Process) -> Allocator {
-        let setting = process.settings.iter().find(|(name, _)| name == trace_format::ALLOCATOR_SETTING);
-        match setting.map(|(_, value)| value.split(' ').next().unwrap_or_default()) {
+        match process.setting(trace_format::ALLOCATOR_SETTING).map(|value| value.split(' ').next().unwrap_or_default())
+        {
             Some(trace_format::JEMALLOC) => Allocator::Jemalloc,
             Some(trace_format::TCMALLOC) => Allocator::Tcmalloc,
             _ => Allocator::Glibc,

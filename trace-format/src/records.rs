@@ -103,7 +103,7 @@ impl Process {
     /// Whether this process started beside another traced one rather than
     /// from it (see [`NAMED_OUTPUT_IN_USE_SETTING`]).
     pub fn started_beside_another(&self) -> bool {
-        self.settings.iter().any(|(name, _)| name == NAMED_OUTPUT_IN_USE_SETTING)
+        self.setting(NAMED_OUTPUT_IN_USE_SETTING).is_some()
     }
 
     /// The run this process belongs to (see [`RUN_SETTING`]); `None` in a
@@ -122,7 +122,8 @@ impl Process {
         self.setting(PARENT_IMAGE_SETTING)
     }
 
-    fn setting(&self, name: &str) -> Option<&str> {
+    /// The value of the setting `name`, if the tracer wrote it.
+    pub fn setting(&self, name: &str) -> Option<&str> {
         self.settings.iter().find(|(setting, _)| setting == name).map(|(_, value)| value.as_str())
     }
 }

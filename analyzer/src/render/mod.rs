@@ -98,7 +98,7 @@ fn placeholder(function: String) -> Frame {
 }
 
 fn pymalloc_in_force(trace: &Trace) -> bool {
-    trace.process.settings.iter().any(|(name, value)| name == "python_allocator" && value.starts_with("pymalloc"))
+    trace.process.setting("python_allocator").is_some_and(|value| value.starts_with("pymalloc"))
 }
 
 /// The note for a Python process whose small objects came from pymalloc.
