@@ -29,15 +29,15 @@ impl ModuleMap {
         }
     }
 
-    /// The modules holding any of `return_addresses` that the file lacks,
-    /// marked written. A file names the modules its stacks run through,
-    /// not every library the process loaded: a DataLoader worker's trace
-    /// listed over a hundred, two fifths of its size.
+    /// The modules seen (at the last [`ModuleMap::refresh`] or before)
+    /// holding any of `return_addresses` that the file lacks, marked
+    /// written. A file names the modules its stacks run through, not every
+    /// library the process loaded: a DataLoader worker's trace listed over
+    /// a hundred, two fifths of its size.
     pub fn holding(&mut self, return_addresses: &[u64]) -> Vec<Module> {
         if return_addresses.is_empty() {
             return Vec::new();
         }
-        self.refresh();
         let mut ranges: Vec<(u64, u64, usize)> = self
             .seen
             .iter()
@@ -173,6 +173,7 @@ mod tests {
         let here = the_test_binary_and_libc_are_listed_with_segments as fn() as usize as u64;
         let in_libc = libc::malloc as *const () as usize as u64;
         let mut map = ModuleMap::default();
+        map.refresh();
         let first = map.holding(&[here, in_libc, here + 1, 1]);
         assert_eq!(first.len(), 2, "{:?}", first.iter().map(|m| &m.path).collect::<Vec<_>>());
         assert!(first.iter().any(|m| m.path.contains("libc.so")));
