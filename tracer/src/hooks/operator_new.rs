@@ -188,23 +188,22 @@ fn resolve_once(stack_pointer: u64) {
 fn resolve(return_address: usize) {
     let allocator = next::other_allocator_object();
     let own = next::object_of(resolve as *const () as usize);
-    let caller = CallerScope(reference_to_object_of(return_address));
+    let caller = CallerScope(reference_to(next::loaded_object(return_address)));
     for operator in OPERATORS {
-        let mut address = match operator.next.address() {
+        let found = match operator.next.address() {
             0 => caller.lookup(operator.next.name()),
             address => address,
         };
-        let object = next::object_of(address);
-        if object == own {
-            address = 0;
-        }
+        let holder = next::loaded_object(found);
+        let object = holder.map_or(0, |info| info.dli_fbase as usize);
+        let address = if object == own { 0 } else { found };
         operator.next.set(address);
         if address == 0 {
             continue;
         }
         // The stubs jump into that object from now on: it stays loaded
         // whatever the program unloads (libstdc++ does anyway).
-        reference_to_object_of(address);
+        reference_to(holder);
         if allocator != Some(object) {
             operator.target.store(address as *mut (), Ordering::Release);
         }
@@ -212,11 +211,11 @@ fn resolve(return_address: usize) {
     RESOLVED.store(true, Ordering::Release);
 }
 
-/// A reference to the loaded object holding `address`, null when there is
+/// A reference to the loaded object dladdr described, null when there is
 /// none: RTLD_NOLOAD only finds an object already loaded, and runs no
 /// constructor.
-fn reference_to_object_of(address: usize) -> *mut c_void {
-    match next::loaded_object(address) {
+fn reference_to(object: Option<libc::Dl_info>) -> *mut c_void {
+    match object {
         // SAFETY: a file name dladdr gave for an object loaded now.
         Some(info) if !info.dli_fname.is_null() => unsafe {
             libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD)
@@ -243,7 +242,7 @@ impl CallerScope {
 impl Drop for CallerScope {
     fn drop(&mut self) {
         if !self.0.is_null() {
-            // SAFETY: the reference `reference_to_object_of` added, given back once.
+            // SAFETY: the reference `reference_to` added, given back once.
             unsafe { libc::dlclose(self.0) };
         }
     }
