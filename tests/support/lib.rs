@@ -213,17 +213,14 @@ impl TracedRun {
 pub fn traced_command(program: &Path) -> (Command, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(program);
-    command
-        .current_dir(dir.path())
-        .env("LD_PRELOAD", tracer_lib())
-        .env("TRACER_OUTPUT", dir.path().join("trace.bin"))
-        .env_remove("TRACER_INHERITED_OUTPUT")
-        .env_remove("TRACER_RUN")
-        .env_remove("TRACER_PARENT_IMAGE")
-        .env_remove("TRACER_REPORTED")
-        .env_remove("TRACER_EPOCH_SECONDS")
-        .env_remove("TRACER_SAMPLE_BYTES")
-        .env_remove("TRACER_WARMUP_SAMPLE_BYTES");
+    // The tracer's settings, and what a traced ancestor hands down, come
+    // from the test alone.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("TRACER_") {
+            command.env_remove(name);
+        }
+    }
+    command.current_dir(dir.path()).env("LD_PRELOAD", tracer_lib()).env("TRACER_OUTPUT", dir.path().join("trace.bin"));
     (command, dir)
 }
 
