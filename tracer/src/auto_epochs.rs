@@ -28,7 +28,7 @@ const INHERITED: u64 = u64::MAX;
 const PLACES: usize = 16;
 
 pub struct AutoEpochs {
-    /// Off for good once the program marks its own epochs.
+    /// Off for good once the program marks its own epochs (and in workers).
     watching: AtomicBool,
     passes: Mutex<Passes>,
 }
@@ -42,7 +42,8 @@ impl AutoEpochs {
         self.watching.load(Ordering::Relaxed)
     }
 
-    /// The program marks its epochs itself (`tracer_mark`).
+    /// The program marks its epochs itself (`tracer_mark`), or this process
+    /// is a DataLoader worker, whose epochs are its parent's.
     pub fn stop(&self) {
         self.watching.store(false, Ordering::Relaxed);
     }

@@ -534,6 +534,10 @@ fn adopt_child(session: &Session) {
         // slices, inherited from a parent that had not yet seen its loader
         // repeat, would cut the worker's trace by how long it ran.
         session.end_default_time_slices();
+        // Nor does it start passes: the parent's loader frames stay on its
+        // stack for its whole life, and glancing for them at each of its
+        // allocations would only cost.
+        session.auto_epochs.stop();
         if !session.config.epoch_seconds_explicit {
             // Unless time slices were asked for, it closes an epoch each time
             // its parent does: a persistent worker (one that lives through
