@@ -333,7 +333,7 @@ fn persistent_workers_copying_their_parents_objects_are_told() {
 /// The kept batches' small Python objects fill pymalloc arenas too: in some
 /// runs a new arena (1 MiB) is mapped while a batch is received in the
 /// analysed epochs, and ranked at the same line as mapped memory. The line
-/// then holds both kinds.
+/// then holds both kinds, and says so.
 #[test]
 fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
     let run = torch_job(&["--workers", &WORKERS.to_string(), "--keep-batches"], &[]);
@@ -358,7 +358,9 @@ fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
             let suspect = &report["suspects"][rank.as_u64().unwrap() as usize - 1];
             assert_eq!(suspect["memory"], "mapped", "only a pymalloc arena joins the batches: {suspect:#}");
         }
+        assert_eq!(line["memory"], "mixed", "{line:#}");
         assert!(message.starts_with("train keeps about"), "{message}");
+        assert!(message.contains("of several kinds of memory alive"), "{message}");
     }
 }
 

@@ -289,6 +289,33 @@ fn traced_growth_words(v: &Verdict) -> String {
     }
 }
 
+/// What a line's suspects hold: one kind of memory, or several (a line
+/// whose call both mallocs and maps, or a pymalloc arena mapped while the
+/// line's shared-memory batches arrive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineMemory {
+    Only(Memory),
+    Mixed,
+}
+
+impl LineMemory {
+    /// As the JSON names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LineMemory::Only(memory) => memory.name(),
+            LineMemory::Mixed => "mixed",
+        }
+    }
+
+    /// How the memory is said in words; `None` for the heap's.
+    pub fn words(self) -> Option<&'static str> {
+        match self {
+            LineMemory::Only(memory) => memory.words(),
+            LineMemory::Mixed => Some("several kinds of memory"),
+        }
+    }
+}
+
 /// What a `heap_leak` verdict names: the top line of the program's own code
 /// with the suspects it sums (see [`crate::lines`]), or the top suspect.
 #[derive(Debug, Clone, Copy)]
@@ -297,7 +324,7 @@ pub struct Culprit<'a> {
     pub growth_bytes_per_epoch: u64,
     pub live_bytes: u64,
     pub suspects: usize,
-    pub memory: Memory,
+    pub memory: LineMemory,
 }
 
 impl<'a> Culprit<'a> {
@@ -308,7 +335,7 @@ impl<'a> Culprit<'a> {
             growth_bytes_per_epoch: suspect.growth_bytes_per_epoch,
             live_bytes: suspect.live_bytes,
             suspects: 1,
-            memory: suspect.memory,
+            memory: LineMemory::Only(suspect.memory),
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::analysis::Suspect;
+use crate::analysis::{LineMemory, Suspect};
 use crate::merge::base_name;
 use crate::symbolize::Frame;
 use crate::trace::Memory;
@@ -23,8 +23,8 @@ pub struct LeakLine {
     pub growth_bytes_per_epoch: u64,
     pub live_bytes: u64,
     pub live_count: u64,
-    /// Its suspects' memory when they all share one kind, else the heap's.
-    pub memory: Memory,
+    /// What its suspects' memory is.
+    pub memory: LineMemory,
     /// Its suspects' ranks, best first.
     pub ranks: Vec<usize>,
 }
@@ -36,7 +36,7 @@ impl LeakLine {
             growth_bytes_per_epoch: 0,
             live_bytes: 0,
             live_count: 0,
-            memory: Memory::Heap,
+            memory: LineMemory::Only(Memory::Heap),
             ranks: Vec::new(),
         }
     }
@@ -45,8 +45,8 @@ impl LeakLine {
         self.growth_bytes_per_epoch += suspect.growth_bytes_per_epoch;
         self.live_bytes += suspect.live_bytes;
         self.live_count += suspect.live_count;
-        self.memory =
-            if self.ranks.is_empty() || self.memory == suspect.memory { suspect.memory } else { Memory::Heap };
+        let kind = LineMemory::Only(suspect.memory);
+        self.memory = if self.ranks.is_empty() || self.memory == kind { kind } else { LineMemory::Mixed };
         self.ranks.push(rank);
     }
 }
@@ -126,9 +126,11 @@ mod tests {
         assert_eq!(lines[0].frame.as_ref().map(|f| f.function.as_str()), Some("keep_history"));
         assert_eq!(lines[0].ranks, [2, 3]);
         assert_eq!((lines[0].growth_bytes_per_epoch, lines[0].live_bytes, lines[0].live_count), (450, 4500, 20));
-        assert_eq!(lines[0].memory, Memory::Heap, "one of its suspects is heap memory");
+        assert_eq!(lines[0].memory, LineMemory::Mixed, "heap and mapped memory");
+        assert_eq!(lines[0].memory.name(), "mixed");
         assert_eq!(lines[1].ranks, [1]);
-        assert_eq!(lines[1].memory, Memory::Shared, "all of its suspects are shared memory");
+        assert_eq!(lines[1].memory, LineMemory::Only(Memory::Shared), "all of its suspects are shared memory");
+        assert_eq!(lines[2].memory, LineMemory::Only(Memory::Heap));
         assert_eq!(lines[2].ranks, [4]);
         assert_eq!(lines[2].frame, None, "a suspect without own code is a line of its own");
     }

@@ -54,18 +54,22 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
     });
     let (_, a) = run(&sim);
     assert_eq!(a.suspects.len(), 3);
-    let line = |suspects| Culprit {
+    let line = |suspects, memory| Culprit {
         name: "keep_history",
         growth_bytes_per_epoch: 200 * 1024,
         live_bytes: 2000 * 1024,
         suspects,
-        memory: Memory::Heap,
+        memory,
     };
-    let msg = a.verdict_message(Some(line(2)));
+    let heap = LineMemory::Only(Memory::Heap);
+    let msg = a.verdict_message(Some(line(2, heap)));
     assert!(msg.starts_with("keep_history keeps about 200 KiB/epoch alive ("), "{msg}");
     assert!(msg.contains(" now) through 2 stacks, 3 suspects in all; "), "{msg}");
-    let msg = a.verdict_message(Some(line(3)));
+    let msg = a.verdict_message(Some(line(3, heap)));
     assert!(msg.contains(" now) through 3 stacks; "), "every suspect is the line's: {msg}");
+    let msg = a.verdict_message(Some(line(2, LineMemory::Mixed)));
+    let mixed = "keep_history keeps about 200 KiB/epoch of several kinds of memory alive (";
+    assert!(msg.starts_with(mixed), "{msg}");
 }
 
 #[test]

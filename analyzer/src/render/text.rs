@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::{Report, ShownSuspect};
-use crate::analysis::{Survivor, VerdictKind};
+use crate::analysis::{LineMemory, Survivor, VerdictKind};
 use crate::findings::{program_trace, DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
 use crate::symbolize::Frame;
@@ -326,10 +326,11 @@ fn lines_section(out: &mut String, report: &Report<'_>) {
     }
 }
 
-/// "   mapped memory" or "   shared memory" after a growth; nothing for the heap.
-fn memory_label(memory: Memory) -> String {
+/// "   mapped memory", "   shared memory" or "   mixed memory" after a
+/// growth; nothing for the heap.
+fn memory_label(memory: LineMemory) -> String {
     match memory {
-        Memory::Heap => String::new(),
+        LineMemory::Only(Memory::Heap) => String::new(),
         kind => format!("   {} memory", kind.name()),
     }
 }
@@ -337,7 +338,7 @@ fn memory_label(memory: Memory) -> String {
 fn suspect_block(out: &mut String, s: &ShownSuspect) {
     let v = &s.suspect;
     let objects = if v.memory == Memory::Heap { "allocations" } else { "mappings" };
-    let memory = memory_label(v.memory);
+    let memory = memory_label(LineMemory::Only(v.memory));
     let _ = writeln!(
         out,
         "\n#{}  +{}/epoch{memory}   live now {} in {} {objects}   stack {}",
