@@ -287,6 +287,14 @@ pub fn note_unlisted_object(set: &ModuleSet) {
     }
 }
 
+/// The count of load events so far, which moves whenever the loaded objects
+/// may have changed: `None` once the fast path is disabled, when objects
+/// loaded behind the hooks' back are no longer noticed.
+pub fn load_events() -> Option<u64> {
+    let events = LOAD_EVENTS.load(SeqCst);
+    (!DISABLED.load(SeqCst)).then_some(events)
+}
+
 /// The `dlopen` hook, before and after the real call.
 pub fn objects_changing() {
     LOAD_EVENTS.fetch_add(1, SeqCst);
