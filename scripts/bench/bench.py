@@ -41,8 +41,12 @@ TORCH_LOOP = os.path.join(ROOT, "scripts/bench/torch_loop.py")
 C_PROGRAMS = {"alloc": "alloc_heavy", "long": "long_run"}
 # The PyTorch loop, with DataLoader workers, and without them ("torch-solo"):
 # heaptrack hangs in the first forked worker, so the loop without workers is
-# where it can be measured on a PyTorch job.
-TORCH_WORKLOADS = ("torch", "torch-solo")
+# where it can be measured on a PyTorch job. "torch-sampled" is the loop with
+# workers again, untraced against sampling only, for more rounds: sampling's
+# overhead is within a few percent, where three rounds on a shared machine
+# cannot tell it apart from the noise.
+TORCH_WORKLOADS = ("torch", "torch-solo", "torch-sampled")
+SAMPLING_ONLY = ("torch-sampled",)
 
 # Workload sizes: (full, quick). Full sizes aim at roughly 5-15 s untraced on
 # a 2-core machine.
@@ -53,12 +57,14 @@ SIZES = {
     "torch-solo": {"full": ["--epochs", "6", "--steps", "120"], "quick": ["--epochs", "4", "--steps", "6"]},
     "demo": {"full": ["--epochs", "6", "--steps", "100"], "quick": ["--epochs", "4", "--steps", "8"]},
 }
+SIZES["torch-sampled"] = SIZES["torch"]
 COMMON = {
     "torch": ["--batch-size", "64", "--workers", "2", "--accumulate", "4", "--threads", "1"],
     "torch-solo": ["--batch-size", "64", "--workers", "0", "--accumulate", "4", "--threads", "1"],
     "demo": ["--batch-size", "32", "--workers", "2", "--accumulate", "4", "--threads", "1"],
 }
-REPS = {"alloc": 5, "torch": 3, "torch-solo": 3, "demo": 3, "long": 3}
+COMMON["torch-sampled"] = COMMON["torch"]
+REPS = {"alloc": 5, "torch": 3, "torch-solo": 3, "torch-sampled": 10, "demo": 3, "long": 3}
 TITLES = {
     "alloc": "alloc_heavy (C, {} threads x {} malloc/free pairs, depth {}, no frame pointers)",
     "long": "long_run (C, {} epochs x {} allocations over 262,144 distinct stacks of 40 frames, freed an epoch "
@@ -66,6 +72,8 @@ TITLES = {
     "torch": "PyTorch CPU training loop (scripts/bench/torch_loop.py {}; DataLoader workers, accumulation)",
     "torch-solo": "PyTorch CPU training loop without DataLoader workers (scripts/bench/torch_loop.py {}; "
                   "the batches loaded in the training process, where heaptrack finishes)",
+    "torch-sampled": "PyTorch CPU training loop, untraced against sampling only (scripts/bench/torch_loop.py {}; "
+                     "more rounds, for sampling's few percent)",
     "demo": "demo-trainer (Rust/tch, {})",
 }
 
@@ -342,7 +350,7 @@ def rate_label(n):
 
 def configs_for(workload, args, known):
     """known: the sampling variables libtracer.so knows."""
-    min_epochs = {"alloc": 1 if args.quick else 2, "torch": 4, "torch-solo": 4, "demo": 4, "long": 4}[workload]
+    min_epochs = (1 if args.quick else 2) if workload == "alloc" else 4
     # Slices short enough for a sampled run of a tenth of a second to have two.
     extra = {"TRACER_EPOCH_SECONDS": "0.02"} if workload == "alloc" else {}
     cs = [
@@ -374,6 +382,8 @@ def configs_for(workload, args, known):
                       available=have_memray, why="memray not installed"),
                Config("memray --follow-fork --native", memray_wrap(True), memray_check, memray_analyze,
                       available=have_memray, why="memray not installed")]
+    if workload in SAMPLING_ONLY:
+        return [c for c in cs if c.name == "untraced" or c.name.startswith("tracer, sampling")]
     return cs
 
 
@@ -563,9 +573,11 @@ def loadavg():
 
 def main():
     p = argparse.ArgumentParser(description="overhead benchmark: tracer, heaptrack, memray")
-    p.add_argument("--workloads", default="alloc,torch,torch-solo,demo,long",
-                   help="comma-separated: alloc, torch, torch-solo (the loop without DataLoader workers), demo, long")
-    p.add_argument("--reps", type=int, default=0, help="rounds per workload (default: 5 alloc, 3 others)")
+    p.add_argument("--workloads", default="alloc,torch,torch-solo,torch-sampled,demo,long",
+                   help="comma-separated: alloc, torch, torch-solo (the loop without DataLoader workers), "
+                        "torch-sampled (the loop untraced and sampled only), demo, long")
+    p.add_argument("--reps", type=int, default=0,
+                   help="rounds per workload (default: 5 alloc, 10 torch-sampled, 3 others)")
     p.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, one round")
     p.add_argument("--sample-bytes", type=sample_rates, default="65536,524288",
                    help="TRACER_SAMPLE_BYTES of the sampling configurations, comma-separated (one configuration each)")

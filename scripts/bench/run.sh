@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Overhead benchmark of the leak tracer against heaptrack and memray on its
 # workloads (an allocation-heavy C program, a PyTorch CPU training loop with
-# DataLoader workers and the same loop without them, demo-trainer, a long C
-# run for the analyzer), interleaved, medians; prints a Markdown table and
+# DataLoader workers, the same loop without them, and the loop again untraced
+# and sampled only for ten rounds, demo-trainer, a long C run for the
+# analyzer), interleaved, medians; prints a Markdown table and
 # writes it to out/bench/results.md (raw figures in out/bench/results.json).
 #
 #   scripts/bench/run.sh                      # everything (tens of minutes)
