@@ -40,8 +40,11 @@ pub fn look_at(descendants: Vec<Descendant>) -> Vec<DescendantReport> {
         .into_iter()
         .enumerate()
         .map(|(i, trace)| {
+            // Counting first: most descendants' traces are too short to
+            // analyse (a worker forked for one pass has its exit snapshot
+            // only), and counting reads less than loading.
             let snapshots = if i < LOOKED_AT { snapshot_count(&trace.path) } else { 0 };
-            let finding = if snapshots >= MIN_EPOCHS { analysed_finding(&trace.path) } else { None };
+            let finding = if snapshots >= MIN_EPOCHS { finding(&trace.path) } else { None };
             DescendantReport { trace, finding, snapshots }
         })
         .collect()
@@ -62,20 +65,10 @@ fn snapshot_count(path: &Path) -> usize {
     RecordReader::open(path).map_or(0, |records| records.filter(|r| matches!(r, Record::Snapshot(_))).count())
 }
 
-/// What the trace at `path` found: `None` when it shows no growth, has too
-/// few epochs (a worker forked for one pass has its exit snapshot only),
-/// or cannot be read (its own report says why).
-pub fn finding(path: &Path) -> Option<Finding> {
-    // Counting first: most descendants' traces are too short to analyse,
-    // and counting reads less than loading.
-    if snapshot_count(path) < MIN_EPOCHS {
-        return None;
-    }
-    analysed_finding(path)
-}
-
-/// [`finding`] for a trace known to have enough snapshots.
-fn analysed_finding(path: &Path) -> Option<Finding> {
+/// What the trace at `path`, which has the snapshots an analysis needs,
+/// found: `None` when it shows no growth or cannot be read (its own report
+/// says why).
+fn finding(path: &Path) -> Option<Finding> {
     let trace = load(path, &LoadOptions::default()).ok()?;
     let analysis = analyze(&trace);
     let v = &analysis.verdict;
