@@ -353,8 +353,16 @@ def configs_for(workload, args, known):
     min_epochs = (1 if args.quick else 2) if workload == "alloc" else 4
     # Slices short enough for a sampled run of a tenth of a second to have two.
     extra = {"TRACER_EPOCH_SECONDS": "0.02"} if workload == "alloc" else {}
+    untraced = Config("untraced", lambda c, e, d: (c, e))
+    sampling = [Config(f"tracer, sampling {rate_label(rate)}",
+                       tracer_env(dict(extra, TRACER_SAMPLE_BYTES=str(rate))),
+                       tracer_check(min_epochs, "whole"), tracer_analyze, available="TRACER_SAMPLE_BYTES" in known,
+                       why="not available (libtracer.so has no TRACER_SAMPLE_BYTES)")
+                for rate in args.sample_bytes]
+    if workload in SAMPLING_ONLY:
+        return [untraced] + sampling
     cs = [
-        Config("untraced", lambda c, e, d: (c, e)),
+        untraced,
         Config("tracer, full capture", tracer_env(dict(extra, TRACER_WARMUP_SAMPLE_BYTES="0")),
                tracer_check(min_epochs), tracer_analyze),
         # What a plain LD_PRELOAD does: the warm-up sampled, every later allocation recorded.
@@ -367,11 +375,7 @@ def configs_for(workload, args, known):
                   tracer_check(min_epochs, "warm-up"), tracer_analyze, available="TRACER_WARMUP_SAMPLE_BYTES" in known,
                   why="not available (libtracer.so has no TRACER_WARMUP_SAMPLE_BYTES)")
            for rate in args.warm_up_sample_bytes]
-    cs += [Config(f"tracer, sampling {rate_label(rate)}",
-                  tracer_env(dict(extra, TRACER_SAMPLE_BYTES=str(rate))),
-                  tracer_check(min_epochs, "whole"), tracer_analyze, available="TRACER_SAMPLE_BYTES" in known,
-                  why="not available (libtracer.so has no TRACER_SAMPLE_BYTES)")
-           for rate in args.sample_bytes]
+    cs += sampling
     cs += [
         Config("heaptrack", heaptrack_wrap, heaptrack_check, heaptrack_analyze,
                available=shutil.which("heaptrack") is not None, why="heaptrack not installed"),
@@ -382,8 +386,6 @@ def configs_for(workload, args, known):
                       available=have_memray, why="memray not installed"),
                Config("memray --follow-fork --native", memray_wrap(True), memray_check, memray_analyze,
                       available=have_memray, why="memray not installed")]
-    if workload in SAMPLING_ONLY:
-        return [c for c in cs if c.name == "untraced" or c.name.startswith("tracer, sampling")]
     return cs
 
 
