@@ -516,8 +516,7 @@ fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     let note =
         text.lines().find(|line| line.contains("its trace is a descendant's")).unwrap_or_else(|| panic!("{text}"));
     let named = Path::new(note.rsplit("analyzer report ").next().unwrap());
-    let (records, _) = read_trace(named);
-    let Some(Record::Process(process)) = records.first() else { panic!("{} has no process record", named.display()) };
+    let process = process_record(named);
     assert!(process.exe.ends_with("leaky"), "{note}: {}", process.exe);
     assert!(run.trace_files().len() >= 4, "the launcher, its two helpers and the program: {:?}", run.trace_files());
 }
@@ -542,13 +541,11 @@ fn a_second_run_with_the_same_output_reports_only_its_own_descendants() {
         .unwrap();
     assert!(output.status.success());
     let report = report_json(&dir.path().join("trace.bin"));
-    let (root, _) = read_trace(&dir.path().join("trace.bin"));
-    let Some(Record::Process(root)) = root.first() else { panic!("no process record") };
+    let root = process_record(&dir.path().join("trace.bin"));
     let listed = report["descendant_traces"].as_array().unwrap();
     assert!(listed.len() >= 3, "{report:#}");
     for descendant in listed {
-        let (records, _) = read_trace(Path::new(descendant["path"].as_str().unwrap()));
-        let Some(Record::Process(process)) = records.first() else { panic!("no process record") };
+        let process = process_record(Path::new(descendant["path"].as_str().unwrap()));
         assert_eq!(process.run(), root.run(), "{descendant}");
     }
     assert_eq!(report["other_runs_traces"], (first_files - 1) as u64, "{report:#}");
@@ -565,19 +562,15 @@ fn a_launched_programs_descendants_are_its_own_children() {
     let program = compile("forking.c");
     let scratch = tempfile::tempdir().unwrap();
     let run = run_traced(&launcher(scratch.path()), &[program.to_str().unwrap()]).succeeded();
-    let process_of = |file: &Path| match read_trace(file).0.into_iter().next() {
-        Some(Record::Process(process)) => process,
-        _ => panic!("{} has no process record", file.display()),
-    };
     let files = run.trace_files();
     let program_trace = files
         .iter()
         .find(|file| {
-            let process = process_of(file);
+            let process = process_record(file);
             process.exe.ends_with("forking") && process.forked_from.is_none()
         })
         .expect("the program's trace");
-    let pid = process_of(program_trace).pid;
+    let pid = process_record(program_trace).pid;
     let report = report_json(program_trace);
     let listed: Vec<(u64, Option<u64>, String)> = report["descendant_traces"]
         .as_array()

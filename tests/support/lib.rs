@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use trace_format::{Record, RecordReader, TraceEnd};
+use trace_format::{Process, Record, RecordReader, TraceEnd};
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
@@ -245,6 +245,14 @@ pub fn read_trace(path: &Path) -> (Vec<Record>, TraceEnd) {
     let mut reader = RecordReader::open(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     let records: Vec<Record> = reader.by_ref().collect();
     (records, reader.end().clone())
+}
+
+/// The process record the trace at `path` starts with.
+pub fn process_record(path: &Path) -> Process {
+    match read_trace(path).0.into_iter().next() {
+        Some(Record::Process(process)) => process,
+        _ => panic!("{} has no process record", path.display()),
+    }
 }
 
 pub fn snapshot_count(records: &[Record]) -> usize {
