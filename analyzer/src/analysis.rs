@@ -42,6 +42,29 @@ pub const NOISE_FLOOR_MIN: u64 = 4096;
 /// The noise floor is at least this fraction (1/N) of the live heap.
 pub const NOISE_FLOOR_HEAP_DIVISOR: u64 = 1000;
 
+/// The growth per epoch a stack must exceed to be a suspect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NoiseFloor {
+    /// [`NOISE_FLOOR_MIN`], or 1/[`NOISE_FLOOR_HEAP_DIVISOR`] of the memory
+    /// traced at the first analysis epoch if more: in a large process the
+    /// caches that settle slowly stay out of the ranking.
+    #[default]
+    Scaled,
+    /// Chosen by the user (`analyzer report --noise-floor`).
+    Bytes(u64),
+}
+
+/// Stacks that keep memory alive epoch after epoch as suspects do, but
+/// each by no more than the noise floor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BelowFloor {
+    pub stacks: usize,
+    /// Their growth per epoch, all together.
+    pub growth_bytes_per_epoch: u64,
+    /// The largest one's.
+    pub largest_bytes_per_epoch: u64,
+}
+
 /// Allocations from one birth epoch still alive at the reference snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Survivor {
@@ -208,6 +231,7 @@ pub struct Analysis {
     pub settled: Option<(u32, u32)>,
     pub noise_floor: u64,
     pub suspects: Vec<Suspect>,
+    pub below_floor: BelowFloor,
     pub verdict: Verdict,
 }
 
@@ -341,6 +365,16 @@ impl<'a> Culprit<'a> {
 }
 
 impl Analysis {
+    /// No suspect, while stacks below the noise floor kept more than
+    /// [`NOISE_FLOOR_MIN`] an epoch alive and the traced memory grew by more
+    /// than that too: a leak too small for this process's floor, or caches
+    /// settling slowly; the user decides, with the floor lowered.
+    pub fn growth_below_floor(&self) -> bool {
+        self.suspects.is_empty()
+            && self.below_floor.growth_bytes_per_epoch > NOISE_FLOOR_MIN
+            && self.verdict.per_epoch(self.verdict.traced_growth()) > NOISE_FLOOR_MIN
+    }
+
     /// The verdict in words; `culprit` is what a leak verdict names, the
     /// top suspect (unnamed) when `None`.
     pub fn verdict_message(&self, culprit: Option<Culprit<'_>>) -> String {
@@ -405,6 +439,19 @@ impl Analysis {
                 rss_growth_words(v, "grew"),
                 traced_change_words(v),
             ),
+            VerdictKind::NoGrowth if self.growth_below_floor() => {
+                let below = &self.below_floor;
+                format!(
+                    "no stack keeps more than the noise floor ({}/epoch) alive epoch after epoch, but {} over {over}: {} stack{} keep {}/epoch alive below that floor, the largest {}/epoch; run the report with --noise-floor {} to rank them",
+                    bytes(self.noise_floor),
+                    traced_growth_words(v),
+                    below.stacks,
+                    if below.stacks == 1 { "" } else { "s" },
+                    bytes(below.growth_bytes_per_epoch),
+                    bytes(below.largest_bytes_per_epoch),
+                    floor_argument(below.largest_bytes_per_epoch / 2),
+                )
+            }
             VerdictKind::NoGrowth => format!(
                 "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} {} and the live heap by {}{}",
                 rss_growth_words(v, "changed"),
@@ -419,6 +466,15 @@ impl Analysis {
     }
 }
 
+/// A byte count as `--noise-floor` takes it: whole KiB as "12k".
+fn floor_argument(bytes: u64) -> String {
+    if bytes >= 1024 {
+        format!("{}k", bytes / 1024)
+    } else {
+        bytes.to_string()
+    }
+}
+
 /// The number of analysis snapshots for a trace with `total` snapshots
 /// whose last one has cause Exit or not.
 pub fn analysis_snapshot_count(total: usize, last_is_exit: bool) -> usize {
@@ -430,7 +486,7 @@ pub fn analysis_snapshot_count(total: usize, last_is_exit: bool) -> usize {
 }
 
 /// Runs the leak analysis on a loaded trace.
-pub fn analyze(trace: &Trace) -> Analysis {
+pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     let first = trace.warm_up_snapshots();
     let total = trace.snapshots.len() - first;
     let last_is_exit = trace.snapshots.last().is_some_and(|s| s.cause == trace_format::EpochCause::Exit);
@@ -457,7 +513,10 @@ pub fn analyze(trace: &Trace) -> Analysis {
         allocator: Allocator::of(&trace.process),
     };
     let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
-    let noise_floor = NOISE_FLOOR_MIN.max(traced_at_start / NOISE_FLOOR_HEAP_DIVISOR);
+    let noise_floor = match floor {
+        NoiseFloor::Scaled => NOISE_FLOOR_MIN.max(traced_at_start / NOISE_FLOOR_HEAP_DIVISOR),
+        NoiseFloor::Bytes(bytes) => bytes,
+    };
     let mut analysis = Analysis {
         first,
         snapshots: k,
@@ -466,6 +525,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
         settled: None,
         noise_floor,
         suspects: Vec::new(),
+        below_floor: BelowFloor::default(),
         verdict,
     };
     if k < MIN_EPOCHS {
@@ -502,12 +562,19 @@ pub fn analyze(trace: &Trace) -> Analysis {
         }
     }
     let live_at_1 = first_state.live_bytes_by_stack();
+    let mut below_floor = BelowFloor::default();
     let mut suspects: Vec<Suspect> = per_stack
         .into_iter()
         .filter_map(|(stack, s)| {
             let growth = s.settled_bytes / settled_count;
             let grew = s.live_bytes > live_at_1.get(&stack).copied().unwrap_or(0);
-            (s.settled_hits >= needed && grew && growth > noise_floor).then_some(Suspect {
+            let piles_up = s.settled_hits >= needed && grew && growth > 0;
+            if piles_up && growth <= noise_floor {
+                below_floor.stacks += 1;
+                below_floor.growth_bytes_per_epoch += growth;
+                below_floor.largest_bytes_per_epoch = below_floor.largest_bytes_per_epoch.max(growth);
+            }
+            (piles_up && growth > noise_floor).then_some(Suspect {
                 stack,
                 growth_bytes_per_epoch: growth,
                 live_bytes: s.live_bytes,
@@ -549,6 +616,7 @@ pub fn analyze(trace: &Trace) -> Analysis {
     };
     analysis.verdict = verdict;
     analysis.suspects = suspects;
+    analysis.below_floor = below_floor;
     analysis
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::analysis::analyze;
+use crate::analysis::{analyze, NoiseFloor};
 use crate::error::Failure;
 use crate::progress::{Progress, When};
 use crate::render::{self, flame, FlamegraphInfo, Report};
@@ -40,6 +40,11 @@ enum Command {
         /// How many suspects to show.
         #[arg(long, value_name = "N", default_value_t = 10)]
         top: usize,
+        /// Growth per epoch a stack must exceed to be a suspect, as 4096,
+        /// 64k or 2m [default: 4k, or 0.1% of the memory traced at the first
+        /// analysis epoch if more].
+        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+        noise_floor: Option<u64>,
     },
     /// Draws a flamegraph of leaked, live or allocated bytes, or of the
     /// change in live bytes between two epochs.
@@ -58,7 +63,28 @@ enum Command {
         /// Where to write the SVG [default: TRACE.<what>.svg].
         #[arg(short = 'o', long = "output", value_name = "SVG")]
         output: Option<PathBuf>,
+        /// For --weigh leaked: the noise floor, as `report --noise-floor`.
+        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+        noise_floor: Option<u64>,
     },
+}
+
+/// "4096", "64k", "2m", "1g" (binary units), as the tracer's byte settings.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let (digits, shift) = [('k', 10), ('m', 20), ('g', 30)]
+        .into_iter()
+        .find_map(|(suffix, shift)| Some((lower.strip_suffix(suffix)?, shift)))
+        .unwrap_or((lower.as_str(), 0));
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("'{text}' is not a byte count: give one such as 4096, 64k or 2m"))
+}
+
+fn noise_floor(bytes: Option<u64>) -> NoiseFloor {
+    bytes.map_or(NoiseFloor::Scaled, NoiseFloor::Bytes)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -80,9 +106,11 @@ pub fn main() -> i32 {
     };
     let mut progress = Progress::new(cli.progress);
     let result = match cli.command {
-        Command::Report { trace, json, output, top } => report(&trace, json, output, top, &mut progress),
-        Command::Flamegraph { trace, weigh, epoch, diff, output } => {
-            flamegraph(&trace, weigh, epoch, diff, output, &mut progress)
+        Command::Report { trace, json, output, top, noise_floor: floor } => {
+            report(&trace, json, output, top, noise_floor(floor), &mut progress)
+        }
+        Command::Flamegraph { trace, weigh, epoch, diff, output, noise_floor: floor } => {
+            flamegraph(&trace, weigh, epoch, diff, output, floor, &mut progress)
         }
     };
     progress.finish();
@@ -167,14 +195,15 @@ fn report(
     json: bool,
     output: Option<PathBuf>,
     top: usize,
+    floor: NoiseFloor,
     progress: &mut Progress,
 ) -> Result<String, Failure> {
     let trace = load_showing(path, &base_options(), progress)?;
     progress.phase("analyzing", 0);
-    let analysis = analyze(&trace);
+    let analysis = analyze(&trace, floor);
     progress.phase("symbolizing and drawing", 0);
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
-    let mut report = Report::build(&trace, &analysis, &mut symbolizer, top);
+    let mut report = Report::build(&trace, &analysis, &mut symbolizer, top, floor);
 
     // The flamegraph of leaked bytes: every suspect, weighed by its growth.
     let svg = output.unwrap_or_else(|| default_svg(path, "leaks"));
@@ -226,11 +255,12 @@ fn flamegraph(
     epoch: Option<usize>,
     diff: Option<Vec<usize>>,
     output: Option<PathBuf>,
+    floor: Option<u64>,
     progress: &mut Progress,
 ) -> Result<String, Failure> {
-    if diff.is_some() && (weigh.is_some() || epoch.is_some()) {
+    if diff.is_some() && (weigh.is_some() || epoch.is_some() || floor.is_some()) {
         return Err(Failure::new(
-            "--diff cannot be combined with --weigh or --epoch",
+            "--diff cannot be combined with --weigh, --epoch or --noise-floor",
             "--diff A B always compares live bytes; drop the other option",
         ));
     }
@@ -239,6 +269,12 @@ fn flamegraph(
         return Err(Failure::new(
             "--epoch does not apply to --weigh leaked",
             "use --weigh live or --weigh allocated with --epoch",
+        ));
+    }
+    if weigh != Weigh::Leaked && floor.is_some() {
+        return Err(Failure::new(
+            "--noise-floor applies to --weigh leaked only",
+            "drop --noise-floor, or draw the leaked bytes",
         ));
     }
     let mut options = base_options();
@@ -266,7 +302,7 @@ fn flamegraph(
     } else {
         match weigh {
             Weigh::Leaked => {
-                let analysis = analyze(&trace);
+                let analysis = analyze(&trace, noise_floor(floor));
                 let weights: IntMap<u32, u64> =
                     analysis.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch)).collect();
                 let stacks = weigh_stacks(&trace, &mut symbolizer, weights);

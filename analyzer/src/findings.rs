@@ -7,7 +7,7 @@ use std::path::Path;
 
 use trace_format::{Record, RecordReader};
 
-use crate::analysis::{analyze, VerdictKind, MIN_EPOCHS};
+use crate::analysis::{analyze, NoiseFloor, VerdictKind, MIN_EPOCHS};
 use crate::format::bytes;
 use crate::trace::{load, Descendant, LoadOptions};
 
@@ -35,7 +35,7 @@ pub struct DescendantReport {
 }
 
 /// The descendants' traces, the first [`LOOKED_AT`] analysed.
-pub fn look_at(descendants: Vec<Descendant>) -> Vec<DescendantReport> {
+pub fn look_at(descendants: Vec<Descendant>, floor: NoiseFloor) -> Vec<DescendantReport> {
     descendants
         .into_iter()
         .enumerate()
@@ -44,7 +44,7 @@ pub fn look_at(descendants: Vec<Descendant>) -> Vec<DescendantReport> {
             // analyse (a worker forked for one pass has its exit snapshot
             // only), and counting reads less than loading.
             let snapshots = if i < LOOKED_AT { snapshot_count(&trace.path) } else { 0 };
-            let finding = if snapshots >= MIN_EPOCHS { finding(&trace.path) } else { None };
+            let finding = if snapshots >= MIN_EPOCHS { finding(&trace.path, floor) } else { None };
             DescendantReport { trace, finding, snapshots }
         })
         .collect()
@@ -68,9 +68,9 @@ fn snapshot_count(path: &Path) -> usize {
 /// What the trace at `path`, which has the snapshots an analysis needs,
 /// found: `None` when it shows no growth or cannot be read (its own report
 /// says why).
-fn finding(path: &Path) -> Option<Finding> {
+fn finding(path: &Path, floor: NoiseFloor) -> Option<Finding> {
     let trace = load(path, &LoadOptions::default()).ok()?;
-    let analysis = analyze(&trace);
+    let analysis = analyze(&trace, floor);
     let v = &analysis.verdict;
     let per_epoch = |growth: i128| bytes(v.per_epoch(growth));
     let summary = match v.kind {
@@ -128,7 +128,7 @@ mod tests {
             &parent,
             &[("4300", worker(4300, 8, true)), ("4301", worker(4301, 1, true)), ("4302", worker(4302, 8, false))],
         );
-        let found = look_at(descendant_traces(&parent).traces);
+        let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
         let findings: Vec<Option<Finding>> = found.into_iter().map(|d| d.finding).collect();
         let leak = Finding { kind: VerdictKind::HeapLeak, summary: "1 suspect, the top +64.0 KiB/epoch".into() };
         assert_eq!(findings, [Some(leak), None, None]);
@@ -148,12 +148,12 @@ mod tests {
                 ("302", worker(302, 8, false)),
             ],
         );
-        let found = look_at(descendant_traces(&parent).traces);
+        let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
         let name = |d: Option<&DescendantReport>| d.unwrap().trace.path.file_name().unwrap().to_owned();
         assert_eq!(name(program_trace(&found)), "trace.bin.301.1", "the first with the most snapshots");
 
         write_beside(&parent, &[("303", worker(303, 6, true))]);
-        let found = look_at(descendant_traces(&parent).traces);
+        let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
         assert_eq!(name(program_trace(&found)), "trace.bin.303", "the one that found a leak");
 
         let mut beside = found.clone();
@@ -265,9 +265,9 @@ mod tests {
             let bytes = worker(pid, if i == LOOKED_AT as u32 { 8 } else { 1 }, true);
             std::fs::write(parent.with_file_name(format!("trace.bin.{pid}")), bytes).unwrap();
         }
-        let found = look_at(descendant_traces(&parent).traces);
+        let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
         assert_eq!(found.len(), LOOKED_AT + 1);
         assert!(found.iter().all(|d| d.finding.is_none()));
-        assert!(finding(&found[LOOKED_AT].trace.path).is_some(), "found when looked at");
+        assert!(finding(&found[LOOKED_AT].trace.path, NoiseFloor::Scaled).is_some(), "found when looked at");
     }
 }

@@ -390,6 +390,69 @@ fn flamegraph_modes() {
     assert_one_line_error(&out, "bogus");
     let out = run(&["--epoch", "2"]);
     assert_one_line_error(&out, "--epoch");
+    let out = run(&["--weigh", "live", "--noise-floor", "4k"]);
+    assert_one_line_error(&out, "--noise-floor");
+    let out = run(&["--diff", "1", "6", "--noise-floor", "4k"]);
+    assert_one_line_error(&out, "--noise-floor");
+}
+
+/// A 100 MiB heap made at the start, then one stack keeping 50 KiB an
+/// epoch alive: below the scaled noise floor (about 100 KiB an epoch).
+fn small_leak_in_a_large_heap() -> TempFile {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..10 {
+        if e == 0 {
+            sim.alloc_many(5, 100, 1 << 20);
+        }
+        sim.alloc_many(1, 1, 50 * 1024);
+        sim.mark(&format!("{e}"));
+    }
+    sim.exit();
+    write_temp("small_leak.bin", &sim.bytes())
+}
+
+#[test]
+fn growth_below_the_noise_floor_is_said_and_a_lower_floor_ranks_it() {
+    let path = small_leak_in_a_large_heap();
+    let out = report(&path, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("none above the noise floor; 1 stack keep 50.0 KiB/epoch alive below it"), "{text}");
+    assert!(text.contains("Verdict (no_growth): no stack keeps more than the noise floor"), "{text}");
+    assert!(text.contains("--noise-floor 25k"), "{text}");
+    let v = json(&report(&path, &["--json"]));
+    assert_eq!(v["suspects"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        v["analysis"]["below_noise_floor"],
+        serde_json::json!({"stacks": 1, "growth_bytes_per_epoch": 51200, "largest_bytes_per_epoch": 51200})
+    );
+    for floor in ["25k", "25600", "25K"] {
+        let v = json(&report(&path, &["--json", "--noise-floor", floor]));
+        assert_eq!(v["analysis"]["noise_floor_bytes_per_epoch"], 25600, "{floor}");
+        assert_eq!(v["suspects"].as_array().unwrap().len(), 1, "{floor}");
+        assert_eq!(v["suspects"][0]["growth_bytes_per_epoch"], 51200);
+        assert_eq!(v["verdict"]["kind"], "heap_leak");
+        assert_eq!(v["analysis"]["below_noise_floor"]["stacks"], 0);
+    }
+    let flamegraph = |floor: &str| {
+        let svg = path.with_extension(format!("{floor}.svg"));
+        let args = [
+            "flamegraph".as_ref(),
+            path.as_os_str(),
+            "--noise-floor".as_ref(),
+            floor.as_ref(),
+            "-o".as_ref(),
+            svg.as_os_str(),
+        ];
+        let out = analyzer(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        std::fs::read_to_string(&svg).unwrap()
+    };
+    assert!(flamegraph("25k").contains("1 leak suspects"));
+    assert!(flamegraph("64k").contains("0 leak suspects"));
+    for bad in ["lots", "12q", "-4k", "", "99999999999g"] {
+        assert_one_line_error(&report(&path, &[&format!("--noise-floor={bad}")]), "--noise-floor");
+    }
 }
 
 #[test]

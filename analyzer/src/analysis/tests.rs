@@ -3,9 +3,13 @@ use crate::synth::{all_behaviours, write_temp, Sim};
 use crate::trace::{load, LoadOptions};
 
 fn run(sim: &Sim) -> (Trace, Analysis) {
+    run_with_floor(sim, NoiseFloor::Scaled)
+}
+
+fn run_with_floor(sim: &Sim, floor: NoiseFloor) -> (Trace, Analysis) {
     let path = write_temp("trace.bin", &sim.bytes());
     let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
-    let analysis = analyze(&trace);
+    let analysis = analyze(&trace, floor);
     (trace, analysis)
 }
 
@@ -174,20 +178,53 @@ fn a_leak_below_the_noise_floor_is_not_listed() {
     let (_, a) = run(&sim);
     assert_eq!(a.noise_floor, NOISE_FLOOR_MIN);
     assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+    assert_eq!(a.below_floor, BelowFloor { stacks: 1, growth_bytes_per_epoch: 1000, largest_bytes_per_epoch: 1000 });
+    // The heap grew by less than the floor an epoch: nothing to point at.
+    assert!(!a.growth_below_floor());
+    assert!(a.verdict_message(None).starts_with("no leak found"), "{}", a.verdict_message(None));
 }
 
-#[test]
-fn the_noise_floor_follows_the_heap() {
-    // A 100 MiB heap puts the floor at 100 KiB per epoch.
-    let sim = scenario(10, |sim, e| {
+/// A 100 MiB heap, which puts the floor at 100 KiB per epoch, and a stack
+/// keeping 50 KiB an epoch alive.
+fn small_leak_in_a_large_heap() -> Sim {
+    scenario(10, |sim, e| {
         if e == 0 {
             sim.alloc_many(5, 100, 1 << 20);
         }
         sim.alloc_many(1, 1, 50 * 1024);
-    });
-    let (_, a) = run(&sim);
+    })
+}
+
+#[test]
+fn the_noise_floor_follows_the_heap() {
+    let (_, a) = run(&small_leak_in_a_large_heap());
     assert!(a.noise_floor > 100 * 1000);
     assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    // The heap grows by 50 KiB an epoch, below the floor: the verdict says
+    // so, and how to rank what grows.
+    assert!(a.growth_below_floor());
+    let message = a.verdict_message(None);
+    assert!(
+        message.contains("1 stack keep 50.0 KiB/epoch alive below that floor")
+            && message.contains("--noise-floor 25k")
+            && !message.contains("no leak found"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_noise_floor_given_ranks_what_grows_below_the_scaled_one() {
+    let sim = small_leak_in_a_large_heap();
+    let (_, a) = run_with_floor(&sim, NoiseFloor::Bytes(25 * 1024));
+    assert_eq!(a.noise_floor, 25 * 1024);
+    assert_eq!(suspect_stacks(&a), vec![1]);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    assert_eq!(a.below_floor, BelowFloor::default());
+    // Above the stack's growth it is below the floor again.
+    let (_, a) = run_with_floor(&sim, NoiseFloor::Bytes(50 * 1024));
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+    assert_eq!(a.below_floor.stacks, 1);
 }
 
 #[test]
@@ -245,7 +282,7 @@ fn a_killed_run_is_analysed_up_to_its_last_snapshot() {
     let path = write_temp("killed.bin", &bytes);
     let trace = load(&path, &LoadOptions::default()).unwrap();
     assert!(matches!(trace.end, crate::trace::EndKind::Truncated { .. }));
-    let a = analyze(&trace);
+    let a = analyze(&trace, NoiseFloor::Scaled);
     assert_eq!(a.snapshots, 8);
     assert!(!a.dropped_exit);
     assert_eq!(suspect_stacks(&a), vec![1]);

@@ -90,6 +90,14 @@ struct JsonAnalysis {
     reference_epoch: Option<u32>,
     settled_birth_epochs: Option<[u32; 2]>,
     noise_floor_bytes_per_epoch: u64,
+    below_noise_floor: JsonBelowFloor,
+}
+
+#[derive(Serialize)]
+struct JsonBelowFloor {
+    stacks: usize,
+    growth_bytes_per_epoch: u64,
+    largest_bytes_per_epoch: u64,
 }
 
 #[derive(Serialize)]
@@ -227,6 +235,11 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             reference_epoch: analysed.then(|| trace.snapshots[a.reference].epoch),
             settled_birth_epochs: a.settled.map(|(lo, hi)| [lo, hi]),
             noise_floor_bytes_per_epoch: a.noise_floor,
+            below_noise_floor: JsonBelowFloor {
+                stacks: a.below_floor.stacks,
+                growth_bytes_per_epoch: a.below_floor.growth_bytes_per_epoch,
+                largest_bytes_per_epoch: a.below_floor.largest_bytes_per_epoch,
+            },
         },
         suspect_count: a.suspects.len(),
         lines: report

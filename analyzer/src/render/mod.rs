@@ -9,7 +9,7 @@ pub mod text;
 
 use std::path::PathBuf;
 
-use crate::analysis::{Analysis, Culprit, Suspect};
+use crate::analysis::{Analysis, Culprit, NoiseFloor, Suspect};
 use crate::lines::{self, LeakLine};
 use crate::symbolize::{Frame, Symbolizer};
 use crate::trace::{Memory, Trace};
@@ -149,7 +149,14 @@ pub fn trace_warnings(trace: &Trace) -> Vec<String> {
 impl<'t> Report<'t> {
     /// Symbolizes the suspects, sums them by line, keeps the top `top` to
     /// show and words the verdict.
-    pub fn build(trace: &'t Trace, analysis: &'t Analysis, symbolizer: &mut Symbolizer<'_>, top: usize) -> Report<'t> {
+    /// Descendants' traces are analysed with the same `floor`.
+    pub fn build(
+        trace: &'t Trace,
+        analysis: &'t Analysis,
+        symbolizer: &mut Symbolizer<'_>,
+        top: usize,
+        floor: NoiseFloor,
+    ) -> Report<'t> {
         let symbolized: Vec<ShownSuspect> = analysis
             .suspects
             .iter()
@@ -164,7 +171,7 @@ impl<'t> Report<'t> {
         let lines = lines::group(symbolized.iter().map(|s| (s.rank, &s.suspect, s.own_frame())));
         let verdict_message = analysis.verdict_message(lines.first().map(|line| culprit(line, &symbolized)));
         let beside = crate::trace::descendant_traces(&trace.path);
-        let descendants = crate::findings::look_at(beside.traces);
+        let descendants = crate::findings::look_at(beside.traces, floor);
         Report {
             trace,
             analysis,

@@ -389,8 +389,18 @@ pub fn render(report: &Report<'_>) -> String {
             trace.snapshots[a.reference].epoch,
             bytes(a.noise_floor)
         );
-        if a.suspects.is_empty() {
+        if a.suspects.is_empty() && a.below_floor.stacks == 0 {
             let _ = writeln!(out, "  none: no stack keeps allocations alive epoch after epoch");
+        } else if a.suspects.is_empty() {
+            let below = &a.below_floor;
+            let _ = writeln!(
+                out,
+                "  none above the noise floor; {} stack{} keep {}/epoch alive below it, the largest {}/epoch (--noise-floor BYTES ranks them)",
+                below.stacks,
+                if below.stacks == 1 { "" } else { "s" },
+                bytes(below.growth_bytes_per_epoch),
+                bytes(below.largest_bytes_per_epoch)
+            );
         }
         for s in report.shown() {
             suspect_block(&mut out, s);
