@@ -5,6 +5,7 @@
 
 pub mod flame;
 pub mod json;
+mod names;
 pub mod text;
 
 use std::path::PathBuf;

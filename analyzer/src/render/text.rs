@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Report, ShownSuspect};
+use super::{names, Report, ShownSuspect};
 use crate::analysis::{LineMemory, Survivor, VerdictKind};
 use crate::findings::{program_trace, DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
@@ -247,7 +247,7 @@ fn survivors_line(survivors: &[Survivor]) -> String {
 }
 
 pub fn frame_line(frame: &Frame, marked: bool) -> String {
-    let mut line = format!("{} {}", if marked { ">" } else { " " }, frame.function);
+    let mut line = format!("{} {}", if marked { ">" } else { " " }, names::shortened(&frame.function));
     if let Some(file) = &frame.file {
         let _ = write!(line, "  {file}");
         if let Some(l) = frame.line {
