@@ -69,17 +69,8 @@ enum Command {
     },
 }
 
-/// "4096", "64k", "2m", "1g" (binary units), as the tracer's byte settings.
 fn parse_bytes(text: &str) -> Result<u64, String> {
-    let lower = text.trim().to_ascii_lowercase();
-    let (digits, shift) = [('k', 10), ('m', 20), ('g', 30)]
-        .into_iter()
-        .find_map(|(suffix, shift)| Some((lower.strip_suffix(suffix)?, shift)))
-        .unwrap_or((lower.as_str(), 0));
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
+    trace_format::parse_byte_count(text)
         .ok_or_else(|| format!("'{text}' is not a byte count: give one such as 4096, 64k or 2m"))
 }
 

@@ -42,6 +42,19 @@ pub const FILE_HEADER_LEN: usize = 12;
 /// Largest payload a reader accepts; anything longer is damage, not data.
 pub const MAX_PAYLOAD_LEN: u32 = 1 << 30;
 
+/// A byte count as the tracer's settings (`TRACER_SAMPLE_BYTES`) and the
+/// analyzer's options (`--noise-floor`) are written: "524288", "512k",
+/// "2m", "1g" (binary units, either case); `None` for anything else or an
+/// overflow.
+pub fn parse_byte_count(text: &str) -> Option<u64> {
+    let text = text.trim().to_ascii_lowercase();
+    let (digits, shift) = [('k', 10), ('m', 20), ('g', 30)]
+        .into_iter()
+        .find_map(|(suffix, shift)| Some((text.strip_suffix(suffix)?, shift)))
+        .unwrap_or((text.as_str(), 0));
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
 /// The file header bytes for [`FORMAT_VERSION`].
 pub fn file_header() -> [u8; FILE_HEADER_LEN] {
     file_header_of_version(FORMAT_VERSION)

@@ -259,3 +259,15 @@ fn version_3_snapshots_read_without_private_memory_or_allocator_figures() {
 fn a_version_4_frame_kind_in_a_version_3_trace_is_damage() {
     assert_frame_kind_is_damage_in(3, Frame::SharedMapping);
 }
+
+#[test]
+fn byte_counts_take_binary_units() {
+    assert_eq!(parse_byte_count("524288"), Some(524288));
+    assert_eq!(parse_byte_count("512k"), Some(512 << 10));
+    assert_eq!(parse_byte_count(" 2M "), Some(2 << 20));
+    assert_eq!(parse_byte_count("1g"), Some(1 << 30));
+    assert_eq!(parse_byte_count("lots"), None);
+    assert_eq!(parse_byte_count("k"), None);
+    assert_eq!(parse_byte_count("-4k"), None);
+    assert_eq!(parse_byte_count("99999999999g"), None, "overflows");
+}

@@ -175,7 +175,7 @@ impl Config {
 /// unreadable, `fallback`, with a warning.
 fn sample_bytes_var(var: &str, fallback: Option<u64>, warnings: &mut Vec<String>) -> Option<u64> {
     let text = env::var(var).ok()?;
-    let Some(bytes) = parse_bytes(&text) else {
+    let Some(bytes) = trace_format::parse_byte_count(&text) else {
         let instead = match fallback {
             Some(bytes) => format!("using the default, {bytes}"),
             None => "ignoring it".to_string(),
@@ -186,16 +186,6 @@ fn sample_bytes_var(var: &str, fallback: Option<u64>, warnings: &mut Vec<String>
         return fallback;
     };
     (bytes > 0).then_some(bytes)
-}
-
-/// "524288", "512k", "2m", "1g" (binary units).
-fn parse_bytes(text: &str) -> Option<u64> {
-    let text = text.trim().to_ascii_lowercase();
-    let (digits, shift) = [('k', 10), ('m', 20), ('g', 30)]
-        .into_iter()
-        .find_map(|(suffix, shift)| Some((text.strip_suffix(suffix)?, shift)))
-        .unwrap_or((text.as_str(), 0));
-    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -223,17 +213,6 @@ mod tests {
             warnings: vec![],
             ancestor_reported: None,
         }
-    }
-
-    #[test]
-    fn sample_sizes_take_binary_units() {
-        assert_eq!(parse_bytes("524288"), Some(524288));
-        assert_eq!(parse_bytes("512k"), Some(512 << 10));
-        assert_eq!(parse_bytes(" 2M "), Some(2 << 20));
-        assert_eq!(parse_bytes("1g"), Some(1 << 30));
-        assert_eq!(parse_bytes("lots"), None);
-        assert_eq!(parse_bytes("k"), None);
-        assert_eq!(parse_bytes("99999999999g"), None, "overflows");
     }
 
     #[test]
