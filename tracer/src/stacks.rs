@@ -525,17 +525,37 @@ fn frame_of(word: FrameWord) -> Frame {
 /// keeps 96 bits: a collision (two stacks taken for one) is as likely as
 /// guessing a 96-bit key: among ten million stacks, a chance of about one
 /// in 10^15.
+///
+/// Every allocation hashes its whole stack, sixty words and more under
+/// torch. One chain of multiplications over the words waits for each
+/// product before the next (its latency, not the multiplier, bounds it):
+/// the words are dealt to [`HASH_LANES`] chains of each hash, which run side
+/// by side, and the chains are folded together at the end.
 fn stack_hash(kind: StackKind, native: &[u64], python: &[u64]) -> (u64, u64) {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
     let kind = kind.marker().unwrap_or(0) << 32;
-    let (mut a, mut b) = (native.len() as u64 ^ kind, python.len() as u64 ^ K2);
-    for &word in native.iter().chain(python) {
-        a = (a.rotate_left(23) ^ word).wrapping_mul(K1);
-        b = (b.rotate_left(31) ^ word).wrapping_mul(K2);
+    let mut a: [u64; HASH_LANES] = [native.len() as u64 ^ kind, K1, K2, K1 ^ K2];
+    let mut b: [u64; HASH_LANES] = [python.len() as u64 ^ K2, K2, K1, !K1];
+    let mut mix = |lane: usize, word: u64| {
+        a[lane] = (a[lane].rotate_left(23) ^ word).wrapping_mul(K1);
+        b[lane] = (b[lane].rotate_left(31) ^ word).wrapping_mul(K2);
+    };
+    for words in [native, python] {
+        let mut chunks = words.chunks_exact(HASH_LANES);
+        for chunk in &mut chunks {
+            (0..HASH_LANES).for_each(|lane| mix(lane, chunk[lane]));
+        }
+        chunks.remainder().iter().enumerate().for_each(|(lane, &word)| mix(lane, word));
     }
-    (finish(a), finish(b))
+    let fold = |lanes: [u64; HASH_LANES]| {
+        lanes.iter().enumerate().fold(0u64, |h, (i, &lane)| h ^ lane.rotate_left(16 * i as u32))
+    };
+    (finish(fold(a)), finish(fold(b)))
 }
+
+/// Chains per hash in [`stack_hash`].
+const HASH_LANES: usize = 4;
 
 fn finish(mut h: u64) -> u64 {
     h ^= h >> 33;
@@ -772,6 +792,35 @@ mod tests {
         let ends = tree.frames.iter().filter(|&&word| ends_a_stack(word)).count();
         assert_eq!(ends, 4, "two joins, two mapping markers");
         assert_eq!(indexed + ends, tree.len());
+    }
+
+    #[test]
+    fn each_word_of_a_stack_and_where_it_lies_change_its_hash() {
+        let native: Vec<u64> = (1..=9).map(|i| 0x7f00_0000_1000 + i * 0x40).collect();
+        let python: Vec<u64> = (1..=6).map(|i| PYTHON_TAG | i).collect();
+        let base = stack_hash(StackKind::Heap, &native, &python);
+        let mut seen = std::collections::HashSet::from([base.0, base.1]);
+        // A word changed in any lane, of either part.
+        for i in 0..native.len() {
+            let mut changed = native.clone();
+            changed[i] ^= 0x10;
+            let hash = stack_hash(StackKind::Heap, &changed, &python);
+            assert!(seen.insert(hash.0) && seen.insert(hash.1), "native word {i}");
+        }
+        for i in 0..python.len() {
+            let mut changed = python.clone();
+            changed[i] ^= 0x10;
+            let hash = stack_hash(StackKind::Heap, &native, &changed);
+            assert!(seen.insert(hash.0) && seen.insert(hash.1), "python word {i}");
+        }
+        // Two words of different lanes swapped; a word moved across the parts.
+        let mut swapped = native.clone();
+        swapped.swap(0, 1);
+        assert_ne!(stack_hash(StackKind::Heap, &swapped, &python), base);
+        let moved: Vec<u64> = python[1..].to_vec();
+        let longer: Vec<u64> = native.iter().copied().chain([python[0]]).collect();
+        assert_ne!(stack_hash(StackKind::Heap, &longer, &moved), base);
+        assert_ne!(stack_hash(StackKind::Mapping, &native, &python), base);
     }
 
     #[test]
