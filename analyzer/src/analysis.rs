@@ -65,6 +65,14 @@ pub struct BelowFloor {
     pub largest_bytes_per_epoch: u64,
 }
 
+impl BelowFloor {
+    /// "3 stacks keep 12.0 KiB/epoch alive", "1 stack keeps ...".
+    pub fn keep_words(&self) -> String {
+        let (noun, verb) = if self.stacks == 1 { ("stack", "keeps") } else { ("stacks", "keep") };
+        format!("{} {noun} {verb} {}/epoch alive", self.stacks, bytes(self.growth_bytes_per_epoch))
+    }
+}
+
 /// Allocations from one birth epoch still alive at the reference snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Survivor {
@@ -442,12 +450,10 @@ impl Analysis {
             VerdictKind::NoGrowth if self.growth_below_floor() => {
                 let below = &self.below_floor;
                 format!(
-                    "no stack keeps more than the noise floor ({}/epoch) alive epoch after epoch, but {} over {over}: {} stack{} keep {}/epoch alive below that floor, the largest {}/epoch; run the report with --noise-floor {} to rank them",
+                    "no stack keeps more than the noise floor ({}/epoch) alive epoch after epoch, but {} over {over}: {} below that floor, the largest {}/epoch; run the report with --noise-floor {} to rank them",
                     bytes(self.noise_floor),
                     traced_growth_words(v),
-                    below.stacks,
-                    if below.stacks == 1 { "" } else { "s" },
-                    bytes(below.growth_bytes_per_epoch),
+                    below.keep_words(),
                     bytes(below.largest_bytes_per_epoch),
                     floor_argument(below.largest_bytes_per_epoch / 2),
                 )

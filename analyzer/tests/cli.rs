@@ -417,7 +417,7 @@ fn growth_below_the_noise_floor_is_said_and_a_lower_floor_ranks_it() {
     let out = report(&path, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("none above the noise floor; 1 stack keep 50.0 KiB/epoch alive below it"), "{text}");
+    assert!(text.contains("none above the noise floor; 1 stack keeps 50.0 KiB/epoch alive below it"), "{text}");
     assert!(text.contains("Verdict (no_growth): no stack keeps more than the noise floor"), "{text}");
     assert!(text.contains("--noise-floor 25k"), "{text}");
     let v = json(&report(&path, &["--json"]));

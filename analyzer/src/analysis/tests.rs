@@ -206,7 +206,7 @@ fn the_noise_floor_follows_the_heap() {
     assert!(a.growth_below_floor());
     let message = a.verdict_message(None);
     assert!(
-        message.contains("1 stack keep 50.0 KiB/epoch alive below that floor")
+        message.contains("1 stack keeps 50.0 KiB/epoch alive below that floor")
             && message.contains("--noise-floor 25k")
             && !message.contains("no leak found"),
         "{message}"

@@ -395,10 +395,8 @@ pub fn render(report: &Report<'_>) -> String {
             let below = &a.below_floor;
             let _ = writeln!(
                 out,
-                "  none above the noise floor; {} stack{} keep {}/epoch alive below it, the largest {}/epoch (--noise-floor BYTES ranks them)",
-                below.stacks,
-                if below.stacks == 1 { "" } else { "s" },
-                bytes(below.growth_bytes_per_epoch),
+                "  none above the noise floor; {} below it, the largest {}/epoch (--noise-floor BYTES ranks them)",
+                below.keep_words(),
                 bytes(below.largest_bytes_per_epoch)
             );
         }
