@@ -352,14 +352,15 @@ fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
             (&"shared".into(), &(4 << 20).into()),
             "{line:#}"
         );
-        assert!(message.starts_with("train keeps about 4.00 MiB/epoch of shared memory alive"), "{message}");
+        let expected = format!("train (loader_epochs.py:{the_loop}) keeps about 4.00 MiB/epoch of shared memory alive");
+        assert!(message.starts_with(&expected), "{message}");
     } else {
         for rank in others {
             let suspect = &report["suspects"][rank.as_u64().unwrap() as usize - 1];
             assert_eq!(suspect["memory"], "mapped", "only a pymalloc arena joins the batches: {suspect:#}");
         }
         assert_eq!(line["memory"], "mixed", "{line:#}");
-        assert!(message.starts_with("train keeps about"), "{message}");
+        assert!(message.starts_with(&format!("train (loader_epochs.py:{the_loop}) keeps about")), "{message}");
         assert!(message.contains("of several kinds of memory alive"), "{message}");
     }
 }

@@ -101,8 +101,10 @@ fn assert_top_line_is(report: &Value, function: &str) {
     assert!(found.contains(function), "the top line is {found:?}, not {function}: {}", report["lines"]);
     let growth = |v: &Value| v["growth_bytes_per_epoch"].as_u64().unwrap_or(0);
     assert!(growth(line) >= growth(&suspects(report)[0]), "{}", report["lines"]);
+    let file = line["frame"]["file"].as_str().unwrap_or_default();
+    let at = format!("{found} ({}:{})", file.rsplit('/').next().unwrap_or_default(), line["frame"]["line"]);
     let verdict = report["verdict"]["message"].as_str().unwrap_or_default();
-    assert!(verdict.starts_with(found), "the verdict names another culprit: {verdict}");
+    assert!(verdict.starts_with(&at), "the verdict names another culprit than {at}: {verdict}");
 }
 
 fn summary(report: &Value) -> String {

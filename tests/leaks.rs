@@ -346,7 +346,8 @@ fn anonymous_mappings_left_behind_are_ranked_as_mapped_memory() {
     assert_eq!(report["verdict"]["kind"], "heap_leak");
     assert_eq!(report["verdict"]["mapped_growth_bytes"], 6 * (380 + 28 + 64 + 48) * KIB);
     let message = report["verdict"]["message"].as_str().unwrap();
-    assert!(message.starts_with("leak_mapped_pages keeps about 380 KiB/epoch of anonymous mapped memory"), "{message}");
+    let at = format!("leak_mapped_pages (mapped_leak.c:{leak_line})");
+    assert!(message.starts_with(&format!("{at} keeps about 380 KiB/epoch of anonymous mapped memory")), "{message}");
 
     let svg = run.dir.path().join("leaks.svg");
     let output =
@@ -381,6 +382,7 @@ fn suspects_of_one_line_are_summed_and_the_verdict_names_the_line() {
     assert_eq!(growth(small), 100 * 800);
     assert_eq!(report["suspects_in_lines"], 3);
     let verdict = report["verdict"]["message"].as_str().unwrap();
-    assert!(verdict.starts_with("keep_pairs keeps about 156 KiB/epoch alive"), "{verdict}");
+    let at = format!("keep_pairs (one_line.c:{})", line_of("programs/one_line.c", "the leaking line"));
+    assert!(verdict.starts_with(&format!("{at} keeps about 156 KiB/epoch alive")), "{verdict}");
     assert!(verdict.contains("through 2 stacks, 3 suspects in all"), "{verdict}");
 }

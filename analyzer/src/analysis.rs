@@ -32,6 +32,8 @@
 //!   suspect explains it, is memory copied from its parent as the process
 //!   writes pages they shared (its RSS counted them from the fork on).
 
+use std::borrow::Cow;
+
 use crate::format::bytes;
 use crate::trace::{IntMap, Memory, Trace};
 
@@ -350,9 +352,10 @@ impl LineMemory {
 
 /// What a `heap_leak` verdict names: the top line of the program's own code
 /// with the suspects it sums (see [`crate::lines`]), or the top suspect.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Culprit<'a> {
-    pub name: &'a str,
+    /// The line's function, with its file and line when known.
+    pub name: Cow<'a, str>,
     pub growth_bytes_per_epoch: u64,
     pub live_bytes: u64,
     pub suspects: usize,
@@ -363,7 +366,7 @@ impl<'a> Culprit<'a> {
     /// One suspect, known as `name`.
     pub fn suspect(suspect: &Suspect, name: &'a str) -> Culprit<'a> {
         Culprit {
-            name,
+            name: Cow::Borrowed(name),
             growth_bytes_per_epoch: suspect.growth_bytes_per_epoch,
             live_bytes: suspect.live_bytes,
             suspects: 1,

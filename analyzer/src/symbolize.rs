@@ -53,9 +53,16 @@ impl Frame {
     /// The frame's name in a flamegraph: Python frames add their source
     /// file's name and line, `train_step (train.py:42)`.
     pub fn label(&self) -> String {
-        if !self.python {
-            return self.function.clone();
+        if self.python {
+            self.located()
+        } else {
+            self.function.clone()
         }
+    }
+
+    /// The function with its source file's name and line, as much of them
+    /// as is known: `train_step (train.py:42)`.
+    pub fn located(&self) -> String {
         let file = self.file.as_deref().map(|f| f.rsplit('/').next().unwrap_or(f)).filter(|f| !f.is_empty());
         match (file, self.line) {
             (Some(file), Some(line)) => format!("{} ({file}:{line})", self.function),

@@ -581,7 +581,11 @@ fn python_frames_have_file_line_and_own_code_in_json() {
     assert!(step.get("module").is_none(), "{step}");
     assert_eq!(frames[4]["line"], 70);
     assert_eq!(frames.iter().find(|f| f["own_code"] == true).unwrap()["function"], "train_step");
-    assert!(v["verdict"]["message"].as_str().unwrap().starts_with("train_step keeps"), "{}", v["verdict"]);
+    assert!(
+        v["verdict"]["message"].as_str().unwrap().starts_with("train_step (train.py:42) keeps"),
+        "{}",
+        v["verdict"]
+    );
     let drawing = std::fs::read_to_string(v["flamegraph"].as_str().unwrap()).unwrap();
     assert!(drawing.contains("train_step (train.py:42)"), "the flamegraph labels Python frames with file and line");
 

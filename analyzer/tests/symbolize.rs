@@ -262,7 +262,7 @@ fn python_frames_replace_the_eval_loop_calls_that_ran_them() {
     assert_eq!(frames[1]["python"], true);
     assert_eq!(frames[1]["own_code"], true);
     assert_eq!(frames[0]["own_code"], false, "a Python frame of the program comes first");
-    assert!(v["verdict"]["message"].as_str().unwrap().starts_with("inner keeps"), "{}", v["verdict"]);
+    assert!(v["verdict"]["message"].as_str().unwrap().starts_with("inner (app.py:10) keeps"), "{}", v["verdict"]);
 
     let fallback = &v["suspects"][1];
     assert_eq!(

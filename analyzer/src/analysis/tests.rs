@@ -59,7 +59,7 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
     let (_, a) = run(&sim);
     assert_eq!(a.suspects.len(), 3);
     let line = |suspects, memory| Culprit {
-        name: "keep_history",
+        name: "keep_history".into(),
         growth_bytes_per_epoch: 200 * 1024,
         live_bytes: 2000 * 1024,
         suspects,

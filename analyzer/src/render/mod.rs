@@ -8,6 +8,7 @@ pub mod json;
 mod names;
 pub mod text;
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use crate::analysis::{Analysis, Culprit, NoiseFloor, Suspect};
@@ -195,11 +196,15 @@ impl Report<'_> {
     }
 }
 
-/// The top line as the verdict names it: by its function, or for a suspect
-/// without own code by its innermost frame.
+/// The top line as the verdict names it: by its function and where it is,
+/// or for a suspect without own code by its innermost frame.
 fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> {
     let best = &suspects[line.ranks[0] - 1];
-    let name = line.frame.as_ref().or(best.frames.first()).map_or("the top suspect", |f| f.function.as_str());
+    let name = line
+        .frame
+        .as_ref()
+        .or(best.frames.first())
+        .map_or(Cow::Borrowed("the top suspect"), |f| Cow::Owned(f.located()));
     Culprit {
         name,
         growth_bytes_per_epoch: line.growth_bytes_per_epoch,
