@@ -58,14 +58,25 @@ pub enum NoiseFloor {
 
 /// Stacks that keep memory alive epoch after epoch as suspects do, but
 /// each by no more than the noise floor.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BelowFloor {
     pub stacks: usize,
     /// Their growth per epoch, all together.
     pub growth_bytes_per_epoch: u64,
     /// The largest one's.
     pub largest_bytes_per_epoch: u64,
+    /// The [`STACKS_BY_LINE`] that grow the most, as suspects would be
+    /// (without their survivors), for the report to sum by line: a leak of
+    /// many small stacks under one line of code (a traced model's graph,
+    /// hundreds of objects of a few hundred bytes) has each stack below
+    /// the floor and the line far above any of them.
+    pub largest: Vec<Suspect>,
 }
+
+/// The most stacks the report sums by line (the best suspects, or the
+/// stacks below the floor that grow the most), so that a trace of thousands
+/// of growing stacks does not symbolize them all.
+pub const STACKS_BY_LINE: usize = 1000;
 
 impl BelowFloor {
     /// "3 stacks keep 12.0 KiB/epoch alive", "1 stack keeps ...".
@@ -387,7 +398,8 @@ impl Analysis {
     }
 
     /// The verdict in words; `culprit` is what a leak verdict names, the
-    /// top suspect (unnamed) when `None`.
+    /// top suspect (unnamed) when `None`, and for growth below the floor
+    /// the line the stacks below it keep the most through.
     pub fn verdict_message(&self, culprit: Option<Culprit<'_>>) -> String {
         let v = &self.verdict;
         let over = format!("{} epoch{}", v.epochs, if v.epochs == 1 { "" } else { "s" });
@@ -452,12 +464,27 @@ impl Analysis {
             ),
             VerdictKind::NoGrowth if self.growth_below_floor() => {
                 let below = &self.below_floor;
+                let largest = if below.stacks > 1 {
+                    format!(", the largest {}/epoch", bytes(below.largest_bytes_per_epoch))
+                } else {
+                    String::new()
+                };
+                let through = match culprit {
+                    Some(line) if line.suspects == below.stacks => format!(", all of it through {}", line.name),
+                    Some(line) => format!(
+                        ", {}/epoch of it through {} in {} stack{}",
+                        bytes(line.growth_bytes_per_epoch),
+                        line.name,
+                        line.suspects,
+                        if line.suspects == 1 { "" } else { "s" }
+                    ),
+                    None => String::new(),
+                };
                 format!(
-                    "no stack keeps more than the noise floor ({}/epoch) alive epoch after epoch, but {} over {over}: {} below that floor, the largest {}/epoch; run the report with --noise-floor {} to rank them",
+                    "no stack keeps more than the noise floor ({}/epoch) alive epoch after epoch, but {} over {over}: {} below that floor{largest}{through}; run the report with --noise-floor {} to rank them",
                     bytes(self.noise_floor),
                     traced_growth_words(v),
                     below.keep_words(),
-                    bytes(below.largest_bytes_per_epoch),
                     floor_argument(below.largest_bytes_per_epoch / 2),
                 )
             }
@@ -578,12 +605,10 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
             let growth = s.settled_bytes / settled_count;
             let grew = s.live_bytes > live_at_1.get(&stack).copied().unwrap_or(0);
             let piles_up = s.settled_hits >= needed && grew && growth > 0;
-            if piles_up && growth <= noise_floor {
-                below_floor.stacks += 1;
-                below_floor.growth_bytes_per_epoch += growth;
-                below_floor.largest_bytes_per_epoch = below_floor.largest_bytes_per_epoch.max(growth);
+            if !piles_up {
+                return None;
             }
-            (piles_up && growth > noise_floor).then_some(Suspect {
+            let suspect = Suspect {
                 stack,
                 growth_bytes_per_epoch: growth,
                 live_bytes: s.live_bytes,
@@ -591,15 +616,20 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
                 settled_with_survivors: s.settled_hits,
                 survivors: Vec::new(),
                 memory: trace.stacks.memory(stack),
-            })
+            };
+            if growth > noise_floor {
+                return Some(suspect);
+            }
+            below_floor.stacks += 1;
+            below_floor.growth_bytes_per_epoch += growth;
+            below_floor.largest_bytes_per_epoch = below_floor.largest_bytes_per_epoch.max(growth);
+            below_floor.largest.push(suspect);
+            None
         })
         .collect();
-    suspects.sort_by(|a, b| {
-        b.growth_bytes_per_epoch
-            .cmp(&a.growth_bytes_per_epoch)
-            .then(b.live_bytes.cmp(&a.live_bytes))
-            .then(a.stack.cmp(&b.stack))
-    });
+    suspects.sort_by(by_rank);
+    below_floor.largest.sort_by(by_rank);
+    below_floor.largest.truncate(STACKS_BY_LINE);
     let rank: IntMap<u32, usize> = suspects.iter().enumerate().map(|(i, s)| (s.stack, i)).collect();
     for &((stack, birth), c) in &state.pairs {
         if let Some(&i) = rank.get(&stack) {
@@ -627,6 +657,14 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     analysis.suspects = suspects;
     analysis.below_floor = below_floor;
     analysis
+}
+
+/// The suspects' order: growth, then live bytes, then stack id.
+fn by_rank(a: &Suspect, b: &Suspect) -> std::cmp::Ordering {
+    b.growth_bytes_per_epoch
+        .cmp(&a.growth_bytes_per_epoch)
+        .then(b.live_bytes.cmp(&a.live_bytes))
+        .then(a.stack.cmp(&b.stack))
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::analysis::{analyze, NoiseFloor};
 use crate::error::Failure;
+use crate::format::bytes;
 use crate::progress::{Progress, When};
-use crate::render::{self, flame, FlamegraphInfo, Report};
+use crate::render::{self, flame, Drawn, FlamegraphInfo, Report};
 use crate::symbolize::Symbolizer;
 use crate::trace::{load_showing, IntMap, LoadOptions, Trace};
 
@@ -196,18 +197,36 @@ fn report(
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
     let mut report = Report::build(&trace, &analysis, &mut symbolizer, top, floor);
 
-    // The flamegraph of leaked bytes: every suspect, weighed by its growth.
+    // The flamegraph of leaked bytes: every suspect, weighed by its growth;
+    // without suspects, the growth below the noise floor the report sums.
     let svg = output.unwrap_or_else(|| default_svg(path, "leaks"));
-    let mut stacks = Vec::with_capacity(analysis.suspects.len());
-    for (i, s) in analysis.suspects.iter().enumerate() {
-        let frames = match report.symbolized.get(i) {
-            Some(symbolized) => flame::fold(&symbolized.frames),
-            None => flame::fold(&render::stack_frames(&trace, &mut symbolizer, s.stack)),
-        };
-        stacks.push((frames, s.growth_bytes_per_epoch));
-    }
-    let subtitle = Some(format!("{} leak suspects, bytes leaked per epoch", analysis.suspects.len()));
-    let drawn = flame::write(&svg, "Leaked bytes per epoch", subtitle, &stacks, "no leak suspects")?;
+    let drawn = if report.below_floor.is_empty() {
+        let mut stacks = Vec::with_capacity(analysis.suspects.len());
+        for (i, s) in analysis.suspects.iter().enumerate() {
+            let frames = match report.symbolized.get(i) {
+                Some(symbolized) => flame::fold(&symbolized.frames),
+                None => flame::fold(&render::stack_frames(&trace, &mut symbolizer, s.stack)),
+            };
+            stacks.push((frames, s.growth_bytes_per_epoch));
+        }
+        let subtitle = Some(format!("{} leak suspects, bytes leaked per epoch", analysis.suspects.len()));
+        let drawn = flame::write(&svg, "Leaked bytes per epoch", subtitle, &stacks, "no leak suspects")?;
+        if drawn {
+            Drawn::Suspects
+        } else {
+            Drawn::Nothing
+        }
+    } else {
+        let stacks: Vec<flame::Folded> =
+            report.below_floor.iter().map(|s| (flame::fold(&s.frames), s.suspect.growth_bytes_per_epoch)).collect();
+        let subtitle = Some(format!(
+            "no suspect; the {} stacks below the noise floor ({}/epoch) that grow the most, bytes kept per epoch",
+            stacks.len(),
+            bytes(analysis.noise_floor)
+        ));
+        flame::write(&svg, "Growth below the noise floor, bytes per epoch", subtitle, &stacks, "no growth")?;
+        Drawn::BelowFloor
+    };
     report.flamegraph = Some(FlamegraphInfo { path: svg, drawn });
 
     progress.finish();

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use analyzer::synth::{all_behaviours, write_temp, Sim, TempFile};
-use trace_format::{file_header, frame_record, Record, FORMAT_VERSION};
+use trace_format::{file_header, frame_record, Frame, PyCode, PyFrame, Record, FORMAT_VERSION};
 
 fn analyzer(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run the analyzer")
@@ -424,7 +424,12 @@ fn growth_below_the_noise_floor_is_said_and_a_lower_floor_ranks_it() {
     assert_eq!(v["suspects"].as_array().unwrap().len(), 0);
     assert_eq!(
         v["analysis"]["below_noise_floor"],
-        serde_json::json!({"stacks": 1, "growth_bytes_per_epoch": 51200, "largest_bytes_per_epoch": 51200})
+        serde_json::json!({
+            "stacks": 1,
+            "growth_bytes_per_epoch": 51200,
+            "largest_bytes_per_epoch": 51200,
+            "lines": [{"frame": null, "memory": "heap", "growth_bytes_per_epoch": 51200, "live_bytes": 512000, "live_count": 10, "stacks": 1}]
+        })
     );
     for floor in ["25k", "25600", "25K"] {
         let v = json(&report(&path, &["--json", "--noise-floor", floor]));
@@ -502,7 +507,33 @@ const TRAIN_STEP_LINES: [u8; 5] = [0x80 | 1, 0x05, 0x80 | (12 << 3) | 3, 0x00, 0
 /// A leak made by Python code: Module._call_impl (torch, installed) called
 /// by train_step (/job/train.py:42) called by the script's top level.
 fn python_trace(allocator: &str) -> TempFile {
-    use trace_format::{Frame, PyCode, PyFrame};
+    let mut sim = python_sim(allocator);
+    sim.stack_frames(
+        1,
+        vec![
+            Frame::Native(0x40_1000),
+            Frame::Native(0x40_2000),
+            py(0x7f00_3000, 5, false),
+            py(0x7f00_1000, 3, false),
+            py(0x7f00_2000, 0, true),
+        ],
+    );
+    for e in 0..8 {
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    write_temp("python.bin", &sim.bytes())
+}
+
+fn py(code: u64, instruction: u32, entry: bool) -> Frame {
+    Frame::Python(PyFrame { code, instruction, entry })
+}
+
+/// A run of `/job/train.py` with its code objects: `train_step` (line 42
+/// at instruction 3), `<module>` (line 70 at instruction 0) and an
+/// installed package's `Module._call_impl` (line 1506 at instruction 5).
+fn python_sim(allocator: &str) -> Sim {
     let mut sim = Sim::new("/usr/bin/python3.11");
     let process = sim.process_mut();
     process.cmdline = vec!["python3.11".into(), "/job/train.py".into()];
@@ -530,23 +561,67 @@ fn python_trace(allocator: &str) -> TempFile {
         first_line: 1500,
         linetable: vec![0x80 | (13 << 3) | 7, 0x0c],
     });
-    let py = |code: u64, instruction: u32, entry: bool| Frame::Python(PyFrame { code, instruction, entry });
-    sim.stack_frames(
-        1,
-        vec![
-            Frame::Native(0x40_1000),
-            Frame::Native(0x40_2000),
-            py(0x7f00_3000, 5, false),
-            py(0x7f00_1000, 3, false),
-            py(0x7f00_2000, 0, true),
-        ],
-    );
-    for e in 0..8 {
-        sim.alloc_many(1, 100, 1024);
+    sim
+}
+
+/// Forty stacks through `train_step` line 42 keep 2 KiB an epoch alive
+/// each, one through `<module>` line 70 keeps 8 KiB, in a 100 MiB heap
+/// (a noise floor of about 100 KiB an epoch): each stack is below the
+/// floor, line 42 far above any of them.
+#[test]
+fn stacks_below_the_noise_floor_are_summed_by_line() {
+    let mut sim = python_sim("malloc (every Python object reaches malloc: exact attribution)");
+    for stack in 1..=40 {
+        let native = Frame::Native(0x40_0000 + u64::from(stack) * 0x100);
+        sim.stack_frames(stack, vec![native, py(0x7f00_1000, 3, false), py(0x7f00_2000, 0, true)]);
+    }
+    sim.stack_frames(41, vec![Frame::Native(0x40_9000), py(0x7f00_2000, 0, true)]);
+    sim.stack(42, vec![0x40_a000]);
+    for e in 0..10 {
+        if e == 0 {
+            sim.alloc_many(42, 100, 1 << 20);
+        }
+        for stack in 1..=40 {
+            sim.alloc_many(stack, 1, 2048);
+        }
+        sim.alloc_many(41, 1, 8192);
         sim.mark(&format!("epoch {e}"));
     }
     sim.exit();
-    write_temp("python.bin", &sim.bytes())
+    let path = write_temp("below_floor.bin", &sim.bytes());
+
+    let text = stdout(&report(&path, &[]));
+    let expected = [
+        "none above the noise floor; 41 stacks keep 88.0 KiB/epoch alive below it",
+        "  below it, all of them summed by their first frame in the program's own code:",
+        "    +80.0 KiB/epoch   live now 800 KiB   40 stacks",
+        "      > train_step  /job/train.py:42",
+        "    +8.00 KiB/epoch   live now 80.0 KiB   1 stack",
+        "      > <module>  /job/train.py:70",
+        ", 80.0 KiB/epoch of it through train_step (train.py:42) in 40 stacks; run the report with --noise-floor",
+        "Flamegraph of the growth below the noise floor: ",
+    ];
+    for needle in expected {
+        assert!(text.contains(needle), "{needle:?} in {text}");
+    }
+    let drawing = std::fs::read_to_string(path.with_extension("bin.leaks.svg")).unwrap();
+    for needle in ["Growth below the noise floor", "train_step (train.py:42) (81,920 bytes, 90.91%)"] {
+        assert!(drawing.contains(needle), "{needle:?} in the flamegraph");
+    }
+    let v = json(&report(&path, &["--json"]));
+    assert_eq!(v["verdict"]["kind"], "no_growth");
+    let lines = v["analysis"]["below_noise_floor"]["lines"].as_array().unwrap();
+    let summed: Vec<_> =
+        lines.iter().map(|l| (&l["frame"]["line"], &l["stacks"], &l["growth_bytes_per_epoch"])).collect();
+    assert_eq!(summed, [(&42.into(), &40.into(), &(40 * 2048).into()), (&70.into(), &1.into(), &8192.into())]);
+
+    // With suspects to rank, the stacks below the floor are only counted.
+    let v = json(&report(&path, &["--json", "--noise-floor", "4k"]));
+    assert_eq!(v["suspects"].as_array().unwrap().len(), 1);
+    assert_eq!(v["analysis"]["below_noise_floor"]["stacks"], 40);
+    assert_eq!(v["analysis"]["below_noise_floor"]["lines"], serde_json::json!([]));
+    let text = stdout(&report(&path, &["--noise-floor", "4k"]));
+    assert!(text.contains("Flamegraph of leaked bytes: "), "{text}");
 }
 
 #[test]

@@ -178,7 +178,10 @@ fn a_leak_below_the_noise_floor_is_not_listed() {
     let (_, a) = run(&sim);
     assert_eq!(a.noise_floor, NOISE_FLOOR_MIN);
     assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
-    assert_eq!(a.below_floor, BelowFloor { stacks: 1, growth_bytes_per_epoch: 1000, largest_bytes_per_epoch: 1000 });
+    let below = &a.below_floor;
+    assert_eq!((below.stacks, below.growth_bytes_per_epoch, below.largest_bytes_per_epoch), (1, 1000, 1000));
+    let largest: Vec<(u32, u64)> = below.largest.iter().map(|s| (s.stack, s.growth_bytes_per_epoch)).collect();
+    assert_eq!(largest, [(1, 1000)]);
     // The heap grew by less than the floor an epoch: nothing to point at.
     assert!(!a.growth_below_floor());
     assert!(a.verdict_message(None).starts_with("no leak found"), "{}", a.verdict_message(None));
@@ -209,6 +212,47 @@ fn the_noise_floor_follows_the_heap() {
         message.contains("1 stack keeps 50.0 KiB/epoch alive below that floor")
             && message.contains("--noise-floor 25k")
             && !message.contains("no leak found"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_stacks_below_the_floor_that_grow_the_most_are_kept_in_order() {
+    let stacks = STACKS_BY_LINE as u32 + 10;
+    let sim = scenario(10, |sim, _| {
+        for stack in 1..=stacks {
+            sim.alloc_many(stack, 1, 16 + u64::from(stack));
+        }
+    });
+    let (_, a) = run_with_floor(&sim, NoiseFloor::Bytes(1 << 20));
+    assert_eq!(a.below_floor.stacks, stacks as usize);
+    let kept: Vec<u32> = a.below_floor.largest.iter().map(|s| s.stack).collect();
+    assert_eq!(kept, (11..=stacks).rev().collect::<Vec<_>>(), "the largest {STACKS_BY_LINE}, largest first");
+}
+
+#[test]
+fn growth_below_the_floor_names_the_line_most_of_it_goes_through() {
+    let (_, a) = run(&small_leak_in_a_large_heap());
+    let line = |suspects| Culprit {
+        name: "keep (train.py:9)".into(),
+        growth_bytes_per_epoch: 40 * 1024,
+        live_bytes: 400 * 1024,
+        suspects,
+        memory: LineMemory::Only(Memory::Heap),
+    };
+    // The one stack below the floor is the line's.
+    let message = a.verdict_message(Some(line(1)));
+    assert!(
+        message
+            .contains("1 stack keeps 50.0 KiB/epoch alive below that floor, all of it through keep (train.py:9); run"),
+        "{message}"
+    );
+    let mut a = a;
+    a.below_floor.stacks = 3;
+    let message = a.verdict_message(Some(line(2)));
+    assert!(
+        message
+            .contains(", the largest 50.0 KiB/epoch, 40.0 KiB/epoch of it through keep (train.py:9) in 2 stacks; run"),
         "{message}"
     );
 }

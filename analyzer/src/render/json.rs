@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::Report;
+use crate::lines::LeakLine;
 use crate::symbolize::Frame;
 
 #[derive(Serialize)]
@@ -18,7 +19,7 @@ struct JsonReport<'a> {
     notes: Vec<JsonNote<'a>>,
     process: JsonProcess<'a>,
     epochs: Vec<JsonEpoch<'a>>,
-    analysis: JsonAnalysis,
+    analysis: JsonAnalysis<'a>,
     suspect_count: usize,
     lines: Vec<JsonLine<'a>>,
     suspects_in_lines: usize,
@@ -83,21 +84,30 @@ struct JsonEpoch<'a> {
 }
 
 #[derive(Serialize)]
-struct JsonAnalysis {
+struct JsonAnalysis<'a> {
     first_analysed_epoch: u32,
     analysed_epochs: usize,
     exit_epoch_dropped: bool,
     reference_epoch: Option<u32>,
     settled_birth_epochs: Option<[u32; 2]>,
     noise_floor_bytes_per_epoch: u64,
-    below_noise_floor: JsonBelowFloor,
+    below_noise_floor: JsonBelowFloor<'a>,
 }
 
 #[derive(Serialize)]
-struct JsonBelowFloor {
+struct JsonBelowFloor<'a> {
     stacks: usize,
     growth_bytes_per_epoch: u64,
     largest_bytes_per_epoch: u64,
+    /// When they make the verdict's point: the largest of them summed by line.
+    lines: Vec<JsonBelowFloorLine<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonBelowFloorLine<'a> {
+    #[serde(flatten)]
+    sum: JsonLineSum<'a>,
+    stacks: usize,
 }
 
 #[derive(Serialize)]
@@ -125,12 +135,29 @@ struct JsonSuspect<'a> {
 /// Suspects summed by their first frame in the program's own code.
 #[derive(Serialize)]
 struct JsonLine<'a> {
+    #[serde(flatten)]
+    sum: JsonLineSum<'a>,
+    suspect_ranks: &'a [usize],
+}
+
+/// What a line sums.
+#[derive(Serialize)]
+struct JsonLineSum<'a> {
     frame: Option<JsonFrame<'a>>,
     memory: &'static str,
     growth_bytes_per_epoch: u64,
     live_bytes: u64,
     live_count: u64,
-    suspect_ranks: &'a [usize],
+}
+
+fn line_sum(line: &LeakLine) -> JsonLineSum<'_> {
+    JsonLineSum {
+        frame: line.frame.as_ref().map(frame),
+        memory: line.memory.name(),
+        growth_bytes_per_epoch: line.growth_bytes_per_epoch,
+        live_bytes: line.live_bytes,
+        live_count: line.live_count,
+    }
 }
 
 #[derive(Serialize)]
@@ -239,21 +266,15 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 stacks: a.below_floor.stacks,
                 growth_bytes_per_epoch: a.below_floor.growth_bytes_per_epoch,
                 largest_bytes_per_epoch: a.below_floor.largest_bytes_per_epoch,
+                lines: report
+                    .below_floor_lines
+                    .iter()
+                    .map(|l| JsonBelowFloorLine { sum: line_sum(l), stacks: l.ranks.len() })
+                    .collect(),
             },
         },
         suspect_count: a.suspects.len(),
-        lines: report
-            .lines
-            .iter()
-            .map(|l| JsonLine {
-                frame: l.frame.as_ref().map(frame),
-                memory: l.memory.name(),
-                growth_bytes_per_epoch: l.growth_bytes_per_epoch,
-                live_bytes: l.live_bytes,
-                live_count: l.live_count,
-                suspect_ranks: &l.ranks,
-            })
-            .collect(),
+        lines: report.lines.iter().map(|l| JsonLine { sum: line_sum(l), suspect_ranks: &l.ranks }).collect(),
         suspects_in_lines: report.symbolized.len(),
         suspects: report
             .shown()

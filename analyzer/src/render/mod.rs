@@ -11,7 +11,7 @@ pub mod text;
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-use crate::analysis::{Analysis, Culprit, NoiseFloor, Suspect};
+use crate::analysis::{Analysis, Culprit, NoiseFloor, Suspect, STACKS_BY_LINE};
 use crate::lines::{self, LeakLine};
 use crate::symbolize::{Frame, Symbolizer};
 use crate::trace::{Memory, Trace};
@@ -38,8 +38,18 @@ impl ShownSuspect {
 #[derive(Debug, Clone)]
 pub struct FlamegraphInfo {
     pub path: PathBuf,
-    /// False when there was nothing to draw (a placeholder frame was drawn).
-    pub drawn: bool,
+    pub drawn: Drawn,
+}
+
+/// What the report's flamegraph shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drawn {
+    /// The suspects, each by its growth.
+    Suspects,
+    /// No suspect: the stacks below the noise floor that grow the most.
+    BelowFloor,
+    /// Nothing to draw: a placeholder frame.
+    Nothing,
 }
 
 /// The complete result of `analyzer report`.
@@ -54,6 +64,10 @@ pub struct Report<'t> {
     top: usize,
     /// The symbolized suspects summed by their line of own code, ranked.
     pub lines: Vec<LeakLine>,
+    /// When there is no suspect but growth below the noise floor, the
+    /// stacks below it that grow the most, symbolized, and summed by line.
+    pub below_floor: Vec<ShownSuspect>,
+    pub below_floor_lines: Vec<LeakLine>,
     pub verdict_message: String,
     pub flamegraph: Option<FlamegraphInfo>,
     /// Problems met along the way (one line each).
@@ -64,10 +78,6 @@ pub struct Report<'t> {
     /// Traces beside it named like descendants' that other runs left.
     pub other_runs: usize,
 }
-
-/// The lines sum this many suspects at most (the best), so that a trace of
-/// thousands of growing stacks does not symbolize them all.
-pub const SUSPECTS_IN_LINES: usize = 1000;
 
 /// The innermost frame shown for a stack that made an anonymous mapping.
 pub const MAPPING_FRAME: &str = "[anonymous mmap]";
@@ -159,19 +169,20 @@ impl<'t> Report<'t> {
         top: usize,
         floor: NoiseFloor,
     ) -> Report<'t> {
-        let symbolized: Vec<ShownSuspect> = analysis
-            .suspects
-            .iter()
-            .take(top.max(SUSPECTS_IN_LINES))
-            .enumerate()
-            .map(|(i, s)| {
-                let frames = stack_frames(trace, symbolizer, s.stack);
-                let explanation = explanation(trace, s, &frames);
-                ShownSuspect { rank: i + 1, suspect: s.clone(), frames, explanation }
-            })
-            .collect();
-        let lines = lines::group(symbolized.iter().map(|s| (s.rank, &s.suspect, s.own_frame())));
-        let verdict_message = analysis.verdict_message(lines.first().map(|line| culprit(line, &symbolized)));
+        let symbolized = symbolize(trace, symbolizer, analysis.suspects.iter().take(top.max(STACKS_BY_LINE)));
+        let lines = by_line(&symbolized);
+        let below_floor = if analysis.growth_below_floor() {
+            symbolize(trace, symbolizer, analysis.below_floor.largest.iter())
+        } else {
+            Vec::new()
+        };
+        let below_floor_lines = by_line(&below_floor);
+        let culprit = match (lines.first(), below_floor_lines.first()) {
+            (Some(line), _) => Some(culprit(line, &symbolized)),
+            (None, Some(line)) => Some(culprit(line, &below_floor)),
+            (None, None) => None,
+        };
+        let verdict_message = analysis.verdict_message(culprit);
         let beside = crate::trace::descendant_traces(&trace.path);
         let descendants = crate::findings::look_at(beside.traces, floor);
         Report {
@@ -180,6 +191,8 @@ impl<'t> Report<'t> {
             symbolized,
             top,
             lines,
+            below_floor,
+            below_floor_lines,
             verdict_message,
             flamegraph: None,
             warnings: Vec::new(),
@@ -187,6 +200,26 @@ impl<'t> Report<'t> {
             other_runs: beside.other_runs,
         }
     }
+}
+
+/// `suspects` with their stacks symbolized, ranked from 1 in their order.
+fn symbolize<'a>(
+    trace: &Trace,
+    symbolizer: &mut Symbolizer<'_>,
+    suspects: impl Iterator<Item = &'a Suspect>,
+) -> Vec<ShownSuspect> {
+    suspects
+        .enumerate()
+        .map(|(i, s)| {
+            let frames = stack_frames(trace, symbolizer, s.stack);
+            let explanation = explanation(trace, s, &frames);
+            ShownSuspect { rank: i + 1, suspect: s.clone(), frames, explanation }
+        })
+        .collect()
+}
+
+fn by_line(suspects: &[ShownSuspect]) -> Vec<LeakLine> {
+    lines::group(suspects.iter().map(|s| (s.rank, &s.suspect, s.own_frame())))
 }
 
 impl Report<'_> {
@@ -200,13 +233,9 @@ impl Report<'_> {
 /// or for a suspect without own code by its innermost frame.
 fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> {
     let best = &suspects[line.ranks[0] - 1];
-    let name = line
-        .frame
-        .as_ref()
-        .or(best.frames.first())
-        .map_or(Cow::Borrowed("the top suspect"), |f| Cow::Owned(f.located()));
+    let frame = line.frame.as_ref().or(best.frames.first());
     Culprit {
-        name,
+        name: frame.map_or(Cow::Borrowed("the top suspect"), |f| Cow::Owned(f.located())),
         growth_bytes_per_epoch: line.growth_bytes_per_epoch,
         live_bytes: line.live_bytes,
         suspects: line.ranks.len(),

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{names, Report, ShownSuspect};
+use super::{names, Drawn, Report, ShownSuspect};
 use crate::analysis::{LineMemory, Survivor, VerdictKind};
 use crate::findings::{program_trace, DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
@@ -17,6 +17,8 @@ const SURVIVOR_ITEMS: usize = 12;
 const FRAMES_SHOWN: usize = 40;
 /// Leaking lines shown.
 const LINES_SHOWN: usize = 10;
+/// Lines of the stacks below the noise floor shown.
+const BELOW_FLOOR_LINES_SHOWN: usize = 3;
 
 fn how_epochs_were_cut(trace: &Trace) -> String {
     let mut causes: Vec<(&str, usize)> = Vec::new();
@@ -326,6 +328,43 @@ fn lines_section(out: &mut String, report: &Report<'_>) {
     }
 }
 
+/// The lines the largest stacks below the noise floor come through.
+fn below_floor_lines(out: &mut String, report: &Report<'_>) {
+    let lines = &report.below_floor_lines;
+    if lines.is_empty() {
+        return;
+    }
+    let largest = report.analysis.below_floor.largest.len();
+    let of = if largest < report.analysis.below_floor.stacks {
+        format!("the {largest} that keep the most")
+    } else {
+        "all of them".to_string()
+    };
+    let _ = writeln!(out, "  below it, {of} summed by their first frame in the program's own code:");
+    for line in lines.iter().take(BELOW_FLOOR_LINES_SHOWN) {
+        let stacks = line.ranks.len();
+        let _ = writeln!(
+            out,
+            "    +{}/epoch{}   live now {}   {stacks} stack{}",
+            bytes(line.growth_bytes_per_epoch),
+            memory_label(line.memory),
+            bytes(line.live_bytes),
+            if stacks == 1 { "" } else { "s" }
+        );
+        let innermost = report.below_floor[line.ranks[0] - 1].frames.first();
+        let _ = match (&line.frame, innermost) {
+            (Some(frame), _) => writeln!(out, "      {}", frame_line(frame, true)),
+            (None, Some(frame)) => {
+                writeln!(out, "      {}   (no frame in the program's own code)", frame_line(frame, false))
+            }
+            (None, None) => writeln!(out, "      (no frame in the program's own code)"),
+        };
+    }
+    if lines.len() > BELOW_FLOOR_LINES_SHOWN {
+        let _ = writeln!(out, "    ... {} more lines (--json lists them all)", lines.len() - BELOW_FLOOR_LINES_SHOWN);
+    }
+}
+
 /// "   mapped memory", "   shared memory" or "   mixed memory" after a
 /// growth; nothing for the heap.
 fn memory_label(memory: LineMemory) -> String {
@@ -399,6 +438,7 @@ pub fn render(report: &Report<'_>) -> String {
                 below.keep_words(),
                 bytes(below.largest_bytes_per_epoch)
             );
+            below_floor_lines(&mut out, report);
         }
         for s in report.shown() {
             suspect_block(&mut out, s);
@@ -431,11 +471,12 @@ pub fn render(report: &Report<'_>) -> String {
         let _ = writeln!(out, "Note: {note}");
     }
     if let Some(fg) = &report.flamegraph {
-        if fg.drawn {
-            let _ = writeln!(out, "Flamegraph of leaked bytes: {}", fg.path.display());
-        } else {
-            let _ = writeln!(out, "Flamegraph: {} (no leak suspects, nothing to draw)", fg.path.display());
-        }
+        let path = fg.path.display();
+        let _ = match fg.drawn {
+            Drawn::Suspects => writeln!(out, "Flamegraph of leaked bytes: {path}"),
+            Drawn::BelowFloor => writeln!(out, "Flamegraph of the growth below the noise floor: {path}"),
+            Drawn::Nothing => writeln!(out, "Flamegraph: {path} (no leak suspects, nothing to draw)"),
+        };
     }
     out
 }
