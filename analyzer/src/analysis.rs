@@ -371,6 +371,9 @@ pub struct Culprit<'a> {
     pub live_bytes: u64,
     pub suspects: usize,
     pub memory: LineMemory,
+    /// What the memory of the line's best suspect is, when the report
+    /// knows (a library's cache or records), with that suspect's rank.
+    pub known_as: Option<(&'a str, usize)>,
 }
 
 impl<'a> Culprit<'a> {
@@ -382,6 +385,7 @@ impl<'a> Culprit<'a> {
             live_bytes: suspect.live_bytes,
             suspects: 1,
             memory: LineMemory::Only(suspect.memory),
+            known_as: None,
         }
     }
 }
@@ -425,6 +429,9 @@ impl Analysis {
                     },
                     traced_growth_words(v),
                 );
+                if let Some((what, rank)) = top.known_as {
+                    msg.push_str(&format!("; the memory is {what} (see suspect #{rank})"));
+                }
                 if rss_outgrew_traced_memory(v) {
                     msg.push_str(&format!(
                         "; {}, much more than the heap and mappings: the rest ({}) is outside what the tracer sees",

@@ -259,7 +259,6 @@ pub fn snapshot_count(records: &[Record]) -> usize {
     records.iter().filter(|r| matches!(r, Record::Snapshot(_))).count()
 }
 
-/// Runs `analyzer report --json` and parses its output.
 /// The text report of a trace (its flamegraph drawn beside it).
 pub fn report_text(trace: &Path) -> String {
     let output = Command::new(analyzer()).arg("report").arg(trace).output().unwrap();
@@ -272,6 +271,7 @@ pub fn report_text(trace: &Path) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Runs `analyzer report --json` and parses its output.
 pub fn report_json(trace: &Path) -> serde_json::Value {
     let output = Command::new(analyzer()).arg("report").arg(trace).arg("--json").output().unwrap();
     assert!(

@@ -64,6 +64,7 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
         live_bytes: 2000 * 1024,
         suspects,
         memory,
+        known_as: None,
     };
     let heap = LineMemory::Only(Memory::Heap);
     let msg = a.verdict_message(Some(line(2, heap)));
@@ -239,6 +240,7 @@ fn growth_below_the_floor_names_the_line_most_of_it_goes_through() {
         live_bytes: 400 * 1024,
         suspects,
         memory: LineMemory::Only(Memory::Heap),
+        known_as: None,
     };
     // The one stack below the floor is the line's.
     let message = a.verdict_message(Some(line(1)));

@@ -123,7 +123,7 @@ struct JsonSuspect<'a> {
     stack_id: u32,
     memory: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    explanation: Option<&'static str>,
+    explanation: Option<String>,
     growth_bytes_per_epoch: u64,
     live_bytes: u64,
     live_count: u64,
@@ -283,7 +283,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 rank: s.rank,
                 stack_id: s.suspect.stack,
                 memory: s.suspect.memory.name(),
-                explanation: s.explanation,
+                explanation: s.explanation.map(ToString::to_string),
                 growth_bytes_per_epoch: s.suspect.growth_bytes_per_epoch,
                 live_bytes: s.suspect.live_bytes,
                 live_count: s.suspect.live_count,

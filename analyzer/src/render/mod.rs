@@ -3,6 +3,7 @@
 //! [`Report`] gathers the analysis with the symbolized stacks of what is
 //! shown; [`text`] and [`json`] only format it.
 
+mod explain;
 pub mod flame;
 pub mod json;
 mod names;
@@ -24,7 +25,7 @@ pub struct ShownSuspect {
     pub frames: Vec<Frame>,
     /// Why the suspect's memory is what it is, when the report knows better
     /// than its stack (pymalloc's arenas).
-    pub explanation: Option<&'static str>,
+    pub explanation: Option<&'static explain::Explanation>,
 }
 
 impl ShownSuspect {
@@ -109,50 +110,6 @@ fn placeholder(function: String) -> Frame {
     Frame::named(0, function)
 }
 
-fn pymalloc_in_force(trace: &Trace) -> bool {
-    trace.process.setting("python_allocator").is_some_and(|value| value.starts_with("pymalloc"))
-}
-
-/// The note for a Python process whose small objects came from pymalloc.
-pub fn pymalloc_note(trace: &Trace) -> Option<&'static str> {
-    pymalloc_in_force(trace).then_some(
-        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced individually, only the arenas that hold them (as mapped memory); run with PYTHONMALLOC=malloc for exact attribution",
-    )
-}
-
-/// What a mapping suspect made by pymalloc's arena allocator is.
-pub const PYMALLOC_ARENAS: &str = "pymalloc arenas: this memory holds Python objects of 512 bytes or less; an arena is charged to the line whose object needed it, so objects of other lines may live there too; run with PYTHONMALLOC=malloc for exact attribution";
-
-/// The interpreter functions that map pymalloc's arenas (3.11 and 3.12+ names).
-const ARENA_MAPPERS: &[&str] = &["_PyObject_ArenaMmap", "_PyMem_ArenaAlloc", "new_arena"];
-
-/// What a shared-memory suspect mapped as torch rebuilt a tensor another
-/// process sent (a DataLoader worker's batch) is.
-pub const WORKER_BATCHES: &str = "batches from DataLoader workers: each arrives in shared memory that this process maps, and stays mapped as long as the batch or anything still holding it is kept (a list of batches, a loss or output kept with its autograd graph); keep numbers (.item()) or copies (.clone()) of what you need";
-
-/// torch's functions that map a tensor another process sent.
-const SHARED_TENSOR_REBUILDERS: &[&str] = &["rebuild_storage_fd", "rebuild_storage_filename"];
-
-fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'static str> {
-    match suspect.memory {
-        Memory::Mapped => {
-            let by_arena_allocator = || {
-                frames.iter().any(|f| {
-                    !f.python
-                        && crate::merge::is_python_module(f.module.as_deref())
-                        && ARENA_MAPPERS.contains(&crate::merge::base_name(&f.function))
-                })
-            };
-            (pymalloc_in_force(trace) && by_arena_allocator()).then_some(PYMALLOC_ARENAS)
-        }
-        Memory::Shared => frames
-            .iter()
-            .any(|f| f.python && SHARED_TENSOR_REBUILDERS.contains(&f.function.as_str()))
-            .then_some(WORKER_BATCHES),
-        Memory::Heap => None,
-    }
-}
-
 /// Warnings about the trace itself (beyond how it ended).
 pub fn trace_warnings(trace: &Trace) -> Vec<String> {
     trace.stacks.conflict_warning().into_iter().collect()
@@ -212,7 +169,7 @@ fn symbolize<'a>(
         .enumerate()
         .map(|(i, s)| {
             let frames = stack_frames(trace, symbolizer, s.stack);
-            let explanation = explanation(trace, s, &frames);
+            let explanation = explain::explanation(trace, s, &frames);
             ShownSuspect { rank: i + 1, suspect: s.clone(), frames, explanation }
         })
         .collect()
@@ -240,6 +197,7 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> 
         live_bytes: line.live_bytes,
         suspects: line.ranks.len(),
         memory: line.memory,
+        known_as: best.explanation.map(|e| (e.what, best.rank)),
     }
 }
 

@@ -467,7 +467,7 @@ pub fn render(report: &Report<'_>) -> String {
     if let Some(note) = findings_note(&report.descendants) {
         let _ = writeln!(out, "Note: {note} (findings, under Run)");
     }
-    if let Some(note) = super::pymalloc_note(trace) {
+    if let Some(note) = super::explain::pymalloc_note(trace) {
         let _ = writeln!(out, "Note: {note}");
     }
     if let Some(fg) = &report.flamegraph {

@@ -1,0 +1,177 @@
+//! What a suspect's memory is, when its stack tells more than its frames
+//! say by themselves: memory the interpreter or a library keeps for a
+//! reason of its own, with what to do about it.
+//!
+//! Each explanation is recognised by a function on the stack, and is said
+//! under the suspect (and in its JSON `explanation`); the ranking and the
+//! verdict do not change.
+
+use std::fmt;
+
+use crate::analysis::Suspect;
+use crate::merge::{base_name, is_python_module};
+use crate::symbolize::Frame;
+use crate::trace::{Memory, Trace};
+
+/// A known reason for a suspect's memory to be kept.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Explanation {
+    /// What the memory is, as the verdict names it.
+    pub what: &'static str,
+    /// Why it stays, and what to do.
+    pub detail: &'static str,
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.what, self.detail)
+    }
+}
+
+fn pymalloc_in_force(trace: &Trace) -> bool {
+    trace.process.setting("python_allocator").is_some_and(|value| value.starts_with("pymalloc"))
+}
+
+/// The note for a Python process whose small objects came from pymalloc.
+pub fn pymalloc_note(trace: &Trace) -> Option<&'static str> {
+    pymalloc_in_force(trace).then_some(
+        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced individually, only the arenas that hold them (as mapped memory); run with PYTHONMALLOC=malloc for exact attribution",
+    )
+}
+
+/// What a mapping suspect made by pymalloc's arena allocator is.
+const PYMALLOC_ARENAS: Explanation = Explanation {
+    what: "pymalloc arenas",
+    detail: "this memory holds Python objects of 512 bytes or less; an arena is charged to the line whose object needed it, so objects of other lines may live there too; run with PYTHONMALLOC=malloc for exact attribution",
+};
+
+/// The interpreter functions that map pymalloc's arenas (3.11 and 3.12+ names).
+const ARENA_MAPPERS: &[&str] = &["_PyObject_ArenaMmap", "_PyMem_ArenaAlloc", "new_arena"];
+
+/// What a shared-memory suspect mapped as torch rebuilt a tensor another
+/// process sent (a DataLoader worker's batch) is.
+const WORKER_BATCHES: Explanation = Explanation {
+    what: "batches from DataLoader workers",
+    detail: "each arrives in shared memory that this process maps, and stays mapped as long as the batch or anything still holding it is kept (a list of batches, a loss or output kept with its autograd graph); keep numbers (.item()) or copies (.clone()) of what you need",
+};
+
+/// torch's functions that map a tensor another process sent.
+const SHARED_TENSOR_REBUILDERS: &[&str] = &["rebuild_storage_fd", "rebuild_storage_filename"];
+
+/// What memory allocated inside the PyTorch profiler's operator callbacks is.
+const PROFILER_RECORDS: Explanation = Explanation {
+    what: "the PyTorch profiler's records",
+    detail: "while a profiler runs it keeps a record of every operator, in blocks allocated by whichever operator fills the last one (so the line above is only where the records happened to grow); stop it (prof.stop(), or leave its `with` block) or give it a schedule that records a few steps",
+};
+
+/// The functions of the profiler's operator callbacks (the C++ namespaces
+/// of torch 2.x's profiler and of its older autograd profiler).
+const PROFILER_NAMESPACES: &[&str] = &["torch::profiler::impl::", "torch::autograd::profiler::"];
+
+/// What memory allocated while oneDNN created a primitive for its cache is.
+const ONEDNN_PRIMITIVE_CACHE: Explanation = Explanation {
+    what: "oneDNN's primitive cache",
+    detail: "each new input shape (or data type, or memory layout) of a CPU convolution, matmul or reorder has its kernel compiled and cached, up to ONEDNN_PRIMITIVE_CACHE_CAPACITY primitives (1024 by default), and only then are the least recently used evicted; feed fixed or bucketed shapes, or set ONEDNN_PRIMITIVE_CACHE_CAPACITY lower (0 turns the cache off)",
+};
+
+/// Why `suspect`'s memory (with its stack `frames`) is kept, when one of
+/// the known reasons shows on the stack.
+pub fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'static Explanation> {
+    explain(pymalloc_in_force(trace), suspect.memory, frames)
+}
+
+fn explain(pymalloc: bool, memory: Memory, frames: &[Frame]) -> Option<&'static Explanation> {
+    let native = || frames.iter().filter(|f| !f.python);
+    let by_memory = match memory {
+        Memory::Mapped => {
+            let by_arena_allocator = || {
+                native()
+                    .any(|f| is_python_module(f.module.as_deref()) && ARENA_MAPPERS.contains(&base_name(&f.function)))
+            };
+            (pymalloc && by_arena_allocator()).then_some(&PYMALLOC_ARENAS)
+        }
+        Memory::Shared => frames
+            .iter()
+            .any(|f| f.python && SHARED_TENSOR_REBUILDERS.contains(&f.function.as_str()))
+            .then_some(&WORKER_BATCHES),
+        Memory::Heap => None,
+    };
+    by_memory.or_else(|| {
+        if native().any(|f| PROFILER_NAMESPACES.iter().any(|ns| f.function.contains(ns))) {
+            Some(&PROFILER_RECORDS)
+        } else if native().any(|f| f.function.starts_with("dnnl::impl::") && f.function.contains("primitive_cache")) {
+            Some(&ONEDNN_PRIMITIVE_CACHE)
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn native(function: &str, module: &str) -> Frame {
+        Frame { module: Some(module.into()), ..Frame::named(0x1000, function.into()) }
+    }
+
+    fn python(function: &str) -> Frame {
+        Frame { python: true, ..Frame::named(0x10, function.into()) }
+    }
+
+    const TORCH: &str = "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so";
+
+    #[test]
+    fn the_profiler_records_are_told_by_its_callbacks_on_the_stack() {
+        let stack = [
+            native("torch::profiler::impl::ThreadLocalSubqueue::begin_op(at::RecordFunction const&)", TORCH),
+            native("at::RecordFunction::runStartCallbacks()", TORCH),
+            python("train_step"),
+        ];
+        assert_eq!(explain(false, Memory::Heap, &stack), Some(&PROFILER_RECORDS));
+        let older = [native("torch::autograd::profiler::RecordProfile::processEvents()", TORCH)];
+        assert_eq!(explain(false, Memory::Heap, &older), Some(&PROFILER_RECORDS));
+        // A Python function of that name is not the profiler's C++ code.
+        assert_eq!(explain(false, Memory::Heap, &[python("torch::profiler::impl::x")]), None);
+    }
+
+    #[test]
+    fn the_onednn_primitive_cache_is_told_in_heap_and_mapped_memory() {
+        let stack = [
+            native("Xbyak::MmapAllocator::alloc(unsigned long)", TORCH),
+            native(
+                "dnnl::impl::primitive_cache_iface_t::get_or_create(dnnl::impl::primitive_hashing::key_t const&)",
+                TORCH,
+            ),
+            python("new_shapes"),
+        ];
+        assert_eq!(explain(true, Memory::Mapped, &stack), Some(&ONEDNN_PRIMITIVE_CACHE));
+        assert_eq!(explain(false, Memory::Heap, &stack), Some(&ONEDNN_PRIMITIVE_CACHE));
+        // oneDNN running a primitive it has is no cache growing.
+        let run = [native("dnnl::impl::cpu::x64::jit_avx512_common_convolution_fwd_t::execute()", TORCH)];
+        assert_eq!(explain(false, Memory::Heap, &run), None);
+    }
+
+    #[test]
+    fn pymalloc_arenas_only_when_pymalloc_mapped_them() {
+        let stack = [native("_PyObject_ArenaMmap", "/usr/lib/libpython3.11.so.1.0"), python("load")];
+        assert_eq!(explain(true, Memory::Mapped, &stack), Some(&PYMALLOC_ARENAS));
+        assert_eq!(explain(false, Memory::Mapped, &stack), None);
+        assert_eq!(explain(true, Memory::Heap, &stack), None);
+        let elsewhere = [native("_PyObject_ArenaMmap", "/opt/app/libother.so")];
+        assert_eq!(explain(true, Memory::Mapped, &elsewhere), None);
+    }
+
+    #[test]
+    fn worker_batches_are_shared_memory_mapped_by_the_rebuilders() {
+        let stack = [python("rebuild_storage_fd"), python("train")];
+        assert_eq!(explain(false, Memory::Shared, &stack), Some(&WORKER_BATCHES));
+        assert_eq!(explain(false, Memory::Mapped, &stack), None);
+    }
+
+    #[test]
+    fn an_explanation_reads_what_then_why() {
+        let text = PROFILER_RECORDS.to_string();
+        assert!(text.starts_with("the PyTorch profiler's records: while a profiler runs"), "{text}");
+    }
+}
