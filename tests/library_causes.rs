@@ -46,7 +46,10 @@ fn a_profiler_left_running_is_told_as_its_records() {
 fn new_input_shapes_are_told_as_the_onednn_primitive_cache() {
     let report = traced_job(&["--cause", "onednn-shapes"], &[]);
     assert_told(&report, "new_shapes", "oneDNN's primitive cache");
-    assert_eq!(report["lines"][0]["memory"], "mapped", "the compiled kernels: {:#}", report["lines"][0]);
+    // The compiled kernels are mapped; the primitives' own small objects,
+    // each stack below the noise floor, join them with the line.
+    let memory = &report["lines"][0]["memory"];
+    assert!(memory == "mapped" || memory == "mixed", "{:#}", report["lines"][0]);
     let mapped = report["verdict"]["mapped_growth_bytes"].as_i64().unwrap();
     assert!(mapped >= 16 << 20, "traced mappings grew by {mapped} bytes");
 }

@@ -108,6 +108,9 @@ pub struct Suspect {
     pub survivors: Vec<Survivor>,
     /// What the stack's allocations are.
     pub memory: Memory,
+    /// Its growth is below the noise floor: it is a suspect because the
+    /// line it comes from keeps more than the floor (see [`Analysis::promote`]).
+    pub below_floor: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -391,6 +394,30 @@ impl<'a> Culprit<'a> {
 }
 
 impl Analysis {
+    /// Makes suspects of the stacks below the noise floor in `stacks` (kept
+    /// in [`BelowFloor::largest`]): stacks that pile up like suspects and
+    /// whose line keeps more than the floor with them, however little each
+    /// keeps. The verdict becomes a leak.
+    pub fn promote(&mut self, stacks: &[u32]) {
+        let below = &mut self.below_floor;
+        let (promoted, kept): (Vec<Suspect>, Vec<Suspect>) =
+            std::mem::take(&mut below.largest).into_iter().partition(|s| stacks.contains(&s.stack));
+        if promoted.is_empty() {
+            below.largest = kept;
+            return;
+        }
+        below.stacks -= promoted.len();
+        below.growth_bytes_per_epoch -= promoted.iter().map(|s| s.growth_bytes_per_epoch).sum::<u64>();
+        // Those not kept grow less than any kept, the promoted included.
+        let last_promoted = promoted.last().map_or(0, |s| s.growth_bytes_per_epoch);
+        below.largest_bytes_per_epoch =
+            if below.stacks == 0 { 0 } else { kept.first().map_or(last_promoted, |s| s.growth_bytes_per_epoch) };
+        below.largest = kept;
+        self.suspects.extend(promoted);
+        self.suspects.sort_by(by_rank);
+        self.verdict.kind = verdict_kind(true, &self.verdict);
+    }
+
     /// No suspect, while stacks below the noise floor kept more than
     /// [`NOISE_FLOOR_MIN`] an epoch alive and the traced memory grew by more
     /// than that too: a leak too small for this process's floor, or caches
@@ -623,6 +650,7 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
                 settled_with_survivors: s.settled_hits,
                 survivors: Vec::new(),
                 memory: trace.stacks.memory(stack),
+                below_floor: growth <= noise_floor,
             };
             if growth > noise_floor {
                 return Some(suspect);
@@ -637,33 +665,41 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     suspects.sort_by(by_rank);
     below_floor.largest.sort_by(by_rank);
     below_floor.largest.truncate(STACKS_BY_LINE);
-    let rank: IntMap<u32, usize> = suspects.iter().enumerate().map(|(i, s)| (s.stack, i)).collect();
+    // Survivors for the suspects and the stacks below the floor kept, which
+    // may become suspects with their line.
+    let mut listed: IntMap<u32, &mut Suspect> =
+        suspects.iter_mut().chain(below_floor.largest.iter_mut()).map(|s| (s.stack, s)).collect();
     for &((stack, birth), c) in &state.pairs {
-        if let Some(&i) = rank.get(&stack) {
+        if let Some(s) = listed.get_mut(&stack) {
             if c.live_count > 0 {
-                suspects[i].survivors.push(Survivor { birth_epoch: birth, count: c.live_count, bytes: c.live_bytes });
+                s.survivors.push(Survivor { birth_epoch: birth, count: c.live_count, bytes: c.live_bytes });
             }
         }
     }
-    for s in &mut suspects {
+    for s in listed.into_values() {
         s.survivors.sort_by_key(|v| v.birth_epoch);
     }
 
-    verdict.kind = if !suspects.is_empty() {
-        VerdictKind::HeapLeak
-    } else if private_outgrew_traced_memory(&verdict) {
-        VerdictKind::CopiedFromParent
-    } else if allocator_kept_the_growth(&verdict) {
-        VerdictKind::AllocatorRetention
-    } else if rss_outgrew_traced_memory(&verdict) {
-        VerdictKind::GrowthOutsideHeap
-    } else {
-        VerdictKind::NoGrowth
-    };
+    verdict.kind = verdict_kind(!suspects.is_empty(), &verdict);
     analysis.verdict = verdict;
     analysis.suspects = suspects;
     analysis.below_floor = below_floor;
     analysis
+}
+
+/// The verdict's kind, from whether there are suspects and how the memory grew.
+fn verdict_kind(suspects: bool, verdict: &Verdict) -> VerdictKind {
+    if suspects {
+        VerdictKind::HeapLeak
+    } else if private_outgrew_traced_memory(verdict) {
+        VerdictKind::CopiedFromParent
+    } else if allocator_kept_the_growth(verdict) {
+        VerdictKind::AllocatorRetention
+    } else if rss_outgrew_traced_memory(verdict) {
+        VerdictKind::GrowthOutsideHeap
+    } else {
+        VerdictKind::NoGrowth
+    }
 }
 
 /// The suspects' order: growth, then live bytes, then stack id.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::analysis::{analyze, NoiseFloor};
+use crate::analysis::NoiseFloor;
 use crate::error::Failure;
 use crate::format::bytes;
 use crate::progress::{Progress, When};
@@ -191,10 +191,10 @@ fn report(
     progress: &mut Progress,
 ) -> Result<String, Failure> {
     let trace = load_showing(path, &base_options(), progress)?;
-    progress.phase("analyzing", 0);
-    let analysis = analyze(&trace, floor);
-    progress.phase("symbolizing and drawing", 0);
+    progress.phase("analyzing and symbolizing", 0);
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
+    let analysis = render::analyze_by_line(&trace, floor, &mut symbolizer);
+    progress.phase("drawing", 0);
     let mut report = Report::build(&trace, &analysis, &mut symbolizer, top, floor);
 
     // The flamegraph of leaked bytes: every suspect, weighed by its growth;
@@ -312,7 +312,7 @@ fn flamegraph(
     } else {
         match weigh {
             Weigh::Leaked => {
-                let analysis = analyze(&trace, noise_floor(floor));
+                let analysis = render::analyze_by_line(&trace, noise_floor(floor), &mut symbolizer);
                 let weights: IntMap<u32, u64> =
                     analysis.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch)).collect();
                 let stacks = weigh_stacks(&trace, &mut symbolizer, weights);

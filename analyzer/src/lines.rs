@@ -100,6 +100,7 @@ mod tests {
             settled_with_survivors: 5,
             survivors: Vec::new(),
             memory,
+            below_floor: false,
         }
     }
 

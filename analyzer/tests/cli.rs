@@ -564,31 +564,36 @@ fn python_sim(allocator: &str) -> Sim {
     sim
 }
 
-/// Forty stacks through `train_step` line 42 keep 2 KiB an epoch alive
-/// each, one through `<module>` line 70 keeps 8 KiB, in a 100 MiB heap
-/// (a noise floor of about 100 KiB an epoch): each stack is below the
-/// floor, line 42 far above any of them.
-#[test]
-fn stacks_below_the_noise_floor_are_summed_by_line() {
+/// `stacks` stacks through `train_step` line 42 keep 2 KiB an epoch alive
+/// each, one through `<module>` line 70 keeps 8 KiB, in a 100 MiB heap (a
+/// noise floor of about 100 KiB an epoch): each stack is below the floor.
+fn small_stacks_under_one_line(stacks: u32) -> TempFile {
     let mut sim = python_sim("malloc (every Python object reaches malloc: exact attribution)");
-    for stack in 1..=40 {
+    for stack in 1..=stacks {
         let native = Frame::Native(0x40_0000 + u64::from(stack) * 0x100);
         sim.stack_frames(stack, vec![native, py(0x7f00_1000, 3, false), py(0x7f00_2000, 0, true)]);
     }
-    sim.stack_frames(41, vec![Frame::Native(0x40_9000), py(0x7f00_2000, 0, true)]);
-    sim.stack(42, vec![0x40_a000]);
+    let (module_line, heap) = (stacks + 1, stacks + 2);
+    sim.stack_frames(module_line, vec![Frame::Native(0x40_9000), py(0x7f00_2000, 0, true)]);
+    sim.stack(heap, vec![0x40_a000]);
     for e in 0..10 {
         if e == 0 {
-            sim.alloc_many(42, 100, 1 << 20);
+            sim.alloc_many(heap, 100, 1 << 20);
         }
-        for stack in 1..=40 {
+        for stack in 1..=stacks {
             sim.alloc_many(stack, 1, 2048);
         }
-        sim.alloc_many(41, 1, 8192);
+        sim.alloc_many(module_line, 1, 8192);
         sim.mark(&format!("epoch {e}"));
     }
     sim.exit();
-    let path = write_temp("below_floor.bin", &sim.bytes());
+    write_temp(&format!("small_stacks_{stacks}.bin"), &sim.bytes())
+}
+
+/// Forty stacks at 2 KiB: line 42 keeps 80 KiB an epoch, below the floor too.
+#[test]
+fn stacks_below_the_noise_floor_are_summed_by_line() {
+    let path = small_stacks_under_one_line(40);
 
     let text = stdout(&report(&path, &[]));
     let expected = [
@@ -615,13 +620,48 @@ fn stacks_below_the_noise_floor_are_summed_by_line() {
         lines.iter().map(|l| (&l["frame"]["line"], &l["stacks"], &l["growth_bytes_per_epoch"])).collect();
     assert_eq!(summed, [(&42.into(), &40.into(), &(40 * 2048).into()), (&70.into(), &1.into(), &8192.into())]);
 
-    // With suspects to rank, the stacks below the floor are only counted.
-    let v = json(&report(&path, &["--json", "--noise-floor", "4k"]));
-    assert_eq!(v["suspects"].as_array().unwrap().len(), 1);
-    assert_eq!(v["analysis"]["below_noise_floor"]["stacks"], 40);
+    // A floor of 4 KiB: the 8 KiB stack is a suspect by itself, line 42's
+    // stacks with their line (80 KiB an epoch), and none is left below.
+    let v = json(&report(&path, &["--json", "--noise-floor", "4k", "--top", "50"]));
+    let suspects = v["suspects"].as_array().unwrap();
+    assert_eq!(suspects.len(), 41);
+    assert_eq!(suspects.iter().filter(|s| s["below_noise_floor"] == true).count(), 40);
+    assert_eq!(v["lines"][0]["frame"]["line"], 42);
+    assert_eq!(v["analysis"]["below_noise_floor"]["stacks"], 0);
     assert_eq!(v["analysis"]["below_noise_floor"]["lines"], serde_json::json!([]));
     let text = stdout(&report(&path, &["--noise-floor", "4k"]));
     assert!(text.contains("Flamegraph of leaked bytes: "), "{text}");
+}
+
+/// Sixty stacks at 2 KiB: line 42 keeps 120 KiB an epoch, above the floor,
+/// and its stacks are suspects; line 70's one stack stays below it.
+#[test]
+fn a_line_above_the_noise_floor_makes_suspects_of_its_small_stacks() {
+    let path = small_stacks_under_one_line(60);
+    let v = json(&report(&path, &["--json", "--top", "100"]));
+    assert_eq!(v["verdict"]["kind"], "heap_leak");
+    let floor = v["analysis"]["noise_floor_bytes_per_epoch"].as_u64().unwrap();
+    assert!((80 * 1024..120 * 1024).contains(&floor), "floor {floor}");
+    let suspects = v["suspects"].as_array().unwrap();
+    assert_eq!(suspects.len(), 60);
+    assert!(suspects.iter().all(|s| s["below_noise_floor"] == true && s["growth_bytes_per_epoch"] == 2048));
+    let line = &v["lines"][0];
+    assert_eq!((&line["frame"]["line"], &line["growth_bytes_per_epoch"]), (&42.into(), &(60 * 2048).into()));
+    assert_eq!(v["lines"].as_array().unwrap().len(), 1);
+    let message = v["verdict"]["message"].as_str().unwrap();
+    assert!(message.starts_with("train_step (train.py:42) keeps about 120 KiB/epoch alive"), "{message}");
+    assert!(message.contains(" through 60 stacks; "), "{message}");
+    let below = &v["analysis"]["below_noise_floor"];
+    assert_eq!((&below["stacks"], &below["growth_bytes_per_epoch"]), (&1.into(), &8192.into()), "{below}");
+
+    let text = stdout(&report(&path, &[]));
+    assert!(text.contains("/epoch, all below it, suspects with their line, which keeps more)"), "{text}");
+    // The flamegraph of leaked bytes draws the same suspects.
+    let svg = path.with_extension("flame.svg");
+    let out = analyzer(&["flamegraph".as_ref(), path.as_os_str(), "-o".as_ref(), svg.as_os_str()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let drawing = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawing.contains("train_step (train.py:42) (122,880 bytes, 100.00%)"), "the line's stacks are drawn");
 }
 
 #[test]

@@ -260,6 +260,29 @@ fn growth_below_the_floor_names_the_line_most_of_it_goes_through() {
 }
 
 #[test]
+fn stacks_below_the_floor_promoted_with_their_line_are_suspects() {
+    let sim = scenario(10, |sim, _| {
+        sim.alloc_many(1, 1, 1000);
+        sim.alloc_many(2, 1, 900);
+        sim.alloc_many(3, 1, 800);
+    });
+    let (_, mut a) = run(&sim);
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    a.promote(&[]);
+    assert_eq!((a.suspects.len(), a.below_floor.stacks), (0, 3));
+    a.promote(&[3, 1]);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    assert_eq!(suspect_stacks(&a), vec![1, 3], "ranked by growth");
+    assert!(a.suspects.iter().all(|s| s.below_floor && s.survivors.len() == 10), "{:?}", a.suspects);
+    let below = &a.below_floor;
+    assert_eq!((below.stacks, below.growth_bytes_per_epoch, below.largest_bytes_per_epoch), (1, 900, 900));
+    assert_eq!(below.largest.iter().map(|s| s.stack).collect::<Vec<_>>(), [2]);
+    a.promote(&[2]);
+    let below = &a.below_floor;
+    assert_eq!((below.stacks, below.growth_bytes_per_epoch, below.largest_bytes_per_epoch), (0, 0, 0));
+}
+
+#[test]
 fn a_noise_floor_given_ranks_what_grows_below_the_scaled_one() {
     let sim = small_leak_in_a_large_heap();
     let (_, a) = run_with_floor(&sim, NoiseFloor::Bytes(25 * 1024));

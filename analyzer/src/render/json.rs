@@ -128,6 +128,8 @@ struct JsonSuspect<'a> {
     live_bytes: u64,
     live_count: u64,
     settled_epochs_with_survivors: usize,
+    /// A suspect with its line, below the noise floor by itself.
+    below_noise_floor: bool,
     survivors: Vec<JsonSurvivor>,
     frames: Vec<JsonFrame<'a>>,
 }
@@ -288,6 +290,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 live_bytes: s.suspect.live_bytes,
                 live_count: s.suspect.live_count,
                 settled_epochs_with_survivors: s.suspect.settled_with_survivors,
+                below_noise_floor: s.suspect.below_floor,
                 survivors: s
                     .suspect
                     .survivors

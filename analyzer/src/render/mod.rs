@@ -12,7 +12,7 @@ pub mod text;
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-use crate::analysis::{Analysis, Culprit, NoiseFloor, Suspect, STACKS_BY_LINE};
+use crate::analysis::{analyze, Analysis, Culprit, NoiseFloor, Suspect, STACKS_BY_LINE};
 use crate::lines::{self, LeakLine};
 use crate::symbolize::{Frame, Symbolizer};
 use crate::trace::{Memory, Trace};
@@ -157,6 +157,23 @@ impl<'t> Report<'t> {
             other_runs: beside.other_runs,
         }
     }
+}
+
+/// The leak analysis of `trace`, where a line of the program's own code
+/// that keeps more than the noise floor alive makes suspects of its stacks
+/// however little each keeps: a leak of many small objects made along many
+/// native paths under one line (a graph kept with its autograd nodes,
+/// `total_loss += loss`) has each stack below the floor of a large process.
+pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbolizer<'_>) -> Analysis {
+    let mut analysis = analyze(trace, floor);
+    let below = symbolize(trace, symbolizer, analysis.below_floor.largest.iter());
+    let above: Vec<u32> = by_line(&below)
+        .iter()
+        .filter(|line| line.growth_bytes_per_epoch > analysis.noise_floor)
+        .flat_map(|line| line.ranks.iter().map(|&rank| below[rank - 1].suspect.stack))
+        .collect();
+    analysis.promote(&above);
+    analysis
 }
 
 /// `suspects` with their stacks symbolized, ranked from 1 in their order.

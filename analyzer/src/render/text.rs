@@ -421,9 +421,15 @@ pub fn render(report: &Report<'_>) -> String {
         if !a.suspects.is_empty() {
             lines_section(&mut out, report);
         }
+        let by_line = a.suspects.iter().filter(|s| s.below_floor).count();
+        let by_line = match by_line {
+            0 => String::new(),
+            n if n == a.suspects.len() => ", all below it, suspects with their line, which keeps more".to_string(),
+            n => format!(", {n} below it, suspects with their line, which keeps more"),
+        };
         let _ = writeln!(
             out,
-            "\nLeak suspects: {} (ranked by growth; survivors at epoch {} from {settled}; noise floor {}/epoch)",
+            "\nLeak suspects: {} (ranked by growth; survivors at epoch {} from {settled}; noise floor {}/epoch{by_line})",
             a.suspects.len(),
             trace.snapshots[a.reference].epoch,
             bytes(a.noise_floor)
