@@ -515,7 +515,9 @@ fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     assert!(!text.contains("image = "), "where the process sits in its run is for tools: {text}");
     let note =
         text.lines().find(|line| line.contains("its trace is a descendant's")).unwrap_or_else(|| panic!("{text}"));
-    let named = Path::new(note.rsplit("analyzer report ").next().unwrap());
+    let (named, epochs) = note.rsplit("analyzer report ").next().unwrap().split_once(" (").unwrap();
+    assert_eq!(epochs, "9 epochs)", "leaky's 8 marks and its exit: {note}");
+    let named = Path::new(named);
     let process = process_record(named);
     assert!(process.exe.ends_with("leaky"), "{note}: {}", process.exe);
     assert!(run.trace_files().len() >= 4, "the launcher, its two helpers and the program: {:?}", run.trace_files());

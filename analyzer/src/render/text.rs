@@ -465,9 +465,14 @@ pub fn render(report: &Report<'_>) -> String {
             let why = if other.trace.started_beside {
                 "another traced process started beside this one (the other end of a pipeline?) wrote its own trace"
             } else {
-                "if the program ran under a wrapper (a shell script, timeout, env), its trace is a descendant's"
+                "if the program ran under a wrapper (a shell script, timeout, env) or did its work in processes it started (multiprocessing, torch.multiprocessing.spawn), its trace is a descendant's"
             };
-            let _ = writeln!(out, "Note: {why}: analyzer report {}", other.trace.path.display());
+            let epochs = match other.snapshots {
+                0 => String::new(),
+                1 => " (1 epoch)".to_string(),
+                n => format!(" ({n} epochs)"),
+            };
+            let _ = writeln!(out, "Note: {why}: analyzer report {}{epochs}", other.trace.path.display());
         }
     }
     if let Some(note) = findings_note(&report.descendants) {
