@@ -7,8 +7,10 @@ use std::path::Path;
 
 use trace_format::{Record, RecordReader};
 
-use crate::analysis::{analyze, NoiseFloor, VerdictKind, MIN_EPOCHS};
+use crate::analysis::{NoiseFloor, VerdictKind, MIN_EPOCHS};
 use crate::format::bytes;
+use crate::render::analyze_by_line;
+use crate::symbolize::Symbolizer;
 use crate::trace::{load, Descendant, LoadOptions};
 
 /// Descendants' traces looked at, at most: a long job that forks its
@@ -19,7 +21,8 @@ pub const LOOKED_AT: usize = 256;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
     pub kind: VerdictKind,
-    /// The finding in a few words: "2 suspects, the top +512 KiB/epoch".
+    /// The finding in a few words: "2 suspects, +640 KiB/epoch in all, the
+    /// top +512 KiB/epoch".
     pub summary: String,
 }
 
@@ -70,17 +73,20 @@ fn snapshot_count(path: &Path) -> usize {
 /// says why).
 fn finding(path: &Path, floor: NoiseFloor) -> Option<Finding> {
     let trace = load(path, &LoadOptions::default()).ok()?;
-    let analysis = analyze(&trace, floor);
+    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
+    let analysis = analyze_by_line(&trace, floor, &mut symbolizer);
     let v = &analysis.verdict;
     let per_epoch = |growth: i128| bytes(v.per_epoch(growth));
     let summary = match v.kind {
         VerdictKind::HeapLeak => {
-            let n = analysis.suspects.len();
-            format!(
-                "{n} suspect{}, the top +{}/epoch",
-                if n == 1 { "" } else { "s" },
-                bytes(analysis.suspects[0].growth_bytes_per_epoch)
-            )
+            let top = bytes(analysis.suspects[0].growth_bytes_per_epoch);
+            match analysis.suspects.len() {
+                1 => format!("1 suspect, +{top}/epoch"),
+                n => {
+                    let all: u64 = analysis.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum();
+                    format!("{n} suspects, +{}/epoch in all, the top +{top}/epoch", bytes(all))
+                }
+            }
         }
         VerdictKind::CopiedFromParent => format!("private memory +{}/epoch", per_epoch(v.private_growth())),
         VerdictKind::AllocatorRetention => {
@@ -130,8 +136,48 @@ mod tests {
         );
         let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
         let findings: Vec<Option<Finding>> = found.into_iter().map(|d| d.finding).collect();
-        let leak = Finding { kind: VerdictKind::HeapLeak, summary: "1 suspect, the top +64.0 KiB/epoch".into() };
+        let leak = Finding { kind: VerdictKind::HeapLeak, summary: "1 suspect, +64.0 KiB/epoch".into() };
         assert_eq!(findings, [Some(leak), None, None]);
+    }
+
+    /// A worker's trace whose leak is twenty stacks of 1 KiB an epoch, each
+    /// below the noise floor (4 KiB), under one line of its own code.
+    fn worker_leaking_through_small_stacks(pid: u32) -> Vec<u8> {
+        use trace_format::{Frame, PyCode, PyFrame};
+        let mut sim = Sim::new("/usr/bin/python3.11");
+        sim.process_mut().pid = pid;
+        sim.process_mut().forked_from = Some(4242);
+        sim.py_code(PyCode {
+            id: 0x7f00_1000,
+            filename: "/job/dataset.py".into(),
+            qualname: "Samples.__getitem__".into(),
+            first_line: 10,
+            linetable: Vec::new(),
+        });
+        let python = Frame::Python(PyFrame { code: 0x7f00_1000, instruction: 0, entry: true });
+        for stack in 1..=20 {
+            sim.stack_frames(stack, vec![Frame::Native(0x40_0000 + u64::from(stack) * 0x100), python]);
+        }
+        for e in 0..8 {
+            for stack in 1..=20 {
+                sim.alloc_many(stack, 1, 1024);
+            }
+            sim.mark(&format!("parent's epoch {e}"));
+        }
+        sim.exit();
+        sim.bytes()
+    }
+
+    #[test]
+    fn a_descendant_leaking_through_small_stacks_under_one_line_is_found() {
+        let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
+        write_beside(&parent, &[("4400", worker_leaking_through_small_stacks(4400))]);
+        let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
+        let leak = Finding {
+            kind: VerdictKind::HeapLeak,
+            summary: "20 suspects, +20.0 KiB/epoch in all, the top +1.00 KiB/epoch".into(),
+        };
+        assert_eq!(found[0].finding, Some(leak));
     }
 
     #[test]
