@@ -65,11 +65,11 @@ pub struct BelowFloor {
     pub growth_bytes_per_epoch: u64,
     /// The largest one's.
     pub largest_bytes_per_epoch: u64,
-    /// The [`STACKS_BY_LINE`] that grow the most, as suspects would be
-    /// (without their survivors), for the report to sum by line: a leak of
-    /// many small stacks under one line of code (a traced model's graph,
-    /// hundreds of objects of a few hundred bytes) has each stack below
-    /// the floor and the line far above any of them.
+    /// The [`STACKS_BY_LINE`] that grow the most, as suspects, for the
+    /// report to sum by line: a leak of many small stacks under one line of
+    /// code (a traced model's graph, hundreds of objects of a few hundred
+    /// bytes) has each stack below the floor and the line far above any of
+    /// them (see [`Analysis::promote`]).
     pub largest: Vec<Suspect>,
 }
 

@@ -191,10 +191,10 @@ fn report(
     progress: &mut Progress,
 ) -> Result<String, Failure> {
     let trace = load_showing(path, &base_options(), progress)?;
-    progress.phase("analyzing and symbolizing", 0);
+    progress.phase("analyzing", 0);
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
     let analysis = render::analyze_by_line(&trace, floor, &mut symbolizer);
-    progress.phase("drawing", 0);
+    progress.phase("symbolizing and drawing", 0);
     let mut report = Report::build(&trace, &analysis, &mut symbolizer, top, floor);
 
     // The flamegraph of leaked bytes: every suspect, weighed by its growth;

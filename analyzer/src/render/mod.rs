@@ -24,7 +24,7 @@ pub struct ShownSuspect {
     pub suspect: Suspect,
     pub frames: Vec<Frame>,
     /// Why the suspect's memory is what it is, when the report knows better
-    /// than its stack (pymalloc's arenas).
+    /// than its stack (see [`explain`]).
     pub explanation: Option<&'static explain::Explanation>,
 }
 
@@ -66,8 +66,10 @@ pub struct Report<'t> {
     /// The symbolized suspects summed by their line of own code, ranked.
     pub lines: Vec<LeakLine>,
     /// When there is no suspect but growth below the noise floor, the
-    /// stacks below it that grow the most, symbolized, and summed by line.
+    /// stacks below it that grow the most, symbolized.
     pub below_floor: Vec<ShownSuspect>,
+    /// Those stacks summed by their line of own code, ranked; the ranks
+    /// are places in `below_floor`.
     pub below_floor_lines: Vec<LeakLine>,
     pub verdict_message: String,
     pub flamegraph: Option<FlamegraphInfo>,
