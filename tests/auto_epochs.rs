@@ -304,9 +304,9 @@ fn persistent_workers_copying_their_parents_objects_are_told() {
     };
     let table = epoch_table(copying[0].0);
     let exit_row = table.iter().find(|row| row.split_whitespace().nth(2) == Some("exit")).unwrap();
-    // epoch, label, cause, elapsed (2 words), RSS (2 words), private
-    assert_eq!(exit_row.split_whitespace().nth(7), Some("-"), "not measured at exit: {table:#?}");
-    assert!(table[0].contains("RSS     private   live heap"), "{}", table[0]);
+    // epoch, label, cause, elapsed (2 words), RSS (2 words), file pages (2 words), private
+    assert_eq!(exit_row.split_whitespace().nth(9), Some("-"), "not measured at exit: {table:#?}");
+    assert!(table[0].contains("RSS  file pages     private   live heap"), "{}", table[0]);
     let parents_header = &epoch_table(&run.trace)[0];
     assert!(!parents_header.contains("private"), "{parents_header}");
     for (_, report) in &copying {

@@ -183,6 +183,27 @@ fn freed_memory_that_malloc_keeps_is_said_plainly() {
     assert!(epochs.iter().all(|e| e["allocator_free_bytes"].as_u64().unwrap() > 0), "{epochs:#?}");
 }
 
+/// RSS that grows by the pages of a file the program maps and reads, 4 MiB
+/// more an epoch, is told as such: no site is blamed.
+#[test]
+fn pages_of_a_mapped_file_are_said_plainly() {
+    let program = compile("mapped_file.c");
+    let scratch = tempfile::tempdir().unwrap();
+    let run = run_traced(&program, &[scratch.path().to_str().unwrap()]).succeeded();
+    let report = report_json(&run.trace);
+    assert!(suspects(&report).is_empty(), "a heap or mapping site was blamed: {report:#}");
+    let verdict = &report["verdict"];
+    assert_eq!(verdict["kind"], "file_pages", "{report:#}");
+    let (files, epochs) = (verdict["file_growth_bytes"].as_i64().unwrap(), verdict["epochs"].as_i64().unwrap());
+    assert_eq!(files / epochs, 4 << 20, "{files} over {epochs} epochs");
+    let message = verdict["message"].as_str().unwrap();
+    assert!(message.contains("pages of mapped files, such as a dataset read through np.memmap"), "{message}");
+    let epochs = report["epochs"].as_array().unwrap();
+    let pages: Vec<u64> = epochs.iter().map(|e| e["rss_file_bytes"].as_u64().unwrap()).collect();
+    assert!(pages.windows(2).take(6).all(|w| w[1] >= w[0] + (4 << 20)), "{pages:?}");
+    assert!(report_text(&run.trace).contains("  file pages  "), "the epoch table shows them");
+}
+
 /// One sample per 16 KiB allocated on average: the leak (about 215 KiB per
 /// epoch) is sampled many times an epoch, the decoys' bytes are estimated.
 const SAMPLING: (&str, &str) = ("TRACER_SAMPLE_BYTES", "16k");

@@ -118,6 +118,7 @@ pub enum VerdictKind {
     HeapLeak,
     CopiedFromParent,
     AllocatorRetention,
+    FilePages,
     GrowthOutsideHeap,
     NoGrowth,
     TooFewEpochs,
@@ -129,6 +130,7 @@ impl VerdictKind {
             VerdictKind::HeapLeak => "heap_leak",
             VerdictKind::CopiedFromParent => "copy_on_write",
             VerdictKind::AllocatorRetention => "allocator_retention",
+            VerdictKind::FilePages => "file_pages",
             VerdictKind::GrowthOutsideHeap => "growth_outside_heap",
             VerdictKind::NoGrowth => "no_growth",
             VerdictKind::TooFewEpochs => "too_few_epochs",
@@ -160,6 +162,9 @@ pub struct Verdict {
     pub allocator_free_start: u64,
     pub allocator_free_end: u64,
     pub allocator: Allocator,
+    /// Resident pages of mapped files (0 before format 5).
+    pub file_start: u64,
+    pub file_end: u64,
 }
 
 /// Whose count of the freed memory it kept a trace holds.
@@ -222,6 +227,9 @@ impl Verdict {
     }
     pub fn allocator_free_growth(&self) -> i128 {
         i128::from(self.allocator_free_end) - i128::from(self.allocator_free_start)
+    }
+    pub fn file_growth(&self) -> i128 {
+        i128::from(self.file_end) - i128::from(self.file_start)
     }
     pub fn private_growth(&self) -> i128 {
         i128::from(self.private_end) - i128::from(self.private_start)
@@ -298,6 +306,16 @@ fn private_outgrew_traced_memory(v: &Verdict) -> bool {
 fn allocator_kept_the_growth(v: &Verdict) -> bool {
     rss_outgrew_traced_memory(v) && 2 * v.allocator_free_growth() >= v.program_rss_growth()
 }
+
+/// RSS growth outside the traced memory that the pages of mapped files
+/// account for, at least half of it.
+fn file_pages_made_the_growth(v: &Verdict) -> bool {
+    rss_outgrew_traced_memory(v) && 2 * v.file_growth() >= v.program_rss_growth()
+}
+
+/// Growth of the pages of mapped files is named beside an RSS change
+/// when it is above this.
+const FILE_GROWTH_NAMED: i128 = 1 << 20;
 
 /// The tracer's own growth is named when it is above this.
 const TRACER_GROWTH_NAMED: i128 = 1 << 20;
@@ -491,6 +509,13 @@ impl Analysis {
                     bytes(v.allocator_free_end),
                 )
             }
+            VerdictKind::FilePages => format!(
+                "{} over {over} while the live heap and traced anonymous mappings {}, and the resident pages of files mapped into the process grew by {} ({} now): pages of mapped files, such as a dataset read through np.memmap, Arrow or Hugging Face datasets, weights loaded with mmap, or libraries' code run for the first time. The kernel takes such pages back when memory runs short and reads them again when they are used: they are not memory the program keeps, and no heap or mapping site is responsible",
+                rss_growth_words(v, "grew"),
+                traced_change_words(v),
+                signed(v.file_growth()),
+                bytes(v.file_end),
+            ),
             VerdictKind::GrowthOutsideHeap => format!(
                 "{} over {over} while the live heap and traced anonymous mappings {}; the growth is outside what the tracer sees (private or read-only file mappings, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
                 rss_growth_words(v, "grew"),
@@ -523,8 +548,13 @@ impl Analysis {
                 )
             }
             VerdictKind::NoGrowth => format!(
-                "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} {} and the live heap by {}{}",
+                "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} {}{} and the live heap by {}{}",
                 rss_growth_words(v, "changed"),
+                if v.file_growth() > FILE_GROWTH_NAMED {
+                    format!(" ({} of it pages of mapped files)", signed(v.file_growth()))
+                } else {
+                    String::new()
+                },
                 signed(v.heap_growth()),
                 if v.mapped_start == 0 && v.mapped_end == 0 {
                     String::new()
@@ -581,6 +611,8 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
         allocator_free_start: snap(start).allocator_free_bytes,
         allocator_free_end: snap(reference).allocator_free_bytes,
         allocator: Allocator::of(&trace.process),
+        file_start: snap(start).rss_file_bytes,
+        file_end: snap(reference).rss_file_bytes,
     };
     let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
     let noise_floor = match floor {
@@ -695,6 +727,8 @@ fn verdict_kind(suspects: bool, verdict: &Verdict) -> VerdictKind {
         VerdictKind::CopiedFromParent
     } else if allocator_kept_the_growth(verdict) {
         VerdictKind::AllocatorRetention
+    } else if file_pages_made_the_growth(verdict) {
+        VerdictKind::FilePages
     } else if rss_outgrew_traced_memory(verdict) {
         VerdictKind::GrowthOutsideHeap
     } else {

@@ -92,6 +92,7 @@ fn finding(path: &Path, floor: NoiseFloor) -> Option<Finding> {
         VerdictKind::AllocatorRetention => {
             format!("malloc kept +{}/epoch of freed memory", per_epoch(v.allocator_free_growth()))
         }
+        VerdictKind::FilePages => format!("pages of mapped files +{}/epoch", per_epoch(v.file_growth())),
         VerdictKind::GrowthOutsideHeap => format!("RSS +{}/epoch outside the heap", per_epoch(v.program_rss_growth())),
         VerdictKind::NoGrowth | VerdictKind::TooFewEpochs => return None,
     };

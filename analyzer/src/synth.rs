@@ -36,6 +36,8 @@ pub struct Sim {
     pub copied_from_parent: Option<u64>,
     /// Freed memory malloc keeps (part of `rss_extra` when it is resident).
     pub allocator_free: u64,
+    /// Resident pages of mapped files (part of `rss_extra`).
+    pub file_pages: u64,
     /// Nanoseconds added to the clock at each snapshot.
     pub epoch_ns: u64,
     elapsed_ns: u64,
@@ -68,6 +70,7 @@ impl Sim {
             tracer_bytes: 1 << 20,
             copied_from_parent: None,
             allocator_free: 0,
+            file_pages: 0,
             epoch_ns: 1_000_000_000,
             elapsed_ns: 0,
             full_snapshots: false,
@@ -215,6 +218,7 @@ impl Sim {
                 .copied_from_parent
                 .map_or(0, |copied| copied + heap_bytes + mapped_bytes + self.tracer_bytes),
             allocator_free_bytes: self.allocator_free,
+            rss_file_bytes: self.file_pages,
             tracer_bytes: self.tracer_bytes,
             full: self.full_snapshots,
             counters,

@@ -119,6 +119,7 @@ fn thousands_of_epochs_and_100k_stacks() {
                 mapped_live_count: 0,
                 private_dirty_bytes: 0,
                 allocator_free_bytes: 0,
+                rss_file_bytes: 0,
                 tracer_bytes: 0,
                 full: false,
                 counters,

@@ -32,10 +32,10 @@ pub use records::*;
 /// The first bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"LEAKTRC\0";
 /// The format version this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u16 = 4;
-/// The oldest format version this crate reads. Versions 3 and 4 only added
-/// frame kinds, an epoch cause and snapshot fields (see `records.rs`), so a
-/// version 2 or 3 trace reads as it did, the new fields as 0.
+pub const FORMAT_VERSION: u16 = 5;
+/// The oldest format version this crate reads. Versions 3 to 5 only added
+/// frame kinds, an epoch cause and snapshot fields (see `records.rs`), so an
+/// older trace reads as it did, the new fields as 0.
 pub const OLDEST_READABLE_VERSION: u16 = 2;
 /// Length of the file header (magic, version, reserved).
 pub const FILE_HEADER_LEN: usize = 12;

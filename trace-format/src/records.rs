@@ -8,6 +8,8 @@ const VERSION_3: u16 = 3;
 /// Version 4 added [`EpochCause::Parent`], [`Frame::SharedMapping`], and the
 /// private memory and the allocator's free bytes of [`Snapshot`].
 const VERSION_4: u16 = 4;
+/// Version 5 added the resident pages of mapped files to [`Snapshot`].
+const VERSION_5: u16 = 5;
 
 /// The kind byte of each record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,6 +314,12 @@ pub struct Snapshot {
     /// small freed blocks included); 0 before version 4 and at an exit by
     /// `_exit`, which leaves malloc alone.
     pub allocator_free_bytes: u64,
+    /// The resident pages of files mapped into the process (`RssFile` of
+    /// `/proc/self/status`, part of `rss_bytes`): the libraries' code and
+    /// data, and memory-mapped files such as a dataset read through
+    /// `np.memmap` or Arrow; pages the kernel can take back and read again.
+    /// 0 before version 5, and where the kernel does not say.
+    pub rss_file_bytes: u64,
     /// Memory the tracer itself holds for its tables and buffers: its blocks
     /// from malloc as allocated, its large blocks as far as they are resident.
     pub tracer_bytes: u64,
@@ -339,6 +347,9 @@ impl Snapshot {
         if version >= VERSION_4 {
             e.u64(self.private_dirty_bytes);
             e.u64(self.allocator_free_bytes);
+        }
+        if version >= VERSION_5 {
+            e.u64(self.rss_file_bytes);
         }
         e.u64(self.tracer_bytes);
         e.bool(self.full);
@@ -523,6 +534,7 @@ impl Record {
                     if version >= VERSION_3 { (d.u64()?, d.u64()?) } else { (0, 0) };
                 let (private_dirty_bytes, allocator_free_bytes) =
                     if version >= VERSION_4 { (d.u64()?, d.u64()?) } else { (0, 0) };
+                let rss_file_bytes = if version >= VERSION_5 { d.u64()? } else { 0 };
                 let tracer_bytes = d.u64()?;
                 let full = d.bool()?;
                 // Sized up front: collecting through `Result` grows the list
@@ -551,6 +563,7 @@ impl Record {
                     mapped_live_count,
                     private_dirty_bytes,
                     allocator_free_bytes,
+                    rss_file_bytes,
                     tracer_bytes,
                     full,
                     counters,

@@ -46,6 +46,7 @@ fn sample_records() -> Vec<Record> {
             mapped_live_count: 3,
             private_dirty_bytes: 7 << 20,
             allocator_free_bytes: 5 << 20,
+            rss_file_bytes: 6 << 20,
             tracer_bytes: 4096,
             full: true,
             counters: vec![SiteCounters {
@@ -158,6 +159,7 @@ fn version_2_traces_read_as_traces_without_mappings() {
                 snapshot.mapped_live_count = 0;
                 snapshot.private_dirty_bytes = 0;
                 snapshot.allocator_free_bytes = 0;
+                snapshot.rss_file_bytes = 0;
             }
             _ => {}
         }
@@ -248,11 +250,26 @@ fn version_3_snapshots_read_without_private_memory_or_allocator_figures() {
     let mut bytes = file_header_of_version(3).to_vec();
     frame_record_of_version(3, &record, &mut bytes);
     let read: Vec<Record> = RecordReader::new(&bytes[..]).unwrap().collect();
-    assert_eq!(read, [Record::Snapshot(Snapshot { private_dirty_bytes: 0, allocator_free_bytes: 0, ..snapshot })]);
+    let older = Snapshot { private_dirty_bytes: 0, allocator_free_bytes: 0, rss_file_bytes: 0, ..snapshot.clone() };
+    assert_eq!(read, [Record::Snapshot(older)]);
     let (mut v3, mut v4) = (Vec::new(), Vec::new());
     frame_record_of_version(3, &record, &mut v3);
     frame_record_of_version(4, &record, &mut v4);
     assert!(v3.len() < v4.len());
+}
+
+#[test]
+fn version_4_snapshots_read_without_the_pages_of_mapped_files() {
+    let Some(Record::Snapshot(snapshot)) = sample_records().into_iter().find(|r| matches!(r, Record::Snapshot(_)))
+    else {
+        panic!("no snapshot among the sample records")
+    };
+    assert_ne!(snapshot.rss_file_bytes, 0);
+    let record = Record::Snapshot(snapshot.clone());
+    let mut bytes = file_header_of_version(4).to_vec();
+    frame_record_of_version(4, &record, &mut bytes);
+    let read: Vec<Record> = RecordReader::new(&bytes[..]).unwrap().collect();
+    assert_eq!(read, [Record::Snapshot(Snapshot { rss_file_bytes: 0, ..snapshot })]);
 }
 
 #[test]

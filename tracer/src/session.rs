@@ -749,6 +749,7 @@ impl Session {
                 0
             },
             allocator_free_bytes: real_alloc::allocator_free_bytes(self.other_allocator_free_bytes),
+            rss_file_bytes: sys::rss_file_bytes(),
             heap_live_bytes: heap.live_bytes,
             heap_live_count: heap.live_count,
             mapped_live_bytes: mapped.live_bytes,

@@ -36,6 +36,15 @@ pub fn rss_bytes() -> u64 {
     resident_pages * page_size() as u64
 }
 
+/// The resident pages of files mapped into this process (`RssFile` of
+/// /proc/self/status, kernels since 4.5), 0 when it cannot be read: counters
+/// the kernel keeps, no page table walk.
+pub fn rss_file_bytes() -> u64 {
+    let mut buf = [0u8; 4096];
+    let len = read_small_file(c"/proc/self/status", &mut buf);
+    kib_field(&buf[..len], b"RssFile:").map_or(0, |kib| kib * 1024)
+}
+
 /// Memory written by this process alone (`Private_Dirty` of
 /// /proc/self/smaps_rollup), 0 when it cannot be read. The kernel walks
 /// the page tables for it: milliseconds in a process of a few GB.
@@ -361,6 +370,40 @@ mod tests {
         block.iter_mut().step_by(4096).for_each(|b| *b = 1);
         assert!(private_dirty_bytes() >= before + (16 << 20), "{before} -> {}", private_dirty_bytes());
         drop(std::hint::black_box(block));
+    }
+
+    #[test]
+    fn pages_read_from_a_mapped_file_are_counted_as_file_pages() {
+        let len = 16usize << 20;
+        let path = std::env::temp_dir().join(format!("tracer-rss-file-{}", pid()));
+        std::fs::write(&path, vec![7u8; len]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let before = rss_file_bytes();
+        assert!(before > 0, "the test binary's own code is file pages");
+        // SAFETY: a new read-only private mapping of the whole file, at an
+        // address the kernel picks, unmapped below.
+        let address = unsafe {
+            libc::syscall(
+                libc::SYS_mmap,
+                0usize,
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                std::os::fd::AsRawFd::as_raw_fd(&file) as libc::c_long,
+                0usize,
+            )
+        };
+        assert!(address > 0, "mmap failed");
+        let pages = address as *const u8;
+        // SAFETY: every offset read is inside the mapping.
+        let sum: u64 =
+            (0..len).step_by(4096).map(|offset| u64::from(unsafe { pages.add(offset).read_volatile() })).sum();
+        assert_eq!(sum, 7 * (len / 4096) as u64);
+        let after = rss_file_bytes();
+        // SAFETY: unmaps the mapping made above, which nothing uses any more.
+        unsafe { libc::syscall(libc::SYS_munmap, address, len) };
+        assert!(after >= before + (12 << 20), "{before} -> {after}");
     }
 
     #[test]

@@ -422,6 +422,44 @@ fn freed_memory_that_malloc_keeps() {
     assert_eq!(run(&sim).1.verdict.kind, VerdictKind::GrowthOutsideHeap);
 }
 
+/// RSS that grows by pages of a mapped file the program reads.
+#[test]
+fn pages_of_mapped_files() {
+    let sim = churning_epochs(|sim| {
+        sim.rss_extra += 32 << 20;
+        sim.file_pages += 32 << 20;
+    });
+    let (_, a) = run(&sim);
+    assert!(a.suspects.is_empty());
+    assert_eq!(a.verdict.kind, VerdictKind::FilePages);
+    assert_eq!(a.verdict.file_growth(), a.verdict.rss_growth());
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("the resident pages of files mapped into the process grew by"), "{msg}");
+    assert!(msg.contains("np.memmap") && msg.contains("no heap or mapping site is responsible"), "{msg}");
+
+    // File pages that explain less than half of the growth: still outside.
+    let sim = churning_epochs(|sim| {
+        sim.rss_extra += 32 << 20;
+        sim.file_pages += 8 << 20;
+    });
+    assert_eq!(run(&sim).1.verdict.kind, VerdictKind::GrowthOutsideHeap);
+    // A steady count of them (a library's code) is no growth.
+    let sim = churning_epochs(|sim| sim.file_pages = 400 << 20);
+    assert_eq!(run(&sim).1.verdict.kind, VerdictKind::NoGrowth);
+    // Growth too small for a verdict of its own is named beside the RSS's.
+    let sim = churning_epochs(|sim| {
+        sim.rss_extra = sim.rss_extra.max(1 << 30) + (2 << 20);
+        sim.file_pages += 2 << 20;
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    let msg = a.verdict_message(None);
+    assert!(
+        msg.contains("RSS changed by 16.0 MiB (16.0 MiB of it pages of mapped files) and the live heap by"),
+        "{msg}"
+    );
+}
+
 /// A forked process writing pages it shares with its parent: its RSS stays
 /// flat, its private memory grows, no site is responsible.
 #[test]

@@ -79,6 +79,8 @@ struct JsonEpoch<'a> {
     private_dirty_bytes: u64,
     /// Freed memory malloc kept; 0 before format 4 and at an exit by `_exit`.
     allocator_free_bytes: u64,
+    /// Resident pages of mapped files, part of the RSS; 0 before format 5.
+    rss_file_bytes: u64,
     tracer_bytes: u64,
     analysed: bool,
 }
@@ -187,6 +189,7 @@ struct JsonVerdict<'a> {
     mapped_growth_bytes: i64,
     private_growth_bytes: i64,
     allocator_free_growth_bytes: i64,
+    file_growth_bytes: i64,
     epochs: usize,
 }
 
@@ -253,6 +256,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 mapped_count: s.mapped_live_count,
                 private_dirty_bytes: s.private_dirty_bytes,
                 allocator_free_bytes: s.allocator_free_bytes,
+                rss_file_bytes: s.rss_file_bytes,
                 tracer_bytes: s.tracer_bytes,
                 analysed: (a.first..a.first + a.snapshots).contains(&i),
             })
@@ -309,6 +313,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             mapped_growth_bytes: clamp(a.verdict.mapped_growth()),
             private_growth_bytes: clamp(a.verdict.private_growth()),
             allocator_free_growth_bytes: clamp(a.verdict.allocator_free_growth()),
+            file_growth_bytes: clamp(a.verdict.file_growth()),
             epochs: a.verdict.epochs,
         },
         flamegraph: report.flamegraph.as_ref().map(|f| f.path.display().to_string()),

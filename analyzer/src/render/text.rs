@@ -151,16 +151,19 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
     // A forked process's private memory: what it copied of its parent's
     // shows there, not in its RSS.
     let private = OptionalColumn::new(trace, 10, |s| s.private_dirty_bytes);
+    // The part of the RSS that is pages of mapped files (traces of format 5 on).
+    let files = OptionalColumn::new(trace, 10, |s| s.rss_file_bytes);
     // Freed memory malloc kept (traces of format 4 on).
     let kept = OptionalColumn::new(trace, 11, |s| s.allocator_free_bytes);
     let _ = writeln!(
         out,
-        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}  {:>10}  {:>12}  {:>10}{}  {:>10}",
+        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}{}  {:>10}  {:>12}  {:>10}{}  {:>10}",
         "epoch",
         "label",
         "cause",
         "elapsed",
         "RSS",
+        files.cell("file pages"),
         private.cell("private"),
         "live heap",
         "live allocs",
@@ -190,12 +193,13 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         };
         let _ = writeln!(
             out,
-            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}  {:>10}  {:>12}  {:>10}{}  {:>10}{note}",
+            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}{}  {:>10}  {:>12}  {:>10}{}  {:>10}{note}",
             s.epoch,
             label,
             s.cause.name(),
             duration_ns(s.elapsed_ns),
             bytes(s.rss_bytes),
+            files.cell(&bytes(s.rss_file_bytes)),
             // Not measured at exit.
             private.cell(&measured_bytes(s.private_dirty_bytes, !exit)),
             bytes(s.heap_live_bytes),
