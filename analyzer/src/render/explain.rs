@@ -3,8 +3,9 @@
 //! reason of its own, with what to do about it.
 //!
 //! Each explanation is recognised by a function on the stack, and is said
-//! under the suspect (and in its JSON `explanation`); the ranking and the
-//! verdict do not change.
+//! under the suspect (and in its JSON `explanation`); a leak verdict whose
+//! top line's best suspect has one names what the memory is. The ranking
+//! does not change.
 
 use std::fmt;
 
