@@ -183,6 +183,22 @@ fn training_passes_cut_the_epochs_with_forked_workers() {
     assert!(exact.iter().all(|s| s["count"] == 8), "every buffer of a pass after the warm-up: {survivors:?}");
 }
 
+/// Past TRACER_WORKER_TRACES, forked workers run untraced: the parent's
+/// trace says so once, and its own analysis is unchanged.
+#[test]
+fn workers_past_the_limit_write_no_trace() {
+    let run = torch_job(&["--workers", &WORKERS.to_string()], &[("TRACER_WORKER_TRACES", "3")]);
+    assert_eq!(worker_traces(&run).len(), 3, "{:?}", run.trace_files());
+    assert_workers(&run, 3, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::ExitOnly);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let notes: Vec<&str> =
+        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+    let untraced = notes.iter().filter(|n| n.starts_with("DataLoader workers after the first 3 ")).count();
+    assert_eq!(untraced, 1, "{notes:?}");
+}
+
 /// Each file holds the code objects its stacks name, each before the first
 /// stack node naming it, and no others: a worker forked from a process
 /// that imported torch holds a few of its parent's thousands.

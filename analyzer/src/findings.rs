@@ -13,8 +13,10 @@ use crate::render::analyze_by_line;
 use crate::symbolize::Symbolizer;
 use crate::trace::{load, Descendant, LoadOptions};
 
-/// Descendants' traces looked at, at most: a long job that forks its
-/// workers for every pass leaves thousands, of one snapshot each.
+/// Descendants' traces looked at, at most: the tracer's default number of
+/// DataLoader worker traces per process. A long job that forks its workers
+/// for every pass, traced with `TRACER_WORKER_TRACES=all`, leaves
+/// thousands, of one snapshot each.
 pub const LOOKED_AT: usize = 256;
 
 /// A descendant's verdict, when it found something.

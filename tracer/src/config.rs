@@ -42,6 +42,16 @@ pub const WARM_UP_SAMPLE_VAR: &str = "TRACER_WARMUP_SAMPLE_BYTES";
 /// large allocations (weights, buffers) all are, and the kept small ones
 /// stand for the others.
 pub const DEFAULT_WARM_UP_SAMPLE_BYTES: u64 = 64 << 10;
+/// How many of a process's forked DataLoader workers write traces;
+/// `all` for every one.
+pub const WORKER_TRACES_VAR: &str = "TRACER_WORKER_TRACES";
+/// [`WORKER_TRACES_VAR`] when not set. A loader without persistent workers
+/// forks new ones for every pass: a job of thousands of short epochs would
+/// leave a trace per worker and pass, each telling what the first ones
+/// told (a worker of one pass starts from its parent's memory as it is
+/// then, which the parent's own trace follows). The analyzer looks at as
+/// many descendants' traces.
+pub const DEFAULT_WORKER_TRACES: u32 = 256;
 
 pub struct Config {
     /// The path named by the user (absolute), which descendants suffix.
@@ -69,6 +79,8 @@ pub struct Config {
     pub sample_warm_up_only: bool,
     /// Passes over a PyTorch DataLoader close epochs (`TRACER_AUTO_EPOCHS`, on unless `0`).
     pub auto_epochs: bool,
+    /// How many forked DataLoader workers write traces (`None`: every one).
+    pub worker_traces: Option<u32>,
     /// Problems with the settings, to be reported once.
     pub warnings: Vec<String>,
     /// What an ancestor already printed at its start (see [`REPORTED_VAR`]).
@@ -127,6 +139,7 @@ impl Config {
                 }
             },
         };
+        let worker_traces = worker_traces_var(&mut warnings);
         Config {
             base_output,
             is_descendant,
@@ -137,6 +150,7 @@ impl Config {
             sample_bytes,
             sample_warm_up_only,
             auto_epochs,
+            worker_traces,
             warnings,
             ancestor_reported: env::var(REPORTED_VAR).ok(),
         }
@@ -188,6 +202,25 @@ fn sample_bytes_var(var: &str, fallback: Option<u64>, warnings: &mut Vec<String>
     (bytes > 0).then_some(bytes)
 }
 
+/// [`WORKER_TRACES_VAR`]: a count, or `all` (`None`); when unreadable, the
+/// default, with a warning.
+fn worker_traces_var(warnings: &mut Vec<String>) -> Option<u32> {
+    let Ok(text) = env::var(WORKER_TRACES_VAR) else { return Some(DEFAULT_WORKER_TRACES) };
+    parse_worker_traces(&text).unwrap_or_else(|| {
+        warnings.push(format!(
+            "{WORKER_TRACES_VAR}={text:?} is neither a number of workers nor `all` (use e.g. 16, 0 for none, or all); using {DEFAULT_WORKER_TRACES}"
+        ));
+        Some(DEFAULT_WORKER_TRACES)
+    })
+}
+
+fn parse_worker_traces(text: &str) -> Option<Option<u32>> {
+    match text.trim() {
+        "all" => Some(None),
+        count => count.parse().ok().map(Some),
+    }
+}
+
 fn absolute(path: &Path) -> PathBuf {
     if path.is_absolute() {
         return path.to_path_buf();
@@ -210,6 +243,7 @@ mod tests {
             sample_bytes: None,
             sample_warm_up_only: false,
             auto_epochs: true,
+            worker_traces: Some(DEFAULT_WORKER_TRACES),
             warnings: vec![],
             ancestor_reported: None,
         }
@@ -229,5 +263,14 @@ mod tests {
                 ("/tmp/t.bin.9.2".into(), Claim::Exclusive)
             ]
         );
+    }
+
+    #[test]
+    fn worker_traces_are_a_count_or_all() {
+        assert_eq!(parse_worker_traces("16"), Some(Some(16)));
+        assert_eq!(parse_worker_traces(" 0 "), Some(Some(0)));
+        assert_eq!(parse_worker_traces("all"), Some(None));
+        assert_eq!(parse_worker_traces("-1"), None);
+        assert_eq!(parse_worker_traces("many"), None);
     }
 }

@@ -14,7 +14,7 @@ use trace_format::{
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{
     Config, AUTO_EPOCHS_VAR, PARENT_IMAGE_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, SAMPLE_VAR,
-    WARM_UP_SAMPLE_VAR,
+    WARM_UP_SAMPLE_VAR, WORKER_TRACES_VAR,
 };
 use crate::mappings::{Locked, Mappings};
 use crate::modules::{self, ModuleMap};
@@ -73,6 +73,11 @@ struct Session {
     parent_epochs_closed: sys::SharedCounterSlot,
     /// How many of the parent's epochs this process has followed.
     parent_epochs_followed: AtomicU32,
+    /// How many DataLoader workers this process forked, in a page they
+    /// share with it: each takes its number as it starts.
+    workers_forked: sys::SharedCounterSlot,
+    /// The trace says that later workers write none.
+    untraced_workers_noted: AtomicBool,
     output: Mutex<Output>,
     stop_reported: AtomicBool,
     /// See [`Allocators`].
@@ -223,6 +228,8 @@ fn begin(allocators: Allocators) {
         epochs_closed: sys::SharedCounterSlot::default(),
         parent_epochs_closed: sys::SharedCounterSlot::default(),
         parent_epochs_followed: AtomicU32::new(0),
+        workers_forked: sys::SharedCounterSlot::default(),
+        untraced_workers_noted: AtomicBool::new(false),
         output: Mutex::new(Output {
             writer: Some(writer),
             modules: ModuleMap::default(),
@@ -243,6 +250,7 @@ fn begin(allocators: Allocators) {
     }
     let session = SESSION.get().expect("just set");
     session.epochs_closed.set(sys::counter_shared_with_forks());
+    session.workers_forked.set(sys::counter_shared_with_forks());
     let started = {
         let mut output = lock(&session.output);
         session.write_preamble(&mut output)
@@ -524,12 +532,20 @@ pub fn after_fork_in_child() {
 
 /// `after_fork_in_child`'s work, with the thread inside the tracer.
 fn adopt_child(session: &Session) {
-    session.recorder.forked();
     // The pass state is the child's to update whatever the walk shows; the
     // walk finds the loader also when the program's marks turned the pass
     // detection off.
     let inside_parents_pass = auto_epochs::forked_inside_parents_pass();
-    if inside_parents_pass || matches!(session.walk_for_loader(), LoaderFrames::Present(_)) {
+    let worker = inside_parents_pass || matches!(session.walk_for_loader(), LoaderFrames::Present(_));
+    if worker && !session.takes_a_worker_trace() {
+        // Its parent's next snapshot says so; the worker runs untraced,
+        // and its copy of the parent's descriptor is closed.
+        STATE.store(STOPPED, Ordering::Release);
+        lock(&session.output).writer = None;
+        return;
+    }
+    session.recorder.forked();
+    if worker {
         // A DataLoader worker's epochs are its parent's; the default time
         // slices, inherited from a parent that had not yet seen its loader
         // repeat, would cut the worker's trace by how long it ran.
@@ -554,8 +570,11 @@ fn adopt_child(session: &Session) {
             }
         }
     }
-    // What this process closes is for its own children to follow.
+    // What this process closes is for its own children to follow, and its
+    // workers are its own to count.
     session.epochs_closed.set(sys::counter_shared_with_forks());
+    session.workers_forked.set(sys::counter_shared_with_forks());
+    session.untraced_workers_noted.store(false, Ordering::Relaxed);
     let parent = session.pid.swap(sys::pid(), Ordering::Relaxed);
     let mut output = lock(&session.output);
     // The child writes a file of its own, opened when it first has something
@@ -590,6 +609,27 @@ impl Session {
         let mut python_frames = PyStack::new();
         self.python.capture(&mut python_frames);
         python_frames.loader_frames()
+    }
+
+    /// Called in a newly forked DataLoader worker: whether it is one of
+    /// the workers of its parent that write traces ([`Config::worker_traces`]).
+    fn takes_a_worker_trace(&self) -> bool {
+        let (Some(limit), Some(forked)) = (self.config.worker_traces, self.workers_forked.get()) else { return true };
+        forked.fetch_add(1, Ordering::Relaxed) < limit
+    }
+
+    /// The notice, once, that this process's DataLoader workers past the
+    /// limit write no trace, when some did not.
+    fn untraced_workers_notice(&self) -> Option<Notice> {
+        let limit = self.config.worker_traces?;
+        let forked = self.workers_forked.get()?.load(Ordering::Relaxed);
+        if forked <= limit || self.untraced_workers_noted.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        let text = format!(
+            "DataLoader workers after the first {limit} that this process forked write no trace ({WORKER_TRACES_VAR}=all traces every one)"
+        );
+        Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
 
     /// Whether this DataLoader worker's parent closed an epoch the worker
@@ -714,6 +754,7 @@ impl Session {
             );
             records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text }));
         }
+        records.extend(self.untraced_workers_notice().map(Record::Notice));
         // The first snapshot of a process importing torch names millions of
         // nodes: they go out in records of a bounded size as they are found,
         // rather than all held (and then all encoded) at once.
