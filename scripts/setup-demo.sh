@@ -50,17 +50,18 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 VPY="$VENV/bin/python"
 
+# matplotlib: a test plots figures as training jobs do.
 have_torch() {
     "$VPY" - "$TORCH_VERSION" <<'PY' >/dev/null 2>&1
 import sys
-import torch, numpy  # noqa: F401
+import torch, numpy, matplotlib  # noqa: F401
 sys.exit(torch.__version__.split("+")[0] != sys.argv[1])
 PY
 }
 if ! have_torch; then
-    say "installing torch==$TORCH_VERSION into $VENV (a large download, once)"
-    "$VPY" -m pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" numpy
-    have_torch || { say "torch $TORCH_VERSION does not import in $VENV"; exit 1; }
+    say "installing torch==$TORCH_VERSION, numpy and matplotlib into $VENV (a large download, once)"
+    "$VPY" -m pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" numpy matplotlib
+    have_torch || { say "torch $TORCH_VERSION, numpy or matplotlib does not import in $VENV"; exit 1; }
 fi
 
 # --- demo-trainer --------------------------------------------------------------

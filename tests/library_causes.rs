@@ -1,9 +1,10 @@
 //! Memory a library keeps for a reason of its own, told for what it is:
 //! tests/python/library_growth.py (torch, from the venv) with a profiler
 //! left running over the loop, and with a convolution fed new input shapes
-//! every epoch (oneDNN's primitive cache).
+//! every epoch (oneDNN's primitive cache), and with pyplot figures saved
+//! and never closed.
 //!
-//! Needs the venv with torch (scripts/setup-demo.sh) and the release builds;
+//! Needs the venv with torch and matplotlib (scripts/setup-demo.sh) and the release builds;
 //! missing pieces fail the tests, they never skip.
 
 use integration_tests::*;
@@ -64,4 +65,21 @@ fn without_the_primitive_cache_the_shapes_keep_no_kernels() {
     // analysed epochs; without it a pymalloc arena (1 MiB) may still come.
     let mapped = report["verdict"]["mapped_growth_bytes"].as_i64().unwrap();
     assert!(mapped <= 2 << 20, "traced mappings grew by {mapped} bytes");
+}
+
+#[test]
+fn figures_never_closed_are_told_as_matplotlibs() {
+    let report = traced_job(&["--cause", "figures"], &[]);
+    assert_told(&report, "plot_losses", "matplotlib's figures");
+    let top = report["lines"][0]["growth_bytes_per_epoch"].as_i64().unwrap();
+    assert!(top >= 1 << 20, "a pixel buffer of 1.8 MiB an epoch: {:#}", report["lines"][0]);
+}
+
+#[test]
+fn closed_figures_keep_nothing() {
+    let report = traced_job(&["--cause", "figures", "--close-figures"], &[]);
+    assert_ne!(report["verdict"]["kind"], "heap_leak", "{:#}", report["verdict"]);
+    let explained = |s: &&Value| s["explanation"].as_str().is_some_and(|e| e.starts_with("matplotlib"));
+    let kept: Vec<&Value> = report["suspects"].as_array().unwrap().iter().filter(explained).collect();
+    assert!(kept.is_empty(), "the advice did not stop the growth: {kept:#?}");
 }

@@ -5,12 +5,18 @@ only after it; while it runs it keeps a record of every operator.
 --cause onednn-shapes: every epoch runs a convolution on inputs of sizes
 not seen before; oneDNN compiles a kernel for each new shape and keeps it
 in its primitive cache (up to ONEDNN_PRIMITIVE_CACHE_CAPACITY entries).
+--cause figures: every epoch plots its losses with pyplot and saves the
+figure (an 8x6 inch PNG at 100 dpi: a 1.8 MiB pixel buffer), never closing
+it; pyplot keeps every figure it opened. --close-figures closes each one
+once it is saved.
 Each epoch ends with tracer_mark.
 
-Usage: library_growth.py --cause {profiler,onednn-shapes} [--epochs N] [--steps N]
+Usage: library_growth.py --cause {profiler,onednn-shapes,figures} [--close-figures]
+                         [--epochs N] [--steps N]
 """
 
 import argparse
+import io
 import pathlib
 import sys
 
@@ -21,11 +27,27 @@ from tracer_mark import mark  # noqa: E402
 
 
 def train_steps(model, optimizer, steps):
+    losses = []
     for _ in range(steps):
         loss = model(torch.randn(32, 64)).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def plot_losses(losses, close):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(8, 6), dpi=100)
+    plt.plot(losses)
+    fig.savefig(io.BytesIO(), format="png")
+    if close:
+        plt.close(fig)
 
 
 def new_shapes(conv, epoch, shapes=12):
@@ -36,7 +58,8 @@ def new_shapes(conv, epoch, shapes=12):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cause", choices=["profiler", "onednn-shapes"], required=True)
+    parser.add_argument("--cause", choices=["profiler", "onednn-shapes", "figures"], required=True)
+    parser.add_argument("--close-figures", action="store_true")
     parser.add_argument("--epochs", type=int, default=7)
     parser.add_argument("--steps", type=int, default=150, help="training steps per epoch")
     args = parser.parse_args()
@@ -51,9 +74,11 @@ def main():
         profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         profiler.start()
     for epoch in range(1, args.epochs + 1):
-        train_steps(model, optimizer, args.steps)
+        losses = train_steps(model, optimizer, args.steps)
         if args.cause == "onednn-shapes":
             new_shapes(conv, epoch)
+        if args.cause == "figures":
+            plot_losses(losses, args.close_figures)
         mark(f"epoch {epoch}")
         print(f"epoch {epoch}", flush=True)
     if profiler is not None:

@@ -75,6 +75,15 @@ const ONEDNN_PRIMITIVE_CACHE: Explanation = Explanation {
     detail: "each new input shape (or data type, or memory layout) of a CPU convolution, matmul or reorder has its kernel compiled and cached, up to ONEDNN_PRIMITIVE_CACHE_CAPACITY primitives (1024 by default), and only then are the least recently used evicted; feed fixed or bucketed shapes, or set ONEDNN_PRIMITIVE_CACHE_CAPACITY lower (0 turns the cache off)",
 };
 
+/// What memory allocated while matplotlib made or drew a figure is.
+const MATPLOTLIB_FIGURES: Explanation = Explanation {
+    what: "matplotlib's figures",
+    detail: "a figure keeps what it holds (its artists, and once drawn or saved its renderer's pixel buffer) as long as anything refers to it, and pyplot refers to every figure it opened (plt.figure, plt.subplots, plt.plot) until it is closed; call plt.close(fig) once a figure is saved, or make figures with matplotlib.figure.Figure, which pyplot does not keep",
+};
+
+/// matplotlib's modules through which figures are made and drawn.
+const MATPLOTLIB_FIGURE_MODULES: &[&str] = &["/matplotlib/pyplot.py", "/matplotlib/figure.py"];
+
 /// Why `suspect`'s memory (with its stack `frames`) is kept, when one of
 /// the known reasons shows on the stack.
 pub fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'static Explanation> {
@@ -102,6 +111,11 @@ fn explain(pymalloc: bool, memory: Memory, frames: &[Frame]) -> Option<&'static 
             Some(&PROFILER_RECORDS)
         } else if native().any(|f| f.function.starts_with("dnnl::impl::") && f.function.contains("primitive_cache")) {
             Some(&ONEDNN_PRIMITIVE_CACHE)
+        } else if frames.iter().any(|f| {
+            f.python
+                && f.file.as_deref().is_some_and(|file| MATPLOTLIB_FIGURE_MODULES.iter().any(|m| file.ends_with(m)))
+        }) {
+            Some(&MATPLOTLIB_FIGURES)
         } else {
             None
         }
@@ -151,6 +165,25 @@ mod tests {
         // oneDNN running a primitive it has is no cache growing.
         let run = [native("dnnl::impl::cpu::x64::jit_avx512_common_convolution_fwd_t::execute()", TORCH)];
         assert_eq!(explain(false, Memory::Heap, &run), None);
+    }
+
+    #[test]
+    fn matplotlib_figures_are_told_by_its_figure_modules_on_the_stack() {
+        let site = "/venv/lib/python3.11/site-packages/matplotlib";
+        let in_file = |function: &str, file: &str| Frame { file: Some(file.into()), ..python(function) };
+        let saved = [
+            native("RendererAgg::RendererAgg(unsigned int, unsigned int, double)", "_backend_agg.so"),
+            in_file("RendererAgg.__init__", &format!("{site}/backends/backend_agg.py")),
+            in_file("Figure.savefig", &format!("{site}/figure.py")),
+            in_file("<module>", "/job/train.py"),
+        ];
+        assert_eq!(explain(true, Memory::Heap, &saved), Some(&MATPLOTLIB_FIGURES));
+        let plotted = [in_file("plot", &format!("{site}/pyplot.py")), in_file("<module>", "/job/train.py")];
+        assert_eq!(explain(true, Memory::Mapped, &plotted), Some(&MATPLOTLIB_FIGURES));
+        // Drawing code alone, or a program's own figure.py, is not pyplot's figures.
+        let drawn = [in_file("RendererAgg.__init__", &format!("{site}/backends/backend_agg.py"))];
+        assert_eq!(explain(false, Memory::Heap, &drawn), None);
+        assert_eq!(explain(false, Memory::Heap, &[in_file("plot", "/job/figure.py")]), None);
     }
 
     #[test]
