@@ -516,7 +516,9 @@ fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     let note =
         text.lines().find(|line| line.contains("its trace is a descendant's")).unwrap_or_else(|| panic!("{text}"));
     let (named, epochs) = note.rsplit("analyzer report ").next().unwrap().split_once(" (").unwrap();
-    assert_eq!(epochs, "9 epochs)", "leaky's 8 marks and its exit: {note}");
+    let (epochs, found) = epochs.split_once("; ").unwrap_or_else(|| panic!("{note}"));
+    assert_eq!(epochs, "9 epochs", "leaky's 8 marks and its exit: {note}");
+    assert!(found.starts_with("it found heap_leak: 1 suspect, +"), "{note}");
     let named = Path::new(named);
     let process = process_record(named);
     assert!(process.exe.ends_with("leaky"), "{note}: {}", process.exe);

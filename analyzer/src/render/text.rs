@@ -471,10 +471,11 @@ pub fn render(report: &Report<'_>) -> String {
             } else {
                 "if the program ran under a wrapper (a shell script, timeout, env) or did its work in processes it started (multiprocessing, torch.multiprocessing.spawn), its trace is a descendant's"
             };
-            let epochs = match other.snapshots {
-                0 => String::new(),
-                1 => " (1 epoch)".to_string(),
-                n => format!(" ({n} epochs)"),
+            let found = other.finding.as_ref().map(|f| format!("; it found {}: {}", f.kind.name(), f.summary));
+            let epochs = match (other.snapshots, found.unwrap_or_default()) {
+                (0, _) => String::new(),
+                (1, found) => format!(" (1 epoch{found})"),
+                (n, found) => format!(" ({n} epochs{found})"),
             };
             let _ = writeln!(out, "Note: {why}: analyzer report {}{epochs}", other.trace.path.display());
         }
