@@ -291,6 +291,10 @@ fn check_small_objects_under_pymalloc(version: &str) {
         "{own}"
     );
     assert!(own["file"].as_str().unwrap().ends_with("small_objects.py"), "{own}");
+    // The line needed the arenas; what keeps their objects is not known.
+    let verdict = report["verdict"]["message"].as_str().unwrap();
+    let charged = format!("charged to leak_small_objects (small_objects.py:{leak_line})");
+    assert!(verdict.starts_with("pymalloc arenas grew by about ") && verdict.contains(&charged), "{verdict}");
     let text = Command::new(analyzer())
         .arg("report")
         .arg(&trace)

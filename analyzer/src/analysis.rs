@@ -393,8 +393,20 @@ pub struct Culprit<'a> {
     pub suspects: usize,
     pub memory: LineMemory,
     /// What the memory of the line's best suspect is, when the report
-    /// knows (a library's cache or records), with that suspect's rank.
-    pub known_as: Option<(&'a str, usize)>,
+    /// knows (a library's cache or records).
+    pub known_as: Option<KnownAs<'a>>,
+}
+
+/// What a culprit's memory is (see [`Culprit::known_as`]).
+#[derive(Debug, Clone, Copy)]
+pub struct KnownAs<'a> {
+    pub what: &'a str,
+    /// The rank of the suspect it was told of.
+    pub rank: usize,
+    /// The line was only where the memory happened to grow (it needed a
+    /// new block of something another part keeps filling): it keeps none
+    /// of it, and the verdict must not say it does.
+    pub incidental: bool,
 }
 
 impl<'a> Culprit<'a> {
@@ -460,23 +472,30 @@ impl Analysis {
             ),
             VerdictKind::HeapLeak => {
                 let top = culprit.unwrap_or_else(|| Culprit::suspect(&self.suspects[0], "the top suspect"));
-                let mut msg = format!(
-                    "{} keeps about {}/epoch {}alive ({} now){}{}; {} over {over}",
-                    top.name,
+                let growth = format!(
+                    "about {}/epoch {}",
                     bytes(top.growth_bytes_per_epoch),
                     top.memory.words().map(|words| format!("of {words} ")).unwrap_or_default(),
-                    bytes(top.live_bytes),
-                    if top.suspects > 1 { format!(" through {} stacks", top.suspects) } else { String::new() },
-                    if self.suspects.len() > top.suspects {
-                        format!(", {} suspects in all", self.suspects.len())
-                    } else {
-                        String::new()
-                    },
-                    traced_growth_words(v),
                 );
-                if let Some((what, rank)) = top.known_as {
-                    msg.push_str(&format!("; the memory is {what} (see suspect #{rank})"));
-                }
+                let through = if top.suspects > 1 { format!(" through {} stacks", top.suspects) } else { String::new() };
+                let in_all = if self.suspects.len() > top.suspects {
+                    format!(", {} suspects in all", self.suspects.len())
+                } else {
+                    String::new()
+                };
+                let live = bytes(top.live_bytes);
+                let traced = traced_growth_words(v);
+                let mut msg = match top.known_as {
+                    Some(known) if known.incidental => format!(
+                        "{} grew by {growth}({live} now), charged to {}{through}{in_all}: that line only happened to need more of them, and does not keep them; {traced} over {over} (see suspect #{})",
+                        known.what, top.name, known.rank
+                    ),
+                    Some(known) => format!(
+                        "{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}; the memory is {} (see suspect #{})",
+                        top.name, known.what, known.rank
+                    ),
+                    None => format!("{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}", top.name),
+                };
                 if rss_outgrew_traced_memory(v) {
                     msg.push_str(&format!(
                         "; {}, much more than the heap and mappings: the rest ({}) is outside what the tracer sees",

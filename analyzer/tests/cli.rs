@@ -568,7 +568,7 @@ fn python_sim(allocator: &str) -> Sim {
 /// each, one through `<module>` line 70 keeps 8 KiB, in a 100 MiB heap (a
 /// noise floor of about 100 KiB an epoch): each stack is below the floor.
 fn small_stacks_under_one_line(stacks: u32) -> TempFile {
-    let mut sim = python_sim("malloc (every Python object reaches malloc: exact attribution)");
+    let mut sim = python_sim("malloc (every Python object reaches malloc, traced one by one)");
     for stack in 1..=stacks {
         let native = Frame::Native(0x40_0000 + u64::from(stack) * 0x100);
         sim.stack_frames(stack, vec![native, py(0x7f00_1000, 3, false), py(0x7f00_2000, 0, true)]);
@@ -666,7 +666,7 @@ fn a_line_above_the_noise_floor_makes_suspects_of_its_small_stacks() {
 
 #[test]
 fn python_frames_have_file_line_and_own_code_in_json() {
-    let path = python_trace("pymalloc (objects ≤512 B not traced individually)");
+    let path = python_trace("pymalloc (objects ≤512 B not traced one by one)");
     let out = report(&path, &["--json"]);
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
     let v = json(&out);
@@ -710,7 +710,7 @@ fn python_frames_have_file_line_and_own_code_in_json() {
         "python_allocator = pymalloc",
         "> train_step  /job/train.py:42",
         "  Module._call_impl  /venv/lib/python3.11/site-packages/torch/nn/modules/module.py:1506",
-        "Note: Python's pymalloc was in force: Python objects of 512 bytes or less are not traced individually",
+        "Note: Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one",
         "PYTHONMALLOC=malloc",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
@@ -719,7 +719,7 @@ fn python_frames_have_file_line_and_own_code_in_json() {
 
 #[test]
 fn no_pymalloc_note_when_python_used_malloc() {
-    let path = python_trace("malloc (every Python object reaches malloc: exact attribution)");
+    let path = python_trace("malloc (every Python object reaches malloc, traced one by one)");
     let text = stdout(&report(&path, &[]));
     assert!(text.contains("python_allocator = malloc"), "{text}");
     assert!(!text.contains("Note: Python's pymalloc"), "{text}");

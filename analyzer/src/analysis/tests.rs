@@ -78,6 +78,29 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
 }
 
 #[test]
+fn a_culprit_whose_memory_it_only_happened_to_need_is_not_said_to_keep_it() {
+    let sim = scenario(10, |sim, _| {
+        sim.alloc_many(1, 1, 1 << 20);
+    });
+    let (_, a) = run(&sim);
+    let line = |incidental| Culprit {
+        name: "churn (train.py:6)".into(),
+        growth_bytes_per_epoch: 1 << 20,
+        live_bytes: 10 << 20,
+        suspects: 3,
+        memory: LineMemory::Only(Memory::Mapped),
+        known_as: Some(KnownAs { what: "pymalloc arenas", rank: 1, incidental }),
+    };
+    let msg = a.verdict_message(Some(line(true)));
+    let charged = "pymalloc arenas grew by about 1.00 MiB/epoch of anonymous mapped memory (10.0 MiB now), charged to churn (train.py:6) through 3 stacks: that line only happened to need more of them, and does not keep them; ";
+    assert!(msg.starts_with(charged), "{msg}");
+    assert!(msg.ends_with(" (see suspect #1)") && !msg.contains(" keeps "), "{msg}");
+    let msg = a.verdict_message(Some(line(false)));
+    assert!(msg.starts_with("churn (train.py:6) keeps about 1.00 MiB/epoch"), "{msg}");
+    assert!(msg.ends_with("; the memory is pymalloc arenas (see suspect #1)"), "{msg}");
+}
+
+#[test]
 fn a_cache_filled_once_is_not_a_leak() {
     for fill_epoch in [0, 1] {
         let sim = scenario(10, |sim, e| {

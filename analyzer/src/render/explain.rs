@@ -21,6 +21,9 @@ pub struct Explanation {
     pub what: &'static str,
     /// Why it stays, and what to do.
     pub detail: &'static str,
+    /// The line the memory is charged to only happened to need more of it
+    /// (a new arena, the next block of records): something else keeps it.
+    pub incidental_site: bool,
 }
 
 impl fmt::Display for Explanation {
@@ -36,14 +39,15 @@ fn pymalloc_in_force(trace: &Trace) -> bool {
 /// The note for a Python process whose small objects came from pymalloc.
 pub fn pymalloc_note(trace: &Trace) -> Option<&'static str> {
     pymalloc_in_force(trace).then_some(
-        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced individually, only the arenas that hold them (as mapped memory); run with PYTHONMALLOC=malloc for exact attribution",
+        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one, only the arenas that hold them (as mapped memory), charged to whichever line needed a new one; run with PYTHONMALLOC=malloc to trace the objects (with TRACER_SAMPLE_BYTES=64k when the job makes millions of them an epoch)",
     )
 }
 
 /// What a mapping suspect made by pymalloc's arena allocator is.
 const PYMALLOC_ARENAS: Explanation = Explanation {
     what: "pymalloc arenas",
-    detail: "this memory holds Python objects of 512 bytes or less; an arena is charged to the line whose object needed it, so objects of other lines may live there too; run with PYTHONMALLOC=malloc for exact attribution",
+    detail: "this memory holds Python objects of 512 bytes or less; an arena is charged to the line whose object needed it, often a line that makes many short-lived objects, while objects that other lines keep fill it; run with PYTHONMALLOC=malloc to trace the objects themselves (with TRACER_SAMPLE_BYTES=64k when the job makes millions of them an epoch)",
+    incidental_site: true,
 };
 
 /// The interpreter functions that map pymalloc's arenas (3.11 and 3.12+ names).
@@ -54,6 +58,7 @@ const ARENA_MAPPERS: &[&str] = &["_PyObject_ArenaMmap", "_PyMem_ArenaAlloc", "ne
 const WORKER_BATCHES: Explanation = Explanation {
     what: "batches from DataLoader workers",
     detail: "each arrives in shared memory that this process maps, and stays mapped as long as the batch or anything still holding it is kept (a list of batches, a loss or output kept with its autograd graph); keep numbers (.item()) or copies (.clone()) of what you need",
+    incidental_site: false,
 };
 
 /// torch's functions that map a tensor another process sent.
@@ -63,6 +68,7 @@ const SHARED_TENSOR_REBUILDERS: &[&str] = &["rebuild_storage_fd", "rebuild_stora
 const PROFILER_RECORDS: Explanation = Explanation {
     what: "the PyTorch profiler's records",
     detail: "while a profiler runs it keeps a record of every operator, in blocks allocated by whichever operator fills the last one (so the line above is only where the records happened to grow); stop it (prof.stop(), or leave its `with` block) or give it a schedule that records a few steps",
+    incidental_site: true,
 };
 
 /// The functions of the profiler's operator callbacks (the C++ namespaces
@@ -73,12 +79,14 @@ const PROFILER_NAMESPACES: &[&str] = &["torch::profiler::impl::", "torch::autogr
 const ONEDNN_PRIMITIVE_CACHE: Explanation = Explanation {
     what: "oneDNN's primitive cache",
     detail: "each new input shape (or data type, or memory layout) of a CPU convolution, matmul or reorder has its kernel compiled and cached, up to ONEDNN_PRIMITIVE_CACHE_CAPACITY primitives (1024 by default), and only then are the least recently used evicted; feed fixed or bucketed shapes, or set ONEDNN_PRIMITIVE_CACHE_CAPACITY lower (0 turns the cache off)",
+    incidental_site: false,
 };
 
 /// What memory allocated while matplotlib made or drew a figure is.
 const MATPLOTLIB_FIGURES: Explanation = Explanation {
     what: "matplotlib's figures",
     detail: "a figure keeps what it holds (its artists, and once drawn or saved its renderer's pixel buffer) as long as anything refers to it, and pyplot refers to every figure it opened (plt.figure, plt.subplots, plt.plot) until it is closed; call plt.close(fig) once a figure is saved, or make figures with matplotlib.figure.Figure, which pyplot does not keep",
+    incidental_site: false,
 };
 
 /// matplotlib's modules through which figures are made and drawn.

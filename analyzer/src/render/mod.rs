@@ -12,7 +12,7 @@ pub mod text;
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-use crate::analysis::{analyze, Analysis, Culprit, NoiseFloor, Suspect, STACKS_BY_LINE};
+use crate::analysis::{analyze, Analysis, Culprit, KnownAs, NoiseFloor, Suspect, STACKS_BY_LINE};
 use crate::lines::{self, LeakLine};
 use crate::symbolize::{Frame, Symbolizer};
 use crate::trace::{Memory, Trace};
@@ -216,7 +216,7 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> 
         live_bytes: line.live_bytes,
         suspects: line.ranks.len(),
         memory: line.memory,
-        known_as: best.explanation.map(|e| (e.what, best.rank)),
+        known_as: best.explanation.map(|e| KnownAs { what: e.what, rank: best.rank, incidental: e.incidental_site }),
     }
 }
 

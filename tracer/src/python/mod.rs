@@ -158,9 +158,8 @@ fn version_text(hex: u64) -> String {
 /// option keeps pymalloc, with debug hooks).
 fn allocator_setting() -> String {
     match std::env::var("PYTHONMALLOC").as_deref() {
-        Ok("malloc") | Ok("malloc_debug") => "malloc (every Python object reaches malloc: exact attribution)".into(),
-        _ => "pymalloc (objects ≤512 B not traced individually; run with PYTHONMALLOC=malloc for exact attribution)"
-            .into(),
+        Ok("malloc") | Ok("malloc_debug") => "malloc (every Python object reaches malloc, traced one by one)".into(),
+        _ => "pymalloc (objects ≤512 B not traced one by one; run with PYTHONMALLOC=malloc to trace them)".into(),
     }
 }
 
