@@ -293,6 +293,25 @@ fn a_program_with_a_malloc_of_its_own_runs_unchanged_and_is_told_so() {
     assert_eq!(run.stderr(), expected);
 }
 
+/// A program that only takes malloc's address is not one that defines it:
+/// its heap reaches the tracer, and nothing is said; with an allocator
+/// preloaded before the tracer, that allocator is named.
+#[test]
+fn a_program_taking_mallocs_address_is_traced_and_its_allocator_found() {
+    let program = compile_without_pie("malloc_address.c");
+    let run = run_traced(&program, &[]).succeeded();
+    assert_eq!(run.stdout(), "malloc_address: 512 blocks kept\n");
+    assert_eq!(run.stderr(), "", "a false warning");
+    let report = report_json(&run.trace);
+    assert_eq!(report["verdict"]["kind"], "heap_leak", "{report:#}");
+    assert!(mentions(&suspects(&report)[0], "keep_blocks"), "{report:#}");
+
+    let preload = format!("{} {}", jemalloc().display(), tracer_lib().display());
+    let run = run_traced_with(&program, &[], &[("LD_PRELOAD", &preload)]).succeeded();
+    let expected = format!("tracer: malloc is {}'s, loaded before libtracer.so", jemalloc().display());
+    assert!(run.stderr().starts_with(&expected), "{}", run.stderr());
+}
+
 #[test]
 fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     let program = compile("leaky.c");

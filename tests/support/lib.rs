@@ -100,6 +100,13 @@ pub fn compile(name: &str) -> PathBuf {
     build(name, Built::Program)
 }
 
+/// Compiles `tests/programs/<name>` as [`compile`] does, but as
+/// position-dependent code in a program without PIE (loaded at a fixed
+/// address), as Debian's python3 is.
+pub fn compile_without_pie(name: &str) -> PathBuf {
+    build(name, Built::ProgramWithoutPie)
+}
+
 /// Compiles `tests/programs/<name>` as a shared library, `lib<stem>.so`, as
 /// [`compile`] builds programs.
 pub fn compile_library(name: &str) -> PathBuf {
@@ -109,6 +116,7 @@ pub fn compile_library(name: &str) -> PathBuf {
 #[derive(Clone, Copy, PartialEq)]
 enum Built {
     Program,
+    ProgramWithoutPie,
     Library,
 }
 
@@ -124,6 +132,7 @@ fn build(name: &str, kind: Built) -> PathBuf {
     let stem = Path::new(name).file_stem().unwrap().to_string_lossy();
     let (binary, extra_flags) = match kind {
         Built::Program => (out_dir.join(&*stem), &[][..]),
+        Built::ProgramWithoutPie => (out_dir.join(format!("{stem}-no-pie")), &["-fno-pic", "-no-pie"][..]),
         Built::Library => (out_dir.join(format!("lib{stem}.so")), &["-shared", "-fPIC"][..]),
     };
     let partial = out_dir.join(format!(".{stem}.{}", std::process::id()));

@@ -102,12 +102,11 @@ fn resolve() -> bool {
 /// the reader of its statistics when the tracer knows them, or else a
 /// warning that `malloc free` is glibc's count.
 pub fn allocators() -> Allocators {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
-    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
     // Not `malloc`'s own address, which the program's malloc would stand for.
     let tracer = object_of(allocators as *const () as usize);
     // SAFETY: getauxval reads the auxiliary vector the kernel gave the process.
     let program = object_of(unsafe { libc::getauxval(libc::AT_ENTRY) } as usize);
+    let first = first_malloc(program);
     let warning = |text: String| Allocators { warnings: vec![text], ..Allocators::default() };
     if first != 0 && object_of(first) == program {
         return warning(
@@ -138,6 +137,83 @@ pub fn allocators() -> Allocators {
             ))
         },
     }
+}
+
+/// The malloc the program's calls reach: the first definition in the
+/// lookup order, which dlsym finds, unless the program (at load address
+/// `program`) only refers to malloc and takes its address. A program built
+/// without PIE that does, as Debian's python3 is, holds an undefined entry
+/// for malloc whose value is its PLT stub, which dlsym hands out so that
+/// the function's address compares equal everywhere; its calls go on to
+/// the first library that defines malloc.
+fn first_malloc(program: usize) -> usize {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
+    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
+    if first == 0 || object_of(first) != program || defines_symbol_at(first) {
+        return first;
+    }
+    first_library_defining_malloc()
+}
+
+/// `dladdr1`'s request for the symbol table entry.
+const RTLD_DL_SYMENT: c_int = 1;
+/// The section index of an undefined symbol.
+const SHN_UNDEF: u16 = 0;
+
+/// Whether the symbol dladdr finds at `address` is defined there (not an
+/// undefined entry whose value is a PLT stub).
+fn defines_symbol_at(address: usize) -> bool {
+    // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let mut symbol: *mut c_void = std::ptr::null_mut();
+    // SAFETY: dladdr1 only reads the loader's tables and fills `info` and,
+    // with RTLD_DL_SYMENT, `symbol` with a pointer into a loaded object's
+    // symbol table, which stays mapped while the object is loaded.
+    let found = unsafe { libc::dladdr1(address as *const c_void, &mut info, &mut symbol, RTLD_DL_SYMENT) } != 0;
+    // SAFETY: as above; null when no symbol matched.
+    found && unsafe { symbol.cast::<libc::Elf64_Sym>().as_ref() }.is_some_and(|entry| entry.st_shndx != SHN_UNDEF)
+}
+
+/// The first loaded library, in load order (the lookup order of the
+/// libraries loaded at start, preloads first), that defines malloc itself;
+/// 0 when none is found.
+fn first_library_defining_malloc() -> usize {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, found: *mut c_void) -> c_int {
+        // SAFETY: dl_iterate_phdr passes a valid entry and the `found` given below.
+        let (info, found) = unsafe { (&*info, &mut *found.cast::<usize>()) };
+        if info.dlpi_name.is_null() {
+            return 0;
+        }
+        // SAFETY: a loaded object's name is a NUL-terminated string the loader keeps.
+        let name = unsafe { CStr::from_ptr(info.dlpi_name) };
+        if name.is_empty() {
+            return 0; // the program
+        }
+        // SAFETY: RTLD_NOLOAD only looks an already loaded object up (the
+        // vdso, which cannot be opened, gives null); the handle is closed.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        if handle.is_null() {
+            return 0;
+        }
+        // SAFETY: a handle from dlopen and a NUL-terminated name.
+        let address = unsafe { libc::dlsym(handle, c"malloc".as_ptr()) } as usize;
+        // SAFETY: closes the reference dlopen took above.
+        unsafe { libc::dlclose(handle) };
+        // dlsym on a handle also searches its dependencies: the object itself must hold it.
+        let own = loaded_object(address).is_some_and(|object| {
+            // SAFETY: a file name dladdr sets is a NUL-terminated string the loader keeps.
+            !object.dli_fname.is_null() && unsafe { CStr::from_ptr(object.dli_fname) } == name
+        });
+        if address != 0 && own && defines_symbol_at(address) {
+            *found = address;
+            return 1;
+        }
+        0
+    }
+    let mut found = 0usize;
+    // SAFETY: `each` matches the callback's contract and only writes `found`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut usize).cast()) };
+    found
 }
 
 /// What dladdr says of the object holding `address`, if anything.
