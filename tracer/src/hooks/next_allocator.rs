@@ -178,42 +178,47 @@ fn defines_symbol_at(address: usize) -> bool {
 /// libraries loaded at start, preloads first), that defines malloc itself;
 /// 0 when none is found.
 fn first_library_defining_malloc() -> usize {
-    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, found: *mut c_void) -> c_int {
-        // SAFETY: dl_iterate_phdr passes a valid entry and the `found` given below.
-        let (info, found) = unsafe { (&*info, &mut *found.cast::<usize>()) };
-        if info.dlpi_name.is_null() {
-            return 0;
-        }
-        // SAFETY: a loaded object's name is a NUL-terminated string the loader keeps.
-        let name = unsafe { CStr::from_ptr(info.dlpi_name) };
-        if name.is_empty() {
-            return 0; // the program
-        }
-        // SAFETY: RTLD_NOLOAD only looks an already loaded object up (the
-        // vdso, which cannot be opened, gives null); the handle is closed.
-        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-        if handle.is_null() {
-            return 0;
-        }
-        // SAFETY: a handle from dlopen and a NUL-terminated name.
-        let address = unsafe { libc::dlsym(handle, c"malloc".as_ptr()) } as usize;
-        // SAFETY: closes the reference dlopen took above.
-        unsafe { libc::dlclose(handle) };
-        // dlsym on a handle also searches its dependencies: the object itself must hold it.
-        let own = loaded_object(address).is_some_and(|object| {
-            // SAFETY: a file name dladdr sets is a NUL-terminated string the loader keeps.
-            !object.dli_fname.is_null() && unsafe { CStr::from_ptr(object.dli_fname) } == name
-        });
-        if address != 0 && own && defines_symbol_at(address) {
-            *found = address;
-            return 1;
-        }
+    // Named first, looked into after: the callback runs under a loader lock
+    // that dlopen and dladdr, taking another one first, must not meet.
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, names: *mut c_void) -> c_int {
+        // SAFETY: dl_iterate_phdr passes a valid entry and the `names` given below.
+        let (info, names) = unsafe { (&*info, &mut *names.cast::<Vec<*const libc::c_char>>()) };
+        names.push(info.dlpi_name);
         0
     }
-    let mut found = 0usize;
-    // SAFETY: `each` matches the callback's contract and only writes `found`.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut usize).cast()) };
-    found
+    let mut names: Vec<*const libc::c_char> = Vec::new();
+    // SAFETY: `each` matches the callback's contract and only pushes onto `names`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut names as *mut Vec<*const libc::c_char>).cast()) };
+    names.into_iter().find_map(malloc_defined_by).unwrap_or(0)
+}
+
+/// The malloc the loaded object named `name` defines itself, if it does.
+fn malloc_defined_by(name: *const libc::c_char) -> Option<usize> {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: a loaded object's name is a NUL-terminated string the loader
+    // keeps while the object is loaded (objects loaded at start stay).
+    let name = unsafe { CStr::from_ptr(name) };
+    if name.is_empty() {
+        return None; // the program
+    }
+    // SAFETY: RTLD_NOLOAD only looks an already loaded object up (the vdso,
+    // which cannot be opened, gives null); the handle is closed below.
+    let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: a handle from dlopen and a NUL-terminated name.
+    let address = unsafe { libc::dlsym(handle, c"malloc".as_ptr()) } as usize;
+    // SAFETY: closes the reference dlopen took above.
+    unsafe { libc::dlclose(handle) };
+    // dlsym on a handle also searches its dependencies: the object itself must hold it.
+    let own = loaded_object(address).is_some_and(|object| {
+        // SAFETY: a file name dladdr sets is a NUL-terminated string the loader keeps.
+        !object.dli_fname.is_null() && unsafe { CStr::from_ptr(object.dli_fname) } == name
+    });
+    (address != 0 && own && defines_symbol_at(address)).then_some(address)
 }
 
 /// What dladdr says of the object holding `address`, if anything.
