@@ -312,6 +312,24 @@ fn a_program_taking_mallocs_address_is_traced_and_its_allocator_found() {
     assert!(run.stderr().starts_with(&expected), "{}", run.stderr());
 }
 
+/// A relative LD_PRELOAD (`LD_PRELOAD=target/release/libtracer.so`) still
+/// reaches a descendant that runs in another directory: the tracer makes
+/// its entry absolute, so the loader neither complains nor skips it.
+#[test]
+fn a_relative_preload_reaches_descendants_run_in_another_directory() {
+    let library = tracer_lib();
+    let target = library.parent().and_then(Path::parent).expect("target/release/libtracer.so");
+    let relative = library.strip_prefix(target).unwrap();
+    let (mut command, dir) = traced_command(Path::new("/bin/sh"));
+    command.current_dir(target).env("LD_PRELOAD", relative).args(["-c", "cd / && exec /bin/sh -c 'echo $LD_PRELOAD'"]);
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "", "the loader could not preload the tracer");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), format!("{}\n", target.join(relative).display()));
+    let traces = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(traces, 2, "the shell's trace and the one its exec'd image wrote");
+}
+
 #[test]
 fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     let program = compile("leaky.c");

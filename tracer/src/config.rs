@@ -3,7 +3,7 @@
 use std::env;
 use std::path::{Path, PathBuf};
 
-use crate::sys::Claim;
+use crate::sys::{self, Claim};
 
 /// Where a process writes its trace when `TRACER_OUTPUT` is not set.
 pub const DEFAULT_OUTPUT: &str = "trace.bin";
@@ -185,6 +185,49 @@ impl Config {
     }
 }
 
+/// Makes this library's `LD_PRELOAD` entry absolute when it was given as a
+/// relative path (`LD_PRELOAD=target/release/libtracer.so`): a descendant
+/// that runs in another directory (a launcher's `cd`, a `subprocess` with
+/// `cwd=`) would have the loader print an error for it and run untraced.
+/// Called once at start, before the program runs.
+pub fn make_own_preload_absolute() {
+    let (Some(preload), Some(own), Ok(cwd)) = (env::var_os("LD_PRELOAD"), sys::own_library_name(), env::current_dir())
+    else {
+        return;
+    };
+    let (Some(preload), Some(own)) = (preload.to_str(), own.to_str()) else { return };
+    if let Some(absolute) = preload_with_own_entry_absolute(preload, own, &cwd) {
+        env::set_var("LD_PRELOAD", absolute);
+    }
+}
+
+/// `preload` with each entry equal to `own` (the name the loader loaded
+/// this library by) made absolute from `cwd`, when `own` is a relative
+/// path; `None` when nothing changes. Entries are separated by spaces or
+/// colons, which are kept; a bare file name, searched in the library
+/// path, is left as it is.
+fn preload_with_own_entry_absolute(preload: &str, own: &str, cwd: &Path) -> Option<String> {
+    if !own.contains('/') || own.starts_with('/') {
+        return None;
+    }
+    let absolute = cwd.join(own);
+    let absolute = absolute.to_str()?;
+    let mut rewritten = String::with_capacity(preload.len() + absolute.len());
+    let mut changed = false;
+    for piece in preload.split_inclusive([' ', ':']) {
+        let entry = piece.strip_suffix([' ', ':']).unwrap_or(piece);
+        let separator = &piece[entry.len()..];
+        if entry == own {
+            rewritten.push_str(absolute);
+            changed = true;
+        } else {
+            rewritten.push_str(entry);
+        }
+        rewritten.push_str(separator);
+    }
+    changed.then_some(rewritten)
+}
+
 /// A sampling rate from `var`: `None` when unset or `0` (no sampling); when
 /// unreadable, `fallback`, with a warning.
 fn sample_bytes_var(var: &str, fallback: Option<u64>, warnings: &mut Vec<String>) -> Option<u64> {
@@ -272,5 +315,25 @@ mod tests {
         assert_eq!(parse_worker_traces("all"), Some(None));
         assert_eq!(parse_worker_traces("-1"), None);
         assert_eq!(parse_worker_traces("many"), None);
+    }
+
+    #[test]
+    fn a_relative_preload_of_this_library_is_made_absolute_and_the_rest_kept() {
+        let cwd = Path::new("/work/job");
+        let own = "target/release/libtracer.so";
+        let rewritten = |preload| preload_with_own_entry_absolute(preload, own, cwd);
+        assert_eq!(rewritten(own).as_deref(), Some("/work/job/target/release/libtracer.so"));
+        assert_eq!(
+            rewritten("target/release/libtracer.so /usr/lib/libjemalloc.so:./lib/other.so").as_deref(),
+            Some("/work/job/target/release/libtracer.so /usr/lib/libjemalloc.so:./lib/other.so")
+        );
+        assert_eq!(
+            rewritten("libfirst.so:target/release/libtracer.so").as_deref(),
+            Some("libfirst.so:/work/job/target/release/libtracer.so")
+        );
+        assert_eq!(rewritten("./target/release/libtracer.so"), None, "another spelling is not the loaded name");
+        // Absolute, or a bare name the loader searches for: left alone.
+        assert_eq!(preload_with_own_entry_absolute("/opt/libtracer.so", "/opt/libtracer.so", cwd), None);
+        assert_eq!(preload_with_own_entry_absolute("libtracer.so", "libtracer.so", cwd), None);
     }
 }

@@ -13,7 +13,7 @@ use trace_format::{
 
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{
-    Config, AUTO_EPOCHS_VAR, PARENT_IMAGE_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, SAMPLE_VAR,
+    self, Config, AUTO_EPOCHS_VAR, PARENT_IMAGE_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR, SAMPLE_VAR,
     WARM_UP_SAMPLE_VAR, WORKER_TRACES_VAR,
 };
 use crate::mappings::{Locked, Mappings};
@@ -169,6 +169,7 @@ fn begin(allocators: Allocators) {
     // Panics are caught and turned into one line; the default hook's report
     // would be noise in the traced program's stderr.
     panic::set_hook(Box::new(|_| {}));
+    config::make_own_preload_absolute();
     let mut config = Config::from_env();
     config.warnings.extend(allocators.warnings);
     if config.ancestor_reported.is_none() {

@@ -143,6 +143,23 @@ pub fn read_small_file(path: &std::ffi::CStr, buf: &mut [u8]) -> usize {
 }
 
 /// Writes a whole message to stderr, ignoring failure (there is nowhere else to report it).
+/// The file name this library was loaded by, as the loader recorded it
+/// (for a preloaded library, its `LD_PRELOAD` entry as written).
+pub fn own_library_name() -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables and fills `info`; the
+    // address is a function of this library.
+    let found = unsafe { libc::dladdr(own_library_name as *const libc::c_void, &mut info) } != 0;
+    if !found || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: a file name dladdr sets is a NUL-terminated string the loader keeps.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    Some(std::ffi::OsStr::from_bytes(name.to_bytes()).to_owned())
+}
+
 pub fn print_stderr(message: &str) {
     let _ = write_all(2, message.as_bytes());
 }
