@@ -330,6 +330,16 @@ fn a_relative_preload_reaches_descendants_run_in_another_directory() {
     assert_eq!(traces, 2, "the shell's trace and the one its exec'd image wrote");
 }
 
+/// `TRACER_OUTPUT` naming a directory puts `trace.bin` in it.
+#[test]
+fn an_output_directory_gets_trace_bin_in_it() {
+    let (mut command, dir) = traced_command(&compile("leaky.c"));
+    let output = command.env("TRACER_OUTPUT", dir.path()).arg("4").output().unwrap();
+    assert!(output.status.success() && output.stderr.is_empty(), "{output:?}");
+    let report = report_json(&dir.path().join("trace.bin"));
+    assert_eq!(report["trace_end"], "complete", "{report:#}");
+}
+
 #[test]
 fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     let program = compile("leaky.c");

@@ -94,9 +94,9 @@ impl Config {
         let is_descendant = inherited.is_some();
         let base_output = match inherited {
             Some(path) => PathBuf::from(path),
-            None => absolute(Path::new(
-                &env::var_os("TRACER_OUTPUT").filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_OUTPUT.into()),
-            )),
+            None => output_path(
+                env::var_os("TRACER_OUTPUT").filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_OUTPUT.into()),
+            ),
         };
         let (epoch_seconds, epoch_seconds_explicit) = match env::var("TRACER_EPOCH_SECONDS") {
             Err(_) => (Some(DEFAULT_EPOCH_SECONDS), false),
@@ -264,6 +264,14 @@ fn parse_worker_traces(text: &str) -> Option<Option<u32>> {
     }
 }
 
+/// The trace's path from `TRACER_OUTPUT`, made absolute: a directory (one
+/// that exists, or a name ending with `/`) gets [`DEFAULT_OUTPUT`] in it.
+fn output_path(named: std::ffi::OsString) -> PathBuf {
+    let names_directory = named.as_encoded_bytes().ends_with(b"/") || Path::new(&named).is_dir();
+    let path = PathBuf::from(named);
+    absolute(&if names_directory { path.join(DEFAULT_OUTPUT) } else { path })
+}
+
 fn absolute(path: &Path) -> PathBuf {
     if path.is_absolute() {
         return path.to_path_buf();
@@ -335,5 +343,14 @@ mod tests {
         // Absolute, or a bare name the loader searches for: left alone.
         assert_eq!(preload_with_own_entry_absolute("/opt/libtracer.so", "/opt/libtracer.so", cwd), None);
         assert_eq!(preload_with_own_entry_absolute("libtracer.so", "libtracer.so", cwd), None);
+    }
+
+    #[test]
+    fn an_output_naming_a_directory_gets_the_default_name_in_it() {
+        let dir = std::env::temp_dir();
+        assert_eq!(output_path(dir.clone().into_os_string()), dir.join(DEFAULT_OUTPUT));
+        assert_eq!(output_path("/nonexistent/runs/".into()), Path::new("/nonexistent/runs/trace.bin"));
+        assert_eq!(output_path("/nonexistent/run.bin".into()), Path::new("/nonexistent/run.bin"));
+        assert!(output_path("run.bin".into()).is_absolute());
     }
 }
