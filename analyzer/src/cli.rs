@@ -30,7 +30,9 @@ enum Command {
     /// The run, its epochs, the leak suspects and the verdict; also draws the
     /// flamegraph of leaked bytes.
     Report {
-        /// The trace file (trace.bin by default from the tracer).
+        /// The trace file, or a directory holding trace.bin (the tracer's
+        /// default name).
+        #[arg(default_value = "trace.bin")]
         trace: PathBuf,
         /// Print the result as one JSON object instead of text.
         #[arg(long)]
@@ -50,7 +52,8 @@ enum Command {
     /// Draws a flamegraph of leaked, live or allocated bytes, or of the
     /// change in live bytes between two epochs.
     Flamegraph {
-        /// The trace file.
+        /// The trace file, or a directory holding trace.bin.
+        #[arg(default_value = "trace.bin")]
         trace: PathBuf,
         /// What the width of a frame shows.
         #[arg(long, value_enum)]
@@ -99,10 +102,10 @@ pub fn main() -> i32 {
     let mut progress = Progress::new(cli.progress);
     let result = match cli.command {
         Command::Report { trace, json, output, top, noise_floor: floor } => {
-            report(&trace, json, output, top, noise_floor(floor), &mut progress)
+            report(&trace_file(trace), json, output, top, noise_floor(floor), &mut progress)
         }
         Command::Flamegraph { trace, weigh, epoch, diff, output, noise_floor: floor } => {
-            flamegraph(&trace, weigh, epoch, diff, output, floor, &mut progress)
+            flamegraph(&trace_file(trace), weigh, epoch, diff, output, floor, &mut progress)
         }
     };
     progress.finish();
@@ -122,6 +125,16 @@ pub fn main() -> i32 {
             eprintln!("analyzer: error: {failure}");
             1
         }
+    }
+}
+
+/// The trace a command reads: `given`, or trace.bin in it when it is a
+/// directory (where `TRACER_OUTPUT` named a directory, the tracer wrote it).
+fn trace_file(given: PathBuf) -> PathBuf {
+    if given.is_dir() {
+        given.join("trace.bin")
+    } else {
+        given
     }
 }
 

@@ -77,11 +77,25 @@ fn a_missing_file() {
 }
 
 #[test]
-fn a_directory() {
+fn a_directory_without_a_trace() {
     let file = write_temp("x", b"");
-    let out = report(file.parent().unwrap(), &[]);
-    assert!(!out.status.success());
-    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert_one_line_error(&report(file.parent().unwrap(), &[]), "trace.bin: no such file");
+}
+
+/// A directory stands for the trace.bin in it, and no argument for the
+/// trace.bin in the current directory: where the tracer writes by default.
+#[test]
+fn a_directory_or_no_argument_reads_its_trace_bin() {
+    let trace = write_temp("trace.bin", &all_behaviours(6, true).bytes());
+    let dir = trace.parent().unwrap();
+    let out = report(dir, &["--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&out)["trace"], dir.join("trace.bin").to_str().unwrap());
+    assert!(dir.join("trace.bin.leaks.svg").exists(), "the flamegraph beside the trace");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_analyzer")).args(["report", "--json"]).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&out)["trace"], "trace.bin");
 }
 
 #[test]
@@ -463,7 +477,7 @@ fn growth_below_the_noise_floor_is_said_and_a_lower_floor_ranks_it() {
 #[test]
 fn usage_errors_are_one_line() {
     assert_one_line_error(&analyzer(&["frobnicate".as_ref()]), "frobnicate");
-    assert_one_line_error(&analyzer(&["report".as_ref()]), "TRACE");
+    assert_one_line_error(&analyzer(&["report".as_ref(), "--top".as_ref(), "many".as_ref()]), "many");
     let out = analyzer(&["--help".as_ref()]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("report") && stdout(&out).contains("flamegraph"));
