@@ -330,6 +330,22 @@ fn a_relative_preload_reaches_descendants_run_in_another_directory() {
     assert_eq!(traces, 2, "the shell's trace and the one its exec'd image wrote");
 }
 
+/// Past TRACER_EXEC_TRACES traces in the run, exec'd programs run untraced,
+/// and the report on the run's first trace says the limit was reached.
+#[test]
+fn programs_a_run_execs_past_its_limit_write_no_trace() {
+    let script = "for i in 1 2 3 4 5 6 7 8; do /bin/true; done";
+    let run = run_traced_with(Path::new("/bin/sh"), &["-c", script], &[("TRACER_EXEC_TRACES", "3")]).succeeded();
+    assert_eq!(run.trace_files().len(), 4, "the shell's and three of its programs': {:?}", run.trace_files());
+    let text = report_text(&run.trace);
+    assert!(text.contains("exec_trace_limit = 3"), "{text}");
+    assert!(text.contains("(the run's 3 traces are its limit: programs it exec'd after that wrote none;"), "{text}");
+
+    let run = run_traced_with(Path::new("/bin/sh"), &["-c", script], &[]).succeeded();
+    assert_eq!(run.trace_files().len(), 9, "by default every one: {:?}", run.trace_files());
+    assert!(!report_text(&run.trace).contains("are its limit"));
+}
+
 /// `TRACER_OUTPUT` naming a directory puts `trace.bin` in it.
 #[test]
 fn an_output_directory_gets_trace_bin_in_it() {

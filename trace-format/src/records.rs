@@ -92,6 +92,11 @@ pub const PARENT_IMAGE_SETTING: &str = "parent_image";
 /// than for reading.
 pub const LINEAGE_SETTINGS: [&str; 3] = [RUN_SETTING, IMAGE_SETTING, PARENT_IMAGE_SETTING];
 
+/// The setting of a run's first process giving how many traces the
+/// programs the run execs may write ([`EXEC_TRACE_LIMIT_SETTING`]'s value
+/// is a number); absent when there is no limit.
+pub const EXEC_TRACE_LIMIT_SETTING: &str = "exec_trace_limit";
+
 /// The setting that names the allocator the program's calls went on to,
 /// when it was not glibc's: "jemalloc (<path>)", "tcmalloc (<path>)", or a
 /// library's path. `allocator_free_bytes` is then that allocator's count.

@@ -52,6 +52,15 @@ pub const WORKER_TRACES_VAR: &str = "TRACER_WORKER_TRACES";
 /// then, which the parent's own trace follows). The analyzer looks at as
 /// many descendants' traces.
 pub const DEFAULT_WORKER_TRACES: u32 = 256;
+/// How many traces the programs a run execs may write; `all` for no limit.
+pub const EXEC_TRACES_VAR: &str = "TRACER_EXEC_TRACES";
+/// [`EXEC_TRACES_VAR`] when not set. A job that runs a command every step
+/// (`subprocess.run(["nvidia-smi", ...])`), or whose DataLoader spawns
+/// fresh interpreters for every pass (`multiprocessing_context="spawn"`,
+/// each one's trace about 2 MB with torch imported), would otherwise fill
+/// the disk it checkpoints to. A pyenv shim execs a dozen programs, a
+/// `torch.compile` run about fifty.
+pub const DEFAULT_EXEC_TRACES: u32 = 1024;
 
 pub struct Config {
     /// The path named by the user (absolute), which descendants suffix.
@@ -81,6 +90,8 @@ pub struct Config {
     pub auto_epochs: bool,
     /// How many forked DataLoader workers write traces (`None`: every one).
     pub worker_traces: Option<u32>,
+    /// How many traces the run's exec'd programs write (`None`: every one).
+    pub exec_traces: Option<u32>,
     /// Problems with the settings, to be reported once.
     pub warnings: Vec<String>,
     /// What an ancestor already printed at its start (see [`REPORTED_VAR`]).
@@ -139,7 +150,8 @@ impl Config {
                 }
             },
         };
-        let worker_traces = worker_traces_var(&mut warnings);
+        let worker_traces = count_var(WORKER_TRACES_VAR, DEFAULT_WORKER_TRACES, "workers", &mut warnings);
+        let exec_traces = count_var(EXEC_TRACES_VAR, DEFAULT_EXEC_TRACES, "traces", &mut warnings);
         Config {
             base_output,
             is_descendant,
@@ -151,6 +163,7 @@ impl Config {
             sample_warm_up_only,
             auto_epochs,
             worker_traces,
+            exec_traces,
             warnings,
             ancestor_reported: env::var(REPORTED_VAR).ok(),
         }
@@ -163,6 +176,19 @@ impl Config {
         self.run = image.to_string();
         env::set_var(INHERITED_OUTPUT_VAR, &self.base_output);
         env::set_var(RUN_VAR, &self.run);
+    }
+
+    /// Whether this program, exec'd in a run, finds the run's programs'
+    /// traces at [`Config::exec_traces`] already: the traces beside the
+    /// run's own named like a descendant's (`<output>.<pid>`, ...) and
+    /// written since the run started. Counted at each exec'd program's
+    /// start, which reads the directory (a millisecond for a thousand
+    /// files); forked DataLoader workers, which have a limit of their own,
+    /// count too.
+    pub fn run_traces_at_limit(&self) -> bool {
+        let Some(limit) = self.exec_traces else { return false };
+        let Some(started) = run_started(&self.run) else { return false };
+        traces_since(&self.base_output, started, limit) >= limit
     }
 
     /// The candidate paths for this process's trace, in order of preference:
@@ -245,23 +271,54 @@ fn sample_bytes_var(var: &str, fallback: Option<u64>, warnings: &mut Vec<String>
     (bytes > 0).then_some(bytes)
 }
 
-/// [`WORKER_TRACES_VAR`]: a count, or `all` (`None`); when unreadable, the
-/// default, with a warning.
-fn worker_traces_var(warnings: &mut Vec<String>) -> Option<u32> {
-    let Ok(text) = env::var(WORKER_TRACES_VAR) else { return Some(DEFAULT_WORKER_TRACES) };
-    parse_worker_traces(&text).unwrap_or_else(|| {
+/// A limit from `var`: a count of `what`, or `all` (`None`); when unset,
+/// `default`, and when unreadable too, with a warning.
+fn count_var(var: &str, default: u32, what: &str, warnings: &mut Vec<String>) -> Option<u32> {
+    let Ok(text) = env::var(var) else { return Some(default) };
+    parse_count(&text).unwrap_or_else(|| {
         warnings.push(format!(
-            "{WORKER_TRACES_VAR}={text:?} is neither a number of workers nor `all` (use e.g. 16, 0 for none, or all); using {DEFAULT_WORKER_TRACES}"
+            "{var}={text:?} is neither a number of {what} nor `all` (use e.g. 16, 0 for none, or all); using {default}"
         ));
-        Some(DEFAULT_WORKER_TRACES)
+        Some(default)
     })
 }
 
-fn parse_worker_traces(text: &str) -> Option<Option<u32>> {
+fn parse_count(text: &str) -> Option<Option<u32>> {
     match text.trim() {
         "all" => Some(None),
         count => count.parse().ok().map(Some),
     }
+}
+
+/// When the run named `run` (its first process's image, `<pid>.<unix ns>`)
+/// started.
+fn run_started(run: &str) -> Option<std::time::SystemTime> {
+    let ns: u64 = run.split_once('.')?.1.parse().ok()?;
+    std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_nanos(ns))
+}
+
+/// How many files beside `base` are named like its descendants' traces
+/// (`<base>.<pid>`, `<base>.<pid>.<n>`) and were written since `since`;
+/// counting stops at `enough`.
+fn traces_since(base: &Path, since: std::time::SystemTime, enough: u32) -> u32 {
+    let (Some(dir), Some(name)) = (base.parent(), base.file_name()) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut prefix = name.to_os_string();
+    prefix.push(".");
+    let mut count = 0;
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(suffix) = file_name.as_encoded_bytes().strip_prefix(prefix.as_encoded_bytes()) else { continue };
+        let numbered = !suffix.is_empty()
+            && suffix.split(|&b| b == b'.').all(|part| !part.is_empty() && part.iter().all(u8::is_ascii_digit));
+        if numbered && entry.metadata().and_then(|m| m.modified()).is_ok_and(|modified| modified >= since) {
+            count += 1;
+            if count >= enough {
+                break;
+            }
+        }
+    }
+    count
 }
 
 /// The trace's path from `TRACER_OUTPUT`, made absolute: a directory (one
@@ -295,6 +352,7 @@ mod tests {
             sample_warm_up_only: false,
             auto_epochs: true,
             worker_traces: Some(DEFAULT_WORKER_TRACES),
+            exec_traces: Some(DEFAULT_EXEC_TRACES),
             warnings: vec![],
             ancestor_reported: None,
         }
@@ -317,12 +375,12 @@ mod tests {
     }
 
     #[test]
-    fn worker_traces_are_a_count_or_all() {
-        assert_eq!(parse_worker_traces("16"), Some(Some(16)));
-        assert_eq!(parse_worker_traces(" 0 "), Some(Some(0)));
-        assert_eq!(parse_worker_traces("all"), Some(None));
-        assert_eq!(parse_worker_traces("-1"), None);
-        assert_eq!(parse_worker_traces("many"), None);
+    fn trace_limits_are_a_count_or_all() {
+        assert_eq!(parse_count("16"), Some(Some(16)));
+        assert_eq!(parse_count(" 0 "), Some(Some(0)));
+        assert_eq!(parse_count("all"), Some(None));
+        assert_eq!(parse_count("-1"), None);
+        assert_eq!(parse_count("many"), None);
     }
 
     #[test]
@@ -352,5 +410,32 @@ mod tests {
         assert_eq!(output_path("/nonexistent/runs/".into()), Path::new("/nonexistent/runs/trace.bin"));
         assert_eq!(output_path("/nonexistent/run.bin".into()), Path::new("/nonexistent/run.bin"));
         assert!(output_path("run.bin".into()).is_absolute());
+    }
+
+    #[test]
+    fn a_runs_traces_are_counted_by_name_and_time() {
+        let dir = tempfile_dir();
+        let base = dir.join("trace.bin");
+        for name in ["trace.bin", "trace.bin.41", "trace.bin.42.1", "trace.bin.leaks.svg", "trace.bin.43.x", "other.43"]
+        {
+            std::fs::write(dir.join(name), b"").unwrap();
+        }
+        let before = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        assert_eq!(traces_since(&base, before, 100), 2, "trace.bin.41 and trace.bin.42.1");
+        assert_eq!(traces_since(&base, before, 1), 1, "counting stops at enough");
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        assert_eq!(traces_since(&base, later, 100), 0, "an earlier run's");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            run_started("4242.1000000000"),
+            std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(1))
+        );
+        assert_eq!(run_started(""), None);
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = env::temp_dir().join(format!("tracer-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 }

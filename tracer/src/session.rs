@@ -8,7 +8,8 @@ use std::sync::{Mutex, OnceLock};
 
 use trace_format::{
     EncodedCounters, End, EndReason, EpochCause, Frame, Notice, Process, Record, SiteCounters, Snapshot, StackNode,
-    StackNodes, ALLOCATOR_SETTING, IMAGE_SETTING, NAMED_OUTPUT_IN_USE_SETTING, PARENT_IMAGE_SETTING, RUN_SETTING,
+    StackNodes, ALLOCATOR_SETTING, EXEC_TRACE_LIMIT_SETTING, IMAGE_SETTING, NAMED_OUTPUT_IN_USE_SETTING,
+    PARENT_IMAGE_SETTING, RUN_SETTING,
 };
 
 use crate::auto_epochs::{self, AutoEpochs};
@@ -176,6 +177,11 @@ fn begin(allocators: Allocators) {
         for warning in &config.warnings {
             sys::print_stderr(&format!("tracer: {warning}\n"));
         }
+    }
+    if config.is_descendant && config.run_traces_at_limit() {
+        // The report on the run's first trace says the limit was reached.
+        STATE.store(STOPPED, Ordering::Release);
+        return;
     }
     let candidates = config.output_candidates(config.is_descendant, sys::pid());
     let writer = match TraceWriter::create(candidates) {
@@ -851,6 +857,10 @@ impl Session {
         }
         if !self.config.run.is_empty() {
             settings.push((RUN_SETTING.to_string(), self.config.run.clone()));
+        }
+        let first_of_run = !self.config.is_descendant && output.forked_from.is_none();
+        if let Some(limit) = self.config.exec_traces.filter(|_| first_of_run) {
+            settings.push((EXEC_TRACE_LIMIT_SETTING.to_string(), limit.to_string()));
         }
         settings.push((IMAGE_SETTING.to_string(), output.image.clone()));
         if !output.parent_image.is_empty() {

@@ -94,7 +94,14 @@ fn findings_note(traces: &[DescendantReport]) -> Option<String> {
 /// Descendants' traces (and their findings) shown before the rest are summarized.
 const DESCENDANTS_SHOWN: usize = 6;
 
-fn descendants_section(out: &mut String, descendants: &[DescendantReport], other_runs: usize) {
+/// `exec_limit`: how many traces the run's exec'd programs could write
+/// (see [`trace_format::EXEC_TRACE_LIMIT_SETTING`]), in a run's first trace.
+fn descendants_section(
+    out: &mut String,
+    descendants: &[DescendantReport],
+    other_runs: usize,
+    exec_limit: Option<usize>,
+) {
     let children = descendants.iter().map(|d| {
         let how = match (d.trace.forked_from, d.trace.started_beside) {
             (Some(_), _) => "forked",
@@ -104,6 +111,13 @@ fn descendants_section(out: &mut String, descendants: &[DescendantReport], other
         format!("{} (pid {}, {how}: {})", d.trace.path.display(), d.trace.pid, d.trace.cmdline.join(" "))
     });
     capped_rows(out, "children", children.collect(), "traces of descendants");
+    if let Some(limit) = exec_limit.filter(|&limit| descendants.len() >= limit) {
+        let _ = writeln!(
+            out,
+            "  {:<10} (the run's {limit} traces are its limit: programs it exec'd after that wrote none; TRACER_EXEC_TRACES=all lifts it)",
+            ""
+        );
+    }
     if other_runs > 0 {
         let _ = writeln!(
             out,
@@ -410,7 +424,8 @@ pub fn render(report: &Report<'_>) -> String {
     let a = report.analysis;
     let mut out = String::new();
     run_section(&mut out, trace);
-    descendants_section(&mut out, &report.descendants, report.other_runs);
+    let exec_limit = trace.process.setting(trace_format::EXEC_TRACE_LIMIT_SETTING).and_then(|n| n.parse().ok());
+    descendants_section(&mut out, &report.descendants, report.other_runs, exec_limit);
     for w in &report.warnings {
         let _ = writeln!(out, "  warning    {w}");
     }
