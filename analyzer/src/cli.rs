@@ -32,7 +32,7 @@ enum Command {
     Report {
         /// The trace file, or a directory holding trace.bin (the tracer's
         /// default name).
-        #[arg(default_value = "trace.bin")]
+        #[arg(default_value = trace_format::DEFAULT_TRACE_FILE)]
         trace: PathBuf,
         /// Print the result as one JSON object instead of text.
         #[arg(long)]
@@ -53,7 +53,7 @@ enum Command {
     /// change in live bytes between two epochs.
     Flamegraph {
         /// The trace file, or a directory holding trace.bin.
-        #[arg(default_value = "trace.bin")]
+        #[arg(default_value = trace_format::DEFAULT_TRACE_FILE)]
         trace: PathBuf,
         /// What the width of a frame shows.
         #[arg(long, value_enum)]
@@ -132,7 +132,7 @@ pub fn main() -> i32 {
 /// directory (where `TRACER_OUTPUT` named a directory, the tracer wrote it).
 fn trace_file(given: PathBuf) -> PathBuf {
     if given.is_dir() {
-        given.join("trace.bin")
+        given.join(trace_format::DEFAULT_TRACE_FILE)
     } else {
         given
     }

@@ -829,15 +829,15 @@ pub fn descendant_traces(path: &Path) -> Beside {
     let root = process_of(path);
     let run = root.as_ref().and_then(|root| Some((root, root.run()?)));
     // The first traced process's file name, which descendants suffix.
-    let prefix = match run {
-        Some(_) => format!("{}.", without_number_suffixes(name)),
-        None => format!("{name}."),
+    let output = match run {
+        Some(_) => without_number_suffixes(name),
+        None => name,
     };
     let mut found: Vec<(Vec<u64>, Descendant, Process)> = entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|candidate| candidate.file_name().and_then(|n| n.to_str()) != Some(name))
         .filter_map(|candidate| {
-            let numbers = suffix_numbers(candidate.file_name()?.to_str()?, &prefix)?;
+            let numbers = trace_format::descendant_trace_numbers(candidate.file_name()?.to_str()?, output)?;
             let process = process_of(&candidate)?;
             let descendant = Descendant {
                 path: candidate,
@@ -920,11 +920,4 @@ fn keep_descendants_of(found: &mut Vec<(Vec<u64>, Descendant, Process)>, root: &
     }
     let mut kept = kept.into_iter();
     found.retain(|_| kept.next().unwrap_or(false));
-}
-
-/// The numbers of a descendant's file name after `prefix` (`<pid>`, or
-/// `<pid>.<n>`); `None` for any other name.
-fn suffix_numbers(name: &str, prefix: &str) -> Option<Vec<u64>> {
-    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
-    name.strip_prefix(prefix)?.split('.').map(|part| digits(part).then(|| part.parse().unwrap_or(u64::MAX))).collect()
 }

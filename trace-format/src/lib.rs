@@ -42,6 +42,20 @@ pub const FILE_HEADER_LEN: usize = 12;
 /// Largest payload a reader accepts; anything longer is damage, not data.
 pub const MAX_PAYLOAD_LEN: u32 = 1 << 30;
 
+/// The trace file's name when `TRACER_OUTPUT` names none (or names a
+/// directory), and what the analyzer reads when given no file (or a
+/// directory).
+pub const DEFAULT_TRACE_FILE: &str = "trace.bin";
+
+/// The numbers a descendant's trace adds to the name of its run's first
+/// trace, `output`: `<output>.<pid>`, then `<output>.<pid>.<n>` when that
+/// name was taken (after an exec); `None` for any other name.
+pub fn descendant_trace_numbers(name: &str, output: &str) -> Option<Vec<u64>> {
+    let suffix = name.strip_prefix(output)?.strip_prefix('.')?;
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    suffix.split('.').map(|part| digits(part).then(|| part.parse().unwrap_or(u64::MAX))).collect()
+}
+
 /// A byte count as the tracer's settings (`TRACER_SAMPLE_BYTES`) and the
 /// analyzer's options (`--noise-floor`) are written: "524288", "512k",
 /// "2m", "1g" (binary units, either case); `None` for anything else or an

@@ -278,6 +278,15 @@ fn a_version_4_frame_kind_in_a_version_3_trace_is_damage() {
 }
 
 #[test]
+fn descendants_traces_are_the_output_name_numbered() {
+    assert_eq!(descendant_trace_numbers("trace.bin.4242", "trace.bin"), Some(vec![4242]));
+    assert_eq!(descendant_trace_numbers("trace.bin.4242.1", "trace.bin"), Some(vec![4242, 1]));
+    for other in ["trace.bin", "trace.bin.", "trace.bin.leaks.svg", "trace.bin.42.x", "trace.bin42", "run.bin.42"] {
+        assert_eq!(descendant_trace_numbers(other, "trace.bin"), None, "{other}");
+    }
+}
+
+#[test]
 fn byte_counts_take_binary_units() {
     assert_eq!(parse_byte_count("524288"), Some(524288));
     assert_eq!(parse_byte_count("512k"), Some(512 << 10));

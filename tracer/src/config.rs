@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::sys::{self, Claim};
 
 /// Where a process writes its trace when `TRACER_OUTPUT` is not set.
-pub const DEFAULT_OUTPUT: &str = "trace.bin";
+pub const DEFAULT_OUTPUT: &str = trace_format::DEFAULT_TRACE_FILE;
 /// Length of a time-slice epoch when `TRACER_EPOCH_SECONDS` is not set.
 pub const DEFAULT_EPOCH_SECONDS: f64 = 10.0;
 /// Set by the first traced process for its descendants (forked or exec'd):
@@ -301,16 +301,16 @@ fn run_started(run: &str) -> Option<std::time::SystemTime> {
 /// (`<base>.<pid>`, `<base>.<pid>.<n>`) and were written since `since`;
 /// counting stops at `enough`.
 fn traces_since(base: &Path, since: std::time::SystemTime, enough: u32) -> u32 {
-    let (Some(dir), Some(name)) = (base.parent(), base.file_name()) else { return 0 };
+    let (Some(dir), Some(output)) = (base.parent(), base.file_name().and_then(|name| name.to_str())) else {
+        return 0;
+    };
     let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    let mut prefix = name.to_os_string();
-    prefix.push(".");
     let mut count = 0;
     for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(suffix) = file_name.as_encoded_bytes().strip_prefix(prefix.as_encoded_bytes()) else { continue };
-        let numbered = !suffix.is_empty()
-            && suffix.split(|&b| b == b'.').all(|part| !part.is_empty() && part.iter().all(u8::is_ascii_digit));
+        let numbered = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| trace_format::descendant_trace_numbers(name, output).is_some());
         if numbered && entry.metadata().and_then(|m| m.modified()).is_ok_and(|modified| modified >= since) {
             count += 1;
             if count >= enough {
