@@ -142,24 +142,33 @@ pub fn read_small_file(path: &std::ffi::CStr, buf: &mut [u8]) -> usize {
     filled
 }
 
-/// Writes a whole message to stderr, ignoring failure (there is nowhere else to report it).
-/// The file name this library was loaded by, as the loader recorded it
-/// (for a preloaded library, its `LD_PRELOAD` entry as written).
-pub fn own_library_name() -> Option<std::ffi::OsString> {
-    use std::os::unix::ffi::OsStrExt;
+/// What dladdr says of the loaded object holding `address`, if anything.
+pub fn loaded_object(address: usize) -> Option<libc::Dl_info> {
     // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only reads the loader's tables and fills `info`; the
-    // address is a function of this library.
-    let found = unsafe { libc::dladdr(own_library_name as *const libc::c_void, &mut info) } != 0;
-    if !found || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: a file name dladdr sets is a NUL-terminated string the loader keeps.
-    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    // SAFETY: dladdr only reads the loader's tables and fills `info`.
+    (unsafe { libc::dladdr(address as *const libc::c_void, &mut info) } != 0).then_some(info)
+}
+
+/// The file name the loaded object holding `address` was loaded by, as
+/// the loader recorded it (for a preloaded library, its `LD_PRELOAD` entry
+/// as written).
+pub fn loaded_file_name(address: usize) -> Option<&'static std::ffi::CStr> {
+    let info = loaded_object(address).filter(|info| !info.dli_fname.is_null())?;
+    // SAFETY: a file name dladdr sets is a NUL-terminated string the loader
+    // keeps while the object is loaded; the objects asked about (this
+    // library, the allocators and libraries loaded at start) stay loaded.
+    Some(unsafe { std::ffi::CStr::from_ptr(info.dli_fname) })
+}
+
+/// The file name this library was loaded by (see [`loaded_file_name`]).
+pub fn own_library_name() -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = loaded_file_name(own_library_name as fn() -> Option<std::ffi::OsString> as usize)?;
     Some(std::ffi::OsStr::from_bytes(name.to_bytes()).to_owned())
 }
 
+/// Writes a whole message to stderr, ignoring failure (there is nowhere else to report it).
 pub fn print_stderr(message: &str) {
     let _ = write_all(2, message.as_bytes());
 }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use super::{allocator_stats, NextSymbol};
 use crate::real_alloc::*;
 use crate::session::Allocators;
+use crate::sys;
 
 const UNKNOWN: u8 = 0;
 const GLIBC: u8 = 1;
@@ -214,31 +215,19 @@ fn malloc_defined_by(name: *const libc::c_char) -> Option<usize> {
     // SAFETY: closes the reference dlopen took above.
     unsafe { libc::dlclose(handle) };
     // dlsym on a handle also searches its dependencies: the object itself must hold it.
-    let own = loaded_object(address).is_some_and(|object| {
-        // SAFETY: a file name dladdr sets is a NUL-terminated string the loader keeps.
-        !object.dli_fname.is_null() && unsafe { CStr::from_ptr(object.dli_fname) } == name
-    });
+    let own = sys::loaded_file_name(address) == Some(name);
     (address != 0 && own && defines_symbol_at(address)).then_some(address)
-}
-
-/// What dladdr says of the object holding `address`, if anything.
-pub fn loaded_object(address: usize) -> Option<libc::Dl_info> {
-    // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only reads the loader's tables and fills `info`.
-    (unsafe { libc::dladdr(address as *const c_void, &mut info) } != 0).then_some(info)
 }
 
 /// The load address of the object holding `address` (0 when none does).
 pub fn object_of(address: usize) -> usize {
-    loaded_object(address).map_or(0, |info| info.dli_fbase as usize)
+    sys::loaded_object(address).map_or(0, |info| info.dli_fbase as usize)
 }
 
 fn file_defining(address: usize) -> String {
-    match loaded_object(address) {
-        // SAFETY: a file name dladdr sets is a NUL-terminated string the loader keeps.
-        Some(info) if !info.dli_fname.is_null() => unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into(),
-        _ => format!("the library at {address:#x}"),
+    match sys::loaded_file_name(address) {
+        Some(name) => name.to_string_lossy().into(),
+        None => format!("the library at {address:#x}"),
     }
 }
 

@@ -188,13 +188,13 @@ fn resolve_once(stack_pointer: u64) {
 fn resolve(return_address: usize) {
     let allocator = next::other_allocator_object();
     let own = next::object_of(resolve as *const () as usize);
-    let caller = CallerScope(reference_to(next::loaded_object(return_address)));
+    let caller = CallerScope(reference_to(crate::sys::loaded_object(return_address)));
     for operator in OPERATORS {
         let found = match operator.next.address() {
             0 => caller.lookup(operator.next.name()),
             address => address,
         };
-        let holder = next::loaded_object(found);
+        let holder = crate::sys::loaded_object(found);
         let object = holder.map_or(0, |info| info.dli_fbase as usize);
         let address = if object == own { 0 } else { found };
         operator.next.set(address);
