@@ -238,20 +238,30 @@ fn a_parent_epoch_reads_back_in_version_4_and_is_damage_in_version_3() {
     assert_damage_in(3, &snapshot, "epoch cause");
 }
 
-#[test]
-fn version_3_snapshots_read_without_private_memory_or_allocator_figures() {
+/// The snapshot among the sample records.
+fn sample_snapshot() -> Snapshot {
     let Some(Record::Snapshot(snapshot)) = sample_records().into_iter().find(|r| matches!(r, Record::Snapshot(_)))
     else {
         panic!("no snapshot among the sample records")
     };
+    snapshot
+}
+
+/// `snapshot` written in a trace of `version`, and read back.
+fn read_back_in_version(version: u16, snapshot: &Snapshot) -> Vec<Record> {
+    let mut bytes = file_header_of_version(version).to_vec();
+    frame_record_of_version(version, &Record::Snapshot(snapshot.clone()), &mut bytes);
+    RecordReader::new(&bytes[..]).unwrap().collect()
+}
+
+#[test]
+fn version_3_snapshots_read_without_private_memory_or_allocator_figures() {
+    let snapshot = sample_snapshot();
     assert_ne!(snapshot.private_dirty_bytes, 0);
     assert_ne!(snapshot.allocator_free_bytes, 0);
-    let record = Record::Snapshot(snapshot.clone());
-    let mut bytes = file_header_of_version(3).to_vec();
-    frame_record_of_version(3, &record, &mut bytes);
-    let read: Vec<Record> = RecordReader::new(&bytes[..]).unwrap().collect();
     let older = Snapshot { private_dirty_bytes: 0, allocator_free_bytes: 0, rss_file_bytes: 0, ..snapshot.clone() };
-    assert_eq!(read, [Record::Snapshot(older)]);
+    assert_eq!(read_back_in_version(3, &snapshot), [Record::Snapshot(older)]);
+    let record = Record::Snapshot(snapshot);
     let (mut v3, mut v4) = (Vec::new(), Vec::new());
     frame_record_of_version(3, &record, &mut v3);
     frame_record_of_version(4, &record, &mut v4);
@@ -260,16 +270,10 @@ fn version_3_snapshots_read_without_private_memory_or_allocator_figures() {
 
 #[test]
 fn version_4_snapshots_read_without_the_pages_of_mapped_files() {
-    let Some(Record::Snapshot(snapshot)) = sample_records().into_iter().find(|r| matches!(r, Record::Snapshot(_)))
-    else {
-        panic!("no snapshot among the sample records")
-    };
+    let snapshot = sample_snapshot();
     assert_ne!(snapshot.rss_file_bytes, 0);
-    let record = Record::Snapshot(snapshot.clone());
-    let mut bytes = file_header_of_version(4).to_vec();
-    frame_record_of_version(4, &record, &mut bytes);
-    let read: Vec<Record> = RecordReader::new(&bytes[..]).unwrap().collect();
-    assert_eq!(read, [Record::Snapshot(Snapshot { rss_file_bytes: 0, ..snapshot })]);
+    let older = Snapshot { rss_file_bytes: 0, ..snapshot.clone() };
+    assert_eq!(read_back_in_version(4, &snapshot), [Record::Snapshot(older)]);
 }
 
 #[test]
