@@ -256,8 +256,7 @@ fn begin(allocators: Allocators) {
         return;
     }
     let session = SESSION.get().expect("just set");
-    session.epochs_closed.set(sys::counter_shared_with_forks());
-    session.workers_forked.set(sys::counter_shared_with_forks());
+    session.share_counters_with_forks();
     let started = {
         let mut output = lock(&session.output);
         session.write_preamble(&mut output)
@@ -579,8 +578,7 @@ fn adopt_child(session: &Session) {
     }
     // What this process closes is for its own children to follow, and its
     // workers are its own to count.
-    session.epochs_closed.set(sys::counter_shared_with_forks());
-    session.workers_forked.set(sys::counter_shared_with_forks());
+    session.share_counters_with_forks();
     session.untraced_workers_noted.store(false, Ordering::Relaxed);
     let parent = session.pid.swap(sys::pid(), Ordering::Relaxed);
     let mut output = lock(&session.output);
@@ -616,6 +614,14 @@ impl Session {
         let mut python_frames = PyStack::new();
         self.python.capture(&mut python_frames);
         python_frames.loader_frames()
+    }
+
+    /// Gives this process counters of its own that its forked children
+    /// share: the epochs it closes, the DataLoader workers it forks.
+    fn share_counters_with_forks(&self) {
+        let counters = sys::counters_shared_with_forks::<2>();
+        self.epochs_closed.set(counters.map(|[closed, _]| closed));
+        self.workers_forked.set(counters.map(|[_, workers]| workers));
     }
 
     /// Called in a newly forked DataLoader worker: whether it is one of

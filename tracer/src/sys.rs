@@ -89,18 +89,21 @@ pub fn map_anonymous(len: usize, sharing: libc::c_int) -> Option<std::ptr::NonNu
     std::ptr::NonNull::new(address as *mut u8)
 }
 
-/// A counter, 0 at first, that every process forked from this one from
-/// now on shares with it: a page of its own, mapped shared and never
+/// `N` counters, 0 at first, that every process forked from this one from
+/// now on shares with it: one page of their own, mapped shared and never
 /// unmapped. `None` when the page cannot be had.
-pub fn counter_shared_with_forks() -> Option<&'static AtomicU32> {
+pub fn counters_shared_with_forks<const N: usize>() -> Option<[&'static AtomicU32; N]> {
+    const { assert!(N * std::mem::size_of::<AtomicU32>() <= 4096, "one page holds the counters") };
     let page = map_anonymous(page_size(), libc::MAP_SHARED)?;
-    // SAFETY: the page is zeroed (an AtomicU32 of 0), page-aligned,
-    // readable and writable, and stays mapped for the life of the process
-    // and of its forks; it is only ever accessed atomically.
-    Some(unsafe { &*page.as_ptr().cast::<AtomicU32>() })
+    let first = page.as_ptr().cast::<AtomicU32>();
+    // SAFETY: the page is zeroed (AtomicU32s of 0), page-aligned, at least
+    // 4096 bytes (the counters fit, asserted above), readable and writable,
+    // and stays mapped for the life of the process and of its forks; each
+    // counter is only ever accessed atomically.
+    Some(std::array::from_fn(|i| unsafe { &*first.add(i) }))
 }
 
-/// Holds one of the counters [`counter_shared_with_forks`] hands out, or
+/// Holds one of the counters [`counters_shared_with_forks`] hands out, or
 /// none; replaceable through a shared reference (a forked child swaps its
 /// parent's for a page of its own).
 #[derive(Default)]
@@ -367,7 +370,7 @@ mod tests {
 
     #[test]
     fn a_shared_counter_is_shared_with_a_forked_child() {
-        let counter = counter_shared_with_forks().expect("a shared page");
+        let [_, counter] = counters_shared_with_forks::<2>().expect("a shared page");
         let slot = SharedCounterSlot::default();
         assert!(slot.get().is_none());
         slot.set(Some(counter));
