@@ -725,7 +725,7 @@ fn python_frames_have_file_line_and_own_code_in_json() {
         "> train_step  /job/train.py:42",
         "  Module._call_impl  /venv/lib/python3.11/site-packages/torch/nn/modules/module.py:1506",
         "Note: Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one",
-        "PYTHONMALLOC=malloc",
+        "TRACER_PYTHON_OBJECTS=1",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
@@ -737,6 +737,10 @@ fn no_pymalloc_note_when_python_used_malloc() {
     let text = stdout(&report(&path, &[]));
     assert!(text.contains("python_allocator = malloc"), "{text}");
     assert!(!text.contains("Note: Python's pymalloc"), "{text}");
+    let traced = format!("{}, sampled by bytes (TRACER_PYTHON_OBJECTS=1)", trace_format::PYMALLOC_OBJECTS_TRACED);
+    let text = stdout(&report(&python_trace(&traced), &[]));
+    assert!(text.contains("python_allocator = pymalloc, its objects traced"), "{text}");
+    assert!(!text.contains("Note: Python's pymalloc"), "objects traced: {text}");
     let text = stdout(&report(&write_temp("t.bin", &all_behaviours(6, true).bytes()), &[]));
     assert!(!text.contains("pymalloc"), "{text}");
 }

@@ -97,6 +97,16 @@ pub const LINEAGE_SETTINGS: [&str; 3] = [RUN_SETTING, IMAGE_SETTING, PARENT_IMAG
 /// is a number); absent when there is no limit.
 pub const EXEC_TRACE_LIMIT_SETTING: &str = "exec_trace_limit";
 
+/// The setting of a Python process naming what served its objects:
+/// `malloc (...)`, [`PYMALLOC`] with its objects untraced (only the arenas
+/// that hold them recorded), or [`PYMALLOC_OBJECTS_TRACED`].
+pub const PYTHON_ALLOCATOR_SETTING: &str = "python_allocator";
+/// The first word of [`PYTHON_ALLOCATOR_SETTING`]'s value for pymalloc.
+pub const PYMALLOC: &str = "pymalloc";
+/// How [`PYTHON_ALLOCATOR_SETTING`]'s value starts when pymalloc's objects
+/// were traced through its hooks, sampled.
+pub const PYMALLOC_OBJECTS_TRACED: &str = "pymalloc, its objects traced through its hooks";
+
 /// The setting that names the allocator the program's calls went on to,
 /// when it was not glibc's: "jemalloc (<path>)", "tcmalloc (<path>)", or a
 /// library's path. `allocator_free_bytes` is then that allocator's count.

@@ -28,6 +28,12 @@ pub const REPORTED_OK: &str = "ok";
 pub const REPORTED_FAILURE: &str = "failed";
 /// `0` keeps passes over a PyTorch DataLoader from closing epochs.
 pub const AUTO_EPOCHS_VAR: &str = "TRACER_AUTO_EPOCHS";
+/// `1` traces the objects of CPython's own allocator (pymalloc), which
+/// serves objects of 512 bytes or less from arenas it maps itself: each is
+/// sampled by bytes, for the whole run, at the rate of
+/// [`SAMPLE_VAR`] or the warm-up's (objects come by the million an epoch,
+/// too many to record each one), and the arenas are no longer recorded.
+pub const PYTHON_OBJECTS_VAR: &str = "TRACER_PYTHON_OBJECTS";
 /// Samples allocations by bytes for the whole run.
 pub const SAMPLE_VAR: &str = "TRACER_SAMPLE_BYTES";
 /// Samples the warm-up (the first epoch) and records every allocation
@@ -88,6 +94,9 @@ pub struct Config {
     pub sample_warm_up_only: bool,
     /// Passes over a PyTorch DataLoader close epochs (`TRACER_AUTO_EPOCHS`, on unless `0`).
     pub auto_epochs: bool,
+    /// Python's small objects are traced through its object allocator's
+    /// hooks, sampled (`TRACER_PYTHON_OBJECTS`, off unless `1`).
+    pub python_objects: bool,
     /// How many forked DataLoader workers write traces (`None`: every one).
     pub worker_traces: Option<u32>,
     /// How many traces the run's exec'd programs write (`None`: every one).
@@ -137,19 +146,9 @@ impl Config {
         };
         let sample_warm_up_only = sample_bytes.is_none() && warm_up_sample_bytes.is_some();
         let sample_bytes = sample_bytes.or(warm_up_sample_bytes);
-        let auto_epochs = match env::var(AUTO_EPOCHS_VAR) {
-            Err(_) => true,
-            Ok(text) => match text.trim() {
-                "0" => false,
-                "1" => true,
-                _ => {
-                    warnings.push(format!(
-                        "{AUTO_EPOCHS_VAR}={text:?} is neither 0 nor 1 (0 turns DataLoader epochs off); leaving them on"
-                    ));
-                    true
-                }
-            },
-        };
+        let auto_epochs = switch_var(AUTO_EPOCHS_VAR, true, "0 turns DataLoader epochs off", &mut warnings);
+        let python_objects =
+            switch_var(PYTHON_OBJECTS_VAR, false, "1 traces Python's small objects, sampled", &mut warnings);
         let worker_traces = count_var(WORKER_TRACES_VAR, DEFAULT_WORKER_TRACES, "workers", &mut warnings);
         let exec_traces = count_var(EXEC_TRACES_VAR, DEFAULT_EXEC_TRACES, "traces", &mut warnings);
         Config {
@@ -162,6 +161,7 @@ impl Config {
             sample_bytes,
             sample_warm_up_only,
             auto_epochs,
+            python_objects,
             worker_traces,
             exec_traces,
             warnings,
@@ -271,6 +271,25 @@ fn sample_bytes_var(var: &str, fallback: Option<u64>, warnings: &mut Vec<String>
     (bytes > 0).then_some(bytes)
 }
 
+/// A setting that is on (`1`) or off (`0`); `default` when not set, and
+/// with a warning saying what `effect` is when set to anything else.
+fn switch_var(name: &str, default: bool, effect: &str, warnings: &mut Vec<String>) -> bool {
+    let Ok(text) = env::var(name) else { return default };
+    parse_switch(&text).unwrap_or_else(|| {
+        let kept = if default { "on" } else { "off" };
+        warnings.push(format!("{name}={text:?} is neither 0 nor 1 ({effect}); it stays {kept}"));
+        default
+    })
+}
+
+fn parse_switch(text: &str) -> Option<bool> {
+    match text.trim() {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    }
+}
+
 /// A limit from `var`: a count of `what`, or `all` (`None`); when unset,
 /// `default`, and when unreadable too, with a warning.
 fn count_var(var: &str, default: u32, what: &str, warnings: &mut Vec<String>) -> Option<u32> {
@@ -351,6 +370,7 @@ mod tests {
             sample_bytes: None,
             sample_warm_up_only: false,
             auto_epochs: true,
+            python_objects: false,
             worker_traces: Some(DEFAULT_WORKER_TRACES),
             exec_traces: Some(DEFAULT_EXEC_TRACES),
             warnings: vec![],
@@ -372,6 +392,14 @@ mod tests {
                 ("/tmp/t.bin.9.2".into(), Claim::Exclusive)
             ]
         );
+    }
+
+    #[test]
+    fn switches_are_0_or_1() {
+        assert_eq!(parse_switch("1"), Some(true));
+        assert_eq!(parse_switch(" 0\n"), Some(false));
+        assert_eq!(parse_switch("yes"), None);
+        assert_eq!(parse_switch(""), None);
     }
 
     #[test]

@@ -156,6 +156,23 @@ impl Recorder {
             .is_none_or(|filter| self.sampling_ended.load(Ordering::Relaxed) || filter.may_hold(address))
     }
 
+    /// How Python's objects are sampled (see `session::object_allocated`):
+    /// at the rate allocations are sampled at, even after the warm-up, as
+    /// they come by the million an epoch; `None` when every allocation is
+    /// recorded from the start.
+    #[inline]
+    pub fn object_sampling(&self) -> Option<&Sampling> {
+        self.sampling.as_ref()
+    }
+
+    /// [`Recorder::may_hold`] for a block of Python's object allocator.
+    /// Those recorded are all samples when sampling, so the filter holds
+    /// them whatever the phase.
+    #[inline]
+    pub fn may_hold_object(&self, address: usize) -> bool {
+        self.recorded_blocks.as_ref().is_none_or(|filter| filter.may_hold(address))
+    }
+
     fn tables(&self, generation: usize) -> Option<&Tables> {
         match generation {
             0 => Some(&self.root),
@@ -435,6 +452,23 @@ mod tests {
         assert!(recorder.freed(0, 0x2000));
         let freed = collect(&recorder, 3, true, 0);
         assert_eq!((freed.live_count, freed.live_bytes), (1, 100), "each took back what it added");
+    }
+
+    #[test]
+    fn python_objects_stay_sampled_and_filtered_after_the_warm_up() {
+        let recorder = Recorder::new(Some(Sampling::new(65536)));
+        recorder.end_sampling();
+        assert!(recorder.sampling().is_none());
+        assert!(recorder.object_sampling().is_some(), "objects are still sampled");
+        assert!(!recorder.may_hold_object(0x1000), "nothing recorded yet");
+        recorder.allocated(0, 0x1000, 64, true, 1, 1);
+        assert!(recorder.may_hold_object(0x1000));
+        let weight = Sampling::new(65536).weight(64);
+        let totals = collect(&recorder, 2, true, 1);
+        assert_eq!((totals.live_count, totals.live_bytes), weight, "weighed as a sample");
+        assert!(recorder.freed(0, 0x1000));
+        assert!(!recorder.may_hold_object(0x1000), "an object's free skips the live table again");
+        assert!(Recorder::new(None).may_hold_object(0x1000), "recording everything, every free looks");
     }
 
     #[test]

@@ -68,6 +68,23 @@ pub fn inside<R>(work: impl FnOnce(usize) -> R) -> Option<R> {
         .flatten()
 }
 
+/// Runs `call` with the hooks quiet on this thread, whether or not they
+/// already were: the allocations and mappings it makes are not recorded.
+/// For the calls made on the program's behalf whose result is recorded
+/// otherwise (Python's object allocator mapping an arena for the objects
+/// its hooks record).
+pub fn quietly<R>(call: impl FnOnce() -> R) -> R {
+    match FLAGS.try_with(|flags| flags.inside_tracer.replace(true)) {
+        Ok(was_inside) => {
+            let result = call();
+            let _ = FLAGS.try_with(|flags| flags.inside_tracer.set(was_inside));
+            result
+        }
+        // The thread's locals are gone: the hooks record nothing anyway.
+        Err(_) => call(),
+    }
+}
+
 struct Leave<'a>(&'a Cell<bool>);
 
 impl Drop for Leave<'_> {
@@ -103,13 +120,18 @@ pub fn with_last_glance<R>(glance: impl FnOnce(&Cell<GlanceMemo>) -> R) -> Optio
 /// (wrapping; 1 while its thread-locals are gone, never a multiple of a
 /// period) and whether the allocation is one to record: always without
 /// `next_gap`; when sampling, whether it holds a sampled byte, the bytes to
-/// the next one being drawn with `next_gap`.
+/// the next one being drawn with `next_gap`. A call made inside the tracer
+/// (or [`quietly`]) is never recorded and leaves the sampling gap alone:
+/// its bytes are not the program's, or are counted by the hook around it.
 #[inline]
 pub fn count_allocation(size: u64, next_gap: Option<impl Fn() -> u64>) -> (u32, bool) {
     FLAGS
         .try_with(|flags| {
             let n = flags.allocations.get().wrapping_add(1);
             flags.allocations.set(n);
+            if flags.inside_tracer.get() {
+                return (n, false);
+            }
             let Some(next_gap) = next_gap else { return (n, true) };
             let mut left = flags.bytes_until_sample.get();
             if left == 0 {
@@ -124,6 +146,13 @@ pub fn count_allocation(size: u64, next_gap: Option<impl Fn() -> u64>) -> (u32, 
             }
         })
         .unwrap_or((1, false))
+}
+
+/// How many allocations the hooks have counted on this thread (wrapping;
+/// see [`count_allocation`]): a call that leaves it unchanged reached no
+/// allocation hook.
+pub fn allocations_counted() -> u32 {
+    FLAGS.try_with(|flags| flags.allocations.get()).unwrap_or(0)
 }
 
 /// A uniform number in (0, 1] from this thread's generator.

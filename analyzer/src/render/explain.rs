@@ -13,6 +13,7 @@ use crate::analysis::Suspect;
 use crate::merge::{base_name, is_python_module};
 use crate::symbolize::Frame;
 use crate::trace::{Memory, Trace};
+use trace_format::{PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYTHON_ALLOCATOR_SETTING};
 
 /// A known reason for a suspect's memory to be kept.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,21 +33,26 @@ impl fmt::Display for Explanation {
     }
 }
 
-fn pymalloc_in_force(trace: &Trace) -> bool {
-    trace.process.setting("python_allocator").is_some_and(|value| value.starts_with("pymalloc"))
+/// Python's small objects came from pymalloc and were not traced, only
+/// the arenas that hold them.
+fn pymalloc_untraced(trace: &Trace) -> bool {
+    trace
+        .process
+        .setting(PYTHON_ALLOCATOR_SETTING)
+        .is_some_and(|value| value.starts_with(PYMALLOC) && !value.starts_with(PYMALLOC_OBJECTS_TRACED))
 }
 
-/// The note for a Python process whose small objects came from pymalloc.
+/// The note for a Python process whose small objects came from pymalloc untraced.
 pub fn pymalloc_note(trace: &Trace) -> Option<&'static str> {
-    pymalloc_in_force(trace).then_some(
-        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one, only the arenas that hold them (as mapped memory), charged to whichever line needed a new one; run with PYTHONMALLOC=malloc to trace the objects (with TRACER_SAMPLE_BYTES=64k when the job makes millions of them an epoch)",
+    pymalloc_untraced(trace).then_some(
+        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one, only the arenas that hold them (as mapped memory), charged to whichever line needed a new one; run with TRACER_PYTHON_OBJECTS=1 to trace the objects (sampled by bytes)",
     )
 }
 
 /// What a mapping suspect made by pymalloc's arena allocator is.
 const PYMALLOC_ARENAS: Explanation = Explanation {
     what: "pymalloc arenas",
-    detail: "this memory holds Python objects of 512 bytes or less; an arena is charged to the line whose object needed it, often a line that makes many short-lived objects, while objects that other lines keep fill it; run with PYTHONMALLOC=malloc to trace the objects themselves (with TRACER_SAMPLE_BYTES=64k when the job makes millions of them an epoch)",
+    detail: "this memory holds Python objects of 512 bytes or less; an arena is charged to the line whose object needed it, often a line that makes many short-lived objects, while objects that other lines keep fill it; run with TRACER_PYTHON_OBJECTS=1 to trace the objects themselves (sampled by bytes)",
     incidental_site: true,
 };
 
@@ -95,7 +101,7 @@ const MATPLOTLIB_FIGURE_MODULES: &[&str] = &["/matplotlib/pyplot.py", "/matplotl
 /// Why `suspect`'s memory (with its stack `frames`) is kept, when one of
 /// the known reasons shows on the stack.
 pub fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'static Explanation> {
-    explain(pymalloc_in_force(trace), suspect.memory, frames)
+    explain(pymalloc_untraced(trace), suspect.memory, frames)
 }
 
 fn explain(pymalloc: bool, memory: Memory, frames: &[Frame]) -> Option<&'static Explanation> {

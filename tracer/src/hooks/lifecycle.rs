@@ -10,6 +10,10 @@ use crate::{session, sys};
 /// Runs when the library is loaded, before the program's `main`.
 extern "C" fn on_load() {
     session::start(super::next_allocator::allocators());
+    #[cfg(target_arch = "x86_64")]
+    if session::traces_python_objects() {
+        super::python_objects::install();
+    }
     // SAFETY: registering plain functions that stay valid for the process's life.
     unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_in_parent), Some(after_fork_in_child)) };
 }

@@ -1,15 +1,21 @@
 //! The symbols `libtracer.so` interposes in the traced process: the allocator
 //! entry points, the memory-mapping calls, the process-ending and
-//! image-replacing calls, and the exported `tracer_mark`. This and `sys`, `modules`, `real_alloc` and
+//! image-replacing calls, the exported `tracer_mark`, and the hooks set on
+//! Python's object allocator. This and `sys`, `modules`, `real_alloc` and
 //! `unwind` are the only places with `unsafe` code.
 
 /// Exports `$name($args)` as a stub that appends the caller's stack pointer
 /// and frame pointer (in the argument registers after `$args`: `$sp`, `$bp`)
 /// and jumps to `$body`, or to the address `through $target` holds, which
 /// returns straight to the caller.
+/// `entry_stub!(unexported ...)` makes the same stub for a function the
+/// program reaches through a pointer (x86_64 only).
 macro_rules! entry_stub {
+    (unexported $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:ident, $sp:literal, $bp:literal) => {
+        entry_stub!(@x86_64 [] $name($($arg: $ty),*) -> $ret, $sp, $bp, "jmp {to}", sym $body);
+    };
     ($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:ident, $sp:literal, $bp:literal) => {
-        entry_stub!(@x86_64 $name($($arg: $ty),*) -> $ret, $sp, $bp, "jmp {to}", sym $body);
+        entry_stub!(@x86_64 [no_mangle] $name($($arg: $ty),*) -> $ret, $sp, $bp, "jmp {to}", sym $body);
 
         #[cfg(not(target_arch = "x86_64"))]
         #[no_mangle]
@@ -20,12 +26,12 @@ macro_rules! entry_stub {
         }
     };
     ($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => through $target:path, $sp:literal, $bp:literal) => {
-        entry_stub!(@x86_64 $name($($arg: $ty),*) -> $ret, $sp, $bp, "jmp qword ptr [rip + {to}]", sym $target);
+        entry_stub!(@x86_64 [no_mangle] $name($($arg: $ty),*) -> $ret, $sp, $bp, "jmp qword ptr [rip + {to}]", sym $target);
     };
-    (@x86_64 $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty, $sp:literal, $bp:literal, $jump:literal, sym $to:path) => {
+    (@x86_64 [$($export:meta)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty, $sp:literal, $bp:literal, $jump:literal, sym $to:path) => {
         #[cfg(target_arch = "x86_64")]
         #[unsafe(naked)]
-        #[no_mangle]
+        $(#[$export])?
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             // SAFETY: copies two registers into argument registers the
             // function does not use and jumps: no memory is touched but the
@@ -53,6 +59,8 @@ mod mapping;
 pub mod next_allocator;
 #[cfg(target_arch = "x86_64")]
 mod operator_new;
+#[cfg(target_arch = "x86_64")]
+pub mod python_objects;
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -30,7 +30,7 @@ mod memory;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::MaybeUninit;
 
-use trace_format::{PyCode, PyFrame};
+use trace_format::{PyCode, PyFrame, PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYTHON_ALLOCATOR_SETTING};
 
 use self::codes::{CodeTable, FrameKey, Types, WalkCache};
 pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames};
@@ -40,6 +40,7 @@ use crate::thread_state;
 
 /// `TRACER_PYTHON_FRAMES=0` leaves Python frames out (stacks stay native).
 const DISABLE_VAR: &str = "TRACER_PYTHON_FRAMES";
+use crate::config::PYTHON_OBJECTS_VAR as OBJECTS_VAR;
 
 /// Deeper Python stacks keep their innermost frames only.
 pub const MAX_PY_FRAMES: usize = 64;
@@ -135,6 +136,8 @@ struct Walker {
 pub struct Python {
     walker: Option<Walker>,
     settings: Vec<(String, String)>,
+    /// Its objects are to be traced through its allocator's hooks.
+    traces_objects: bool,
 }
 
 fn symbol(name: &CStr) -> Option<u64> {
@@ -154,21 +157,60 @@ fn version_text(hex: u64) -> String {
     }
 }
 
+/// Whether Python's objects come from pymalloc through hooks the tracer
+/// may set: `PYTHONMALLOC` and `PYTHONDEVMODE` unset, and no `-X dev`
+/// option. Their other values either send every object to malloc or make
+/// Python replace the hooks the tracer set with its debug hooks.
+fn objects_use_pymalloc() -> bool {
+    let unset = |name| std::env::var_os(name).is_none_or(|v| v.is_empty());
+    let pymalloc = unset("PYTHONMALLOC") || std::env::var("PYTHONMALLOC").is_ok_and(|v| v == "pymalloc");
+    let arguments = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    let arguments: Vec<&[u8]> = arguments.split(|&b| b == 0).collect();
+    pymalloc && unset("PYTHONDEVMODE") && !asks_for_dev_mode(&arguments)
+}
+
+/// Whether the interpreter's options (the arguments before the script,
+/// `-c` or `-m`) include `-X dev`.
+fn asks_for_dev_mode(arguments: &[&[u8]]) -> bool {
+    let mut options = arguments.iter().skip(1);
+    while let Some(&option) = options.next() {
+        match option {
+            b"-X" => {
+                if options.next().is_some_and(|value| value.starts_with(b"dev")) {
+                    return true;
+                }
+            }
+            b"-W" => {
+                options.next();
+            }
+            b"-c" | b"-m" | b"-" => return false,
+            _ if option.starts_with(b"-Xdev") => return true,
+            _ if option.starts_with(b"-") => {}
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Which allocator served Python objects, from `PYTHONMALLOC` (the `-X dev`
-/// option keeps pymalloc, with debug hooks).
-fn allocator_setting() -> String {
+/// option keeps pymalloc, with debug hooks), and whether its objects are
+/// traced through its hooks.
+fn allocator_setting(objects_traced: bool) -> String {
     match std::env::var("PYTHONMALLOC").as_deref() {
         Ok("malloc") | Ok("malloc_debug") => "malloc (every Python object reaches malloc, traced one by one)".into(),
-        _ => "pymalloc (objects ≤512 B not traced one by one; run with PYTHONMALLOC=malloc to trace them)".into(),
+        _ if objects_traced => format!("{PYMALLOC_OBJECTS_TRACED}, sampled by bytes ({OBJECTS_VAR}=1)"),
+        _ => format!("{PYMALLOC} (objects ≤512 B not traced one by one; run with {OBJECTS_VAR}=1 to trace them)"),
     }
 }
 
 impl Python {
     /// Looks for a CPython interpreter in the process; says on stderr, once,
-    /// when one is there whose frames cannot be read.
-    pub fn detect() -> Python {
+    /// when one is there whose frames cannot be read. `objects_wanted`: its
+    /// small objects are to be traced (`TRACER_PYTHON_OBJECTS=1`), which
+    /// needs its frames and pymalloc.
+    pub fn detect(objects_wanted: bool) -> Python {
         let Some(get_version) = symbol(c"Py_GetVersion") else {
-            return Python { walker: None, settings: Vec::new() };
+            return Python { walker: None, settings: Vec::new(), traces_objects: false };
         };
         let version = match symbol(c"Py_Version") {
             Some(address) => memory::u32_at(address, 0).map(u64::from),
@@ -185,24 +227,33 @@ impl Python {
                 full.split_whitespace().next().unwrap_or("?").to_string()
             }
         };
-        let mut settings = vec![("python_allocator".to_string(), allocator_setting())];
-        if std::env::var_os(DISABLE_VAR).is_some_and(|v| v == "0") {
-            settings.insert(0, ("python".to_string(), format!("{text} frames off ({DISABLE_VAR}=0)")));
-            return Python { walker: None, settings };
-        }
-        match Walker::new(version) {
-            Ok(walker) => {
-                settings.insert(0, ("python".to_string(), format!("{text} frames")));
-                Python { walker: Some(walker), settings }
-            }
-            Err(why) => {
+        let walker = if std::env::var_os(DISABLE_VAR).is_some_and(|v| v == "0") {
+            Err(None)
+        } else {
+            Walker::new(version).map_err(Some)
+        };
+        let traces_objects = objects_wanted && walker.is_ok() && objects_use_pymalloc();
+        let frames = match &walker {
+            Ok(_) => format!("{text} frames"),
+            Err(None) => format!("{text} frames off ({DISABLE_VAR}=0)"),
+            Err(Some(why)) => {
                 sys::print_stderr(&format!(
                     "tracer: Python {text} frames unavailable: {why}; stacks are native only\n"
                 ));
-                settings.insert(0, ("python".to_string(), format!("{text} unsupported: {why}")));
-                Python { walker: None, settings }
+                format!("{text} unsupported: {why}")
             }
-        }
+        };
+        let settings = vec![
+            ("python".to_string(), frames),
+            (PYTHON_ALLOCATOR_SETTING.to_string(), allocator_setting(traces_objects)),
+        ];
+        Python { walker: walker.ok(), settings, traces_objects }
+    }
+
+    /// Whether its small objects are to be traced through the hooks of its
+    /// object allocator.
+    pub fn traces_objects(&self) -> bool {
+        self.traces_objects
     }
 
     /// Settings for the Process record (empty when the process is not Python).
@@ -489,4 +540,21 @@ enum Walked {
 fn is_main_thread() -> bool {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::syscall(libc::SYS_gettid) as u32 == sys::pid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dev_mode_is_an_interpreter_option_before_the_script() {
+        let asks = |line: &str| asks_for_dev_mode(&line.split(' ').map(str::as_bytes).collect::<Vec<_>>());
+        assert!(asks("python3 -X dev train.py"));
+        assert!(asks("python3 -Xdev train.py"));
+        assert!(asks("python3 -W error -u -X dev -m pkg"));
+        assert!(!asks("python3 -X importtime train.py"));
+        assert!(!asks("python3 train.py -X dev"), "the script's own arguments");
+        assert!(!asks("python3 -c print() -X dev"));
+        assert!(!asks("python3"));
+    }
 }
