@@ -370,6 +370,13 @@ def configs_for(workload, args, known):
                available="TRACER_WARMUP_SAMPLE_BYTES" in known,
                why="not available (libtracer.so records every allocation by default)"),
     ]
+    if workload in TORCH_WORKLOADS:
+        # The default with Python's small objects traced, sampled: what their
+        # hooks cost on a job that makes objects by the million.
+        cs.append(Config("tracer (default), Python objects", tracer_env(dict(extra, TRACER_PYTHON_OBJECTS="1")),
+                         tracer_check(min_epochs, "warm-up"), tracer_analyze,
+                         available="TRACER_PYTHON_OBJECTS" in known,
+                         why="not available (libtracer.so has no TRACER_PYTHON_OBJECTS)"))
     cs += [Config(f"tracer, warm-up sampled at {rate_label(rate)}",
                   tracer_env(dict(extra, TRACER_WARMUP_SAMPLE_BYTES=str(rate))),
                   tracer_check(min_epochs, "warm-up"), tracer_analyze, available="TRACER_WARMUP_SAMPLE_BYTES" in known,
@@ -625,7 +632,8 @@ def main():
                         os.path.join(ROOT, "scripts/bench", program + ".c"), "-ldl"], check=True)
     with open(LIB, "rb") as f:
         lib = f.read()
-    known = {var for var in ("TRACER_SAMPLE_BYTES", "TRACER_WARMUP_SAMPLE_BYTES") if var.encode() in lib}
+    known = {var for var in ("TRACER_SAMPLE_BYTES", "TRACER_WARMUP_SAMPLE_BYTES", "TRACER_PYTHON_OBJECTS")
+             if var.encode() in lib}
 
     env = environment()
     started = datetime.datetime.now().astimezone()
