@@ -264,6 +264,20 @@ fn training_passes_cut_the_epochs_with_persistent_workers() {
     assert!(epochs.starts_with("its parent's epochs"), "{epochs}");
 }
 
+/// A loader with persistent workers and no shuffling makes no allocation
+/// that reaches malloc as a later pass starts, only Python objects: with
+/// them traced (TRACER_PYTHON_OBJECTS=1), their allocations see the pass.
+#[test]
+fn persistent_passes_without_shuffling_are_seen_through_python_objects() {
+    let args = ["--workers", &WORKERS.to_string(), "--persistent", "--no-shuffle"];
+    let run = torch_job(&args, &[("TRACER_PYTHON_OBJECTS", "1")]);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let allocator = report["process"]["settings"]["python_allocator"].as_str().unwrap();
+    assert!(allocator.starts_with("pymalloc, its objects traced"), "{allocator}");
+}
+
 /// A leak in the Dataset of a loader with persistent workers grows in the
 /// workers, which follow their parent's epochs: each training worker's own
 /// report ranks the leaking line first, and the parent's does not have it.

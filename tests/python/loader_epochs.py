@@ -20,6 +20,7 @@ maps and keeps as long as it keeps the batch (pytorch/pytorch#11201).
 
 Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
                         [--worker-leak] [--read-parent-objects] [--keep-batches] [--mark]
+                        [--no-shuffle]
 """
 
 import argparse
@@ -98,6 +99,7 @@ def main():
                         help="the training Dataset reads Python objects made before the fork")
     parser.add_argument("--keep-batches", action="store_true", help="64 KiB samples; the training loop keeps every batch")
     parser.add_argument("--mark", action="store_true", help="mark each epoch's end with tracer_mark")
+    parser.add_argument("--no-shuffle", action="store_true", help="the training loader keeps its samples' order")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -108,7 +110,7 @@ def main():
     parent_objects = list(range(1000, 1000 + PARENT_OBJECTS)) if args.read_parent_objects else None
     width = 16384 if args.keep_batches else FEATURES
     train_data = Numbers(args.steps * BATCH, leak=args.worker_leak, parent_objects=parent_objects, width=width)
-    train_loader = DataLoader(train_data, batch_size=BATCH, shuffle=True, **workers)
+    train_loader = DataLoader(train_data, batch_size=BATCH, shuffle=not args.no_shuffle, **workers)
     eval_loader = DataLoader(Numbers(4 * BATCH), batch_size=BATCH, **workers)
     for epoch in range(1, args.epochs + 1):
         train(train_loader, model, optimizer, args.keep_batches)

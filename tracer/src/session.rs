@@ -45,6 +45,12 @@ const CLOCK_CHECK_MASK: u32 = 255;
 /// frames (a power of two, minus one) that look for the module defining
 /// `DataLoader` while it is imported; it runs for thousands of allocations.
 const LEARNING_WALK_MASK: u32 = 63;
+/// One object allocation in this many (by the thread's count) glances at
+/// its frames for a DataLoader pass: glancing at each took 3.6% of a
+/// PyTorch loop's time. A later pass of a loader that keeps its workers
+/// makes dozens of objects in `DataLoader.__iter__` and may make no
+/// other allocation there, so its start is still seen.
+const OBJECT_GLANCE_MASK: u32 = 31;
 
 struct Session {
     config: Config,
@@ -283,8 +289,7 @@ enum Block {
     Heap,
     /// Python's object allocator: sampled for the whole run, whatever
     /// allocations are, and too busy to glance at the frames for a
-    /// DataLoader at each (on a PyTorch loop that alone was 3.6% of the
-    /// run's time; its allocations' glances find the passes).
+    /// DataLoader at each (see [`OBJECT_GLANCE_MASK`]).
     PythonObject,
 }
 
@@ -302,7 +307,11 @@ fn allocated_as(address: *mut std::ffi::c_void, size: usize, entry: Entry, block
     let next_gap = sampling.map(|sampling| move || sampling.next_gap());
     let (count, recorded) = thread_state::count_allocation(size as u64, next_gap);
     let clock_due = count & CLOCK_CHECK_MASK == 0;
-    let loader_walk_due = !recorded && block == Block::Heap && session.loader_walk_due(count);
+    let glances = match block {
+        Block::Heap => true,
+        Block::PythonObject => count & OBJECT_GLANCE_MASK == 0,
+    };
+    let loader_walk_due = !recorded && glances && session.loader_walk_due(count);
     let parent_closed_epoch = session.parent_closed_epoch();
     if !recorded && !clock_due && !loader_walk_due && !parent_closed_epoch {
         return;
