@@ -194,12 +194,20 @@ fn python_3_13_frames_match_cpython() {
     check_frames("3.13");
 }
 
+/// Twice: with every object sent to malloc, and with pymalloc's objects
+/// traced through its hooks (the threads, forks and spawns then go
+/// through them too).
 fn check_stress(version: &str) {
+    check_stress_with(version, &[("PYTHONMALLOC", "malloc")], "malloc");
+    check_stress_with(version, &[("TRACER_PYTHON_OBJECTS", "1")], "pymalloc, its objects traced");
+}
+
+fn check_stress_with(version: &str, env: &[(&str, &str)], allocator: &str) {
     let python = python_interpreter(version);
     let (mut command, dir) = traced_command(&python);
     // Every process's allocations recorded: a short-lived one, sampled,
     // might keep none with Python frames.
-    command.arg(python_script("stress.py")).env("PYTHONMALLOC", "malloc").envs([FULL_CAPTURE]);
+    command.arg(python_script("stress.py")).env_remove("PYTHONMALLOC").envs(env.iter().copied()).envs([FULL_CAPTURE]);
     let output = output_within(command, dir.path(), Duration::from_secs(300));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "stress.py failed under {}: {stderr}", python.display());
@@ -216,7 +224,7 @@ fn check_stress(version: &str) {
     for file in &files {
         let trace = load(file);
         assert!(trace.complete, "{} has no End record", file.display());
-        assert!(trace.settings["python_allocator"].starts_with("malloc"), "{}: {:?}", file.display(), trace.settings);
+        assert!(trace.settings["python_allocator"].starts_with(allocator), "{}: {:?}", file.display(), trace.settings);
         if trace.stacks.has_python_frames() {
             with_python += 1;
         }
