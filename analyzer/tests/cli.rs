@@ -737,7 +737,7 @@ fn no_pymalloc_note_when_python_used_malloc() {
     let text = stdout(&report(&path, &[]));
     assert!(text.contains("python_allocator = malloc"), "{text}");
     assert!(!text.contains("Note: Python's pymalloc"), "{text}");
-    let traced = format!("{}, sampled by bytes (TRACER_PYTHON_OBJECTS=1)", trace_format::PYMALLOC_OBJECTS_TRACED);
+    let traced = format!("{} (TRACER_PYTHON_OBJECTS=1)", trace_format::PYMALLOC_OBJECTS_TRACED);
     let text = stdout(&report(&python_trace(&traced), &[]));
     assert!(text.contains("python_allocator = pymalloc, its objects traced"), "{text}");
     assert!(!text.contains("Note: Python's pymalloc"), "objects traced: {text}");

@@ -198,7 +198,7 @@ fn asks_for_dev_mode(arguments: &[&[u8]]) -> bool {
 fn allocator_setting(objects_traced: bool) -> String {
     match std::env::var("PYTHONMALLOC").as_deref() {
         Ok("malloc") | Ok("malloc_debug") => "malloc (every Python object reaches malloc, traced one by one)".into(),
-        _ if objects_traced => format!("{PYMALLOC_OBJECTS_TRACED}, sampled by bytes ({OBJECTS_VAR}=1)"),
+        _ if objects_traced => format!("{PYMALLOC_OBJECTS_TRACED} ({OBJECTS_VAR}=1)"),
         _ => format!("{PYMALLOC} (objects ≤512 B not traced one by one; run with {OBJECTS_VAR}=1 to trace them)"),
     }
 }
