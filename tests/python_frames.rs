@@ -347,6 +347,8 @@ fn check_small_objects_traced(version: &str) {
     let allocator = settings["python_allocator"].as_str().unwrap();
     assert!(allocator.starts_with("pymalloc, its objects traced through its hooks"), "{settings}");
     assert!(settings["sampling"].as_str().unwrap().contains("Python's objects sampled"), "{settings}");
+    let warm_up_end = report["notes"][0]["text"].as_str().unwrap_or_default();
+    assert!(warm_up_end.contains("on, Python's objects still sampled;"), "{:#}", report["notes"]);
     let leak_line = line_of("python/small_objects.py", "KEPT.append");
     let line = &report["lines"][0];
     assert_eq!(

@@ -811,8 +811,9 @@ impl Session {
         output.modules.refresh();
         let mut records: Vec<Record> = Vec::new();
         if warm_up_ended {
+            let objects = if self.python.traces_objects() { ", Python's objects still sampled" } else { "" };
             let text = format!(
-                "the warm-up ended with epoch {closing}: every allocation is recorded from epoch {} on; the warm-up's counts and bytes are estimates ({WARM_UP_SAMPLE_VAR}=0 records it all)",
+                "the warm-up ended with epoch {closing}: every allocation is recorded from epoch {} on{objects}; the warm-up's counts and bytes are estimates ({WARM_UP_SAMPLE_VAR}=0 records it all)",
                 closing + 1
             );
             records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text }));
