@@ -276,6 +276,30 @@ fn persistent_passes_without_shuffling_are_seen_through_python_objects() {
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     let allocator = report["process"]["settings"]["python_allocator"].as_str().unwrap();
     assert!(allocator.starts_with("pymalloc, its objects traced"), "{allocator}");
+    assert!(unrepeated_passes_notes(&report).is_empty(), "{:#}", report["notes"]);
+}
+
+/// Without the objects traced, that loader's later passes go unseen; the
+/// trace says that passes never repeated, and what would let them be seen.
+#[test]
+fn persistent_passes_without_shuffling_unseen_are_told() {
+    let args = ["--workers", &WORKERS.to_string(), "--persistent", "--no-shuffle"];
+    let report = report_json(&torch_job(&args, &[]).trace);
+    assert!(!causes(&report).contains(&"auto".to_string()), "{:?}", causes(&report));
+    let notes = unrepeated_passes_notes(&report);
+    assert_eq!(notes.len(), 1, "{:#}", report["notes"]);
+    assert!(
+        notes[0].contains("persistent_workers=True") && notes[0].contains("TRACER_PYTHON_OBJECTS=1"),
+        "{}",
+        notes[0]
+    );
+}
+
+/// The notes saying that DataLoader passes were seen but never repeated.
+fn unrepeated_passes_notes(report: &Value) -> Vec<String> {
+    let notes = report["notes"].as_array().cloned().unwrap_or_default();
+    let texts = notes.iter().filter_map(|n| n["text"].as_str());
+    texts.filter(|t| t.contains("never two from the same place")).map(str::to_string).collect()
 }
 
 /// A leak in the Dataset of a loader with persistent workers grows in the

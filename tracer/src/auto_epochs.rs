@@ -59,6 +59,14 @@ impl AutoEpochs {
         lock(&self.passes).started(place)
     }
 
+    /// Whether, still watching, it saw passes over DataLoaders but never two
+    /// from one place: each loader ran once, or a loader's later passes
+    /// went unseen (one that keeps its workers and does not shuffle makes
+    /// only Python objects as a later pass starts).
+    pub fn saw_no_repeated_pass(&self) -> bool {
+        self.watching() && lock(&self.passes).saw_no_repeated_pass()
+    }
+
     /// Whether this thread's latest walk showed no pass (a pass seen in a
     /// glance then needs a walk to say where it starts from).
     pub fn outside_pass(&self) -> bool {
@@ -106,6 +114,10 @@ struct Passes {
 }
 
 impl Passes {
+    fn saw_no_repeated_pass(&self) -> bool {
+        self.marking.is_none() && self.seen_count > 0
+    }
+
     /// A pass started from `place`; the number of the marking loader's pass
     /// that ended when it is that loader's.
     fn started(&mut self, place: u64) -> Option<u32> {
@@ -155,6 +167,17 @@ mod tests {
     #[test]
     fn a_single_pass_cuts_nothing() {
         assert_eq!(cuts(&[WARM_UP, TRAIN]), [None, None]);
+    }
+
+    #[test]
+    fn passes_that_never_repeat_are_told_apart() {
+        let mut passes = Passes::default();
+        assert!(!passes.saw_no_repeated_pass(), "no pass at all");
+        passes.started(TRAIN);
+        passes.started(EVAL);
+        assert!(passes.saw_no_repeated_pass());
+        passes.started(TRAIN);
+        assert!(!passes.saw_no_repeated_pass(), "the training loader repeated");
     }
 
     #[test]

@@ -695,6 +695,19 @@ impl Session {
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
 
+    /// At exit, the notice that passes over DataLoaders were seen but none
+    /// repeated, unless Python's objects were traced: a loader that keeps
+    /// its workers and does not shuffle may be why.
+    fn unrepeated_passes_notice(&self) -> Option<Notice> {
+        if self.python.traces_objects() || !self.auto_epochs.saw_no_repeated_pass() {
+            return None;
+        }
+        let text = format!(
+            "passes over a DataLoader were seen, but never two from the same place, so none closed an epoch: each loader ran once, or a loader keeps its workers (persistent_workers=True) and does not shuffle, whose later passes make only Python objects ({PYTHON_OBJECTS_VAR}=1 traces them and lets those passes be seen; tracer_mark marks epochs in any job)"
+        );
+        Some(Notice { elapsed_ns: self.elapsed_ns(), text })
+    }
+
     /// Whether this DataLoader worker's parent closed an epoch the worker
     /// has not followed yet. Two loads of words that change once an epoch:
     /// it runs at every allocation, so that a worker allocating little
@@ -819,6 +832,9 @@ impl Session {
             records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text }));
         }
         records.extend(self.untraced_workers_notice().map(Record::Notice));
+        if cause == EpochCause::Exit {
+            records.extend(self.unrepeated_passes_notice().map(Record::Notice));
+        }
         // The first snapshot of a process importing torch names millions of
         // nodes: they go out in records of a bounded size as they are found,
         // rather than all held (and then all encoded) at once.
