@@ -35,12 +35,12 @@ use trace_format::{PyCode, PyFrame, PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYTHON_AL
 use self::codes::{CodeTable, FrameKey, Types, WalkCache};
 pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
+use crate::config::PYTHON_OBJECTS_VAR as OBJECTS_VAR;
 use crate::sys;
 use crate::thread_state;
 
 /// `TRACER_PYTHON_FRAMES=0` leaves Python frames out (stacks stay native).
 const DISABLE_VAR: &str = "TRACER_PYTHON_FRAMES";
-use crate::config::PYTHON_OBJECTS_VAR as OBJECTS_VAR;
 
 /// Deeper Python stacks keep their innermost frames only.
 pub const MAX_PY_FRAMES: usize = 64;
