@@ -269,6 +269,8 @@ fn unsupported_python_runs_with_native_stacks_and_says_so_once() {
         "{:?}",
         trace.settings
     );
+    let allocator = &trace.settings["python_allocator"];
+    assert!(allocator.contains("needs the frames of Python 3.11 to 3.13 read"), "{allocator}");
     assert!(!trace.stacks.is_empty());
     assert!(!trace.stacks.has_python_frames(), "no Python frames on an unsupported version");
     assert!(trace.codes.is_empty());
@@ -394,7 +396,7 @@ fn python_3_13_small_objects_traced_name_the_line_keeping_them() {
 fn python_objects_are_left_to_python_where_it_replaces_the_hooks() {
     let python = python_interpreter("3.11");
     for (arguments, malloc, expected) in [
-        (&["-X", "dev"][..], None, "pymalloc (objects ≤512 B not traced one by one"),
+        (&["-X", "dev"][..], None, "pymalloc (objects ≤512 B not traced one by one; tracing them (TRACER_PYTHON_OBJECTS=1) needs PYTHONMALLOC, PYTHONDEVMODE and -X dev unset"),
         (&[][..], Some("malloc"), "malloc (every Python object reaches malloc"),
     ] {
         let (mut command, dir) = traced_command(&python);

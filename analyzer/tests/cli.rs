@@ -731,6 +731,30 @@ fn python_frames_have_file_line_and_own_code_in_json() {
     }
 }
 
+/// The note repeats what the tracer said of tracing the objects: how, or
+/// what that needs where it could not (and an older trace's advice).
+#[test]
+fn the_pymalloc_note_says_what_tracing_the_objects_needs() {
+    for (setting, advice) in [
+        (
+            "pymalloc (objects ≤512 B not traced one by one; run with TRACER_PYTHON_OBJECTS=1 to trace them)",
+            "charged to whichever line needed a new one; run with TRACER_PYTHON_OBJECTS=1 to trace them\n",
+        ),
+        (
+            "pymalloc (objects ≤512 B not traced one by one; tracing them (TRACER_PYTHON_OBJECTS=1) needs the frames of Python 3.11 to 3.13 read)",
+            "; tracing them (TRACER_PYTHON_OBJECTS=1) needs the frames of Python 3.11 to 3.13 read\n",
+        ),
+        (
+            "pymalloc (objects ≤512 B not traced one by one; run with PYTHONMALLOC=malloc to trace them)",
+            "; run with PYTHONMALLOC=malloc to trace them\n",
+        ),
+    ] {
+        let text = stdout(&report(&python_trace(setting), &[]));
+        let note = text.lines().find(|l| l.starts_with("Note: Python's pymalloc")).unwrap_or_default();
+        assert!(format!("{note}\n").ends_with(advice), "{setting}: {note}");
+    }
+}
+
 #[test]
 fn no_pymalloc_note_when_python_used_malloc() {
     let path = python_trace("malloc (every Python object reaches malloc, traced one by one)");

@@ -42,11 +42,20 @@ fn pymalloc_untraced(trace: &Trace) -> bool {
         .is_some_and(|value| value.starts_with(PYMALLOC) && !value.starts_with(PYMALLOC_OBJECTS_TRACED))
 }
 
-/// The note for a Python process whose small objects came from pymalloc untraced.
-pub fn pymalloc_note(trace: &Trace) -> Option<&'static str> {
-    pymalloc_untraced(trace).then_some(
-        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one, only the arenas that hold them (as mapped memory), charged to whichever line needed a new one; run with TRACER_PYTHON_OBJECTS=1 to trace the objects (sampled by bytes)",
-    )
+/// The note for a Python process whose small objects came from pymalloc
+/// untraced, with what the tracer said of tracing them (run with a setting,
+/// or what that setting needs).
+pub fn pymalloc_note(trace: &Trace) -> Option<String> {
+    if !pymalloc_untraced(trace) {
+        return None;
+    }
+    let setting = trace.process.setting(PYTHON_ALLOCATOR_SETTING).unwrap_or_default();
+    let advice = setting
+        .split_once("not traced one by one; ")
+        .map_or("run with TRACER_PYTHON_OBJECTS=1 to trace them", |(_, rest)| rest.trim_end_matches(')'));
+    Some(format!(
+        "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one, only the arenas that hold them (as mapped memory), charged to whichever line needed a new one; {advice}"
+    ))
 }
 
 /// What a mapping suspect made by pymalloc's arena allocator is.

@@ -192,14 +192,34 @@ fn asks_for_dev_mode(arguments: &[&[u8]]) -> bool {
     false
 }
 
+/// Whether Python's small objects can be, or are, traced through its
+/// object allocator's hooks.
+#[derive(Clone, Copy)]
+enum Objects {
+    Traced,
+    /// Left to the arenas: they could be traced (`TRACER_PYTHON_OBJECTS=1`).
+    Untraced,
+    /// Their frames are not read: other versions, `TRACER_PYTHON_FRAMES=0`.
+    NoFrames,
+    /// Python replaces the hooks (see [`objects_use_pymalloc`]).
+    HooksReplaced,
+}
+
 /// Which allocator served Python objects, from `PYTHONMALLOC` (the `-X dev`
-/// option keeps pymalloc, with debug hooks), and whether its objects are
-/// traced through its hooks.
-fn allocator_setting(objects_traced: bool) -> String {
-    match std::env::var("PYTHONMALLOC").as_deref() {
-        Ok("malloc") | Ok("malloc_debug") => "malloc (every Python object reaches malloc, traced one by one)".into(),
-        _ if objects_traced => format!("{PYMALLOC_OBJECTS_TRACED} ({OBJECTS_VAR}=1)"),
-        _ => format!("{PYMALLOC} (objects ≤512 B not traced one by one; run with {OBJECTS_VAR}=1 to trace them)"),
+/// option keeps pymalloc, with debug hooks), and what became of its small
+/// objects; the analyzer repeats what follows "not traced one by one; ".
+fn allocator_setting(objects: Objects) -> String {
+    let untraced = |why: &str| format!("{PYMALLOC} (objects ≤512 B not traced one by one; {why})");
+    match (std::env::var("PYTHONMALLOC").as_deref(), objects) {
+        (Ok("malloc") | Ok("malloc_debug"), _) => {
+            "malloc (every Python object reaches malloc, traced one by one)".into()
+        }
+        (_, Objects::Traced) => format!("{PYMALLOC_OBJECTS_TRACED} ({OBJECTS_VAR}=1)"),
+        (_, Objects::Untraced) => untraced(&format!("run with {OBJECTS_VAR}=1 to trace them")),
+        (_, Objects::NoFrames) => untraced(&format!("tracing them ({OBJECTS_VAR}=1) needs the frames of Python 3.11 to 3.13 read")),
+        (_, Objects::HooksReplaced) => untraced(&format!(
+            "tracing them ({OBJECTS_VAR}=1) needs PYTHONMALLOC, PYTHONDEVMODE and -X dev unset: under them Python replaces the hooks"
+        )),
     }
 }
 
@@ -232,7 +252,12 @@ impl Python {
         } else {
             Walker::new(version).map_err(Some)
         };
-        let traces_objects = objects_wanted && walker.is_ok() && objects_use_pymalloc();
+        let objects = match (walker.is_ok(), objects_use_pymalloc()) {
+            (false, _) => Objects::NoFrames,
+            (true, false) => Objects::HooksReplaced,
+            (true, true) if objects_wanted => Objects::Traced,
+            (true, true) => Objects::Untraced,
+        };
         let frames = match &walker {
             Ok(_) => format!("{text} frames"),
             Err(None) => format!("{text} frames off ({DISABLE_VAR}=0)"),
@@ -243,11 +268,9 @@ impl Python {
                 format!("{text} unsupported: {why}")
             }
         };
-        let settings = vec![
-            ("python".to_string(), frames),
-            (PYTHON_ALLOCATOR_SETTING.to_string(), allocator_setting(traces_objects)),
-        ];
-        Python { walker: walker.ok(), settings, traces_objects }
+        let settings =
+            vec![("python".to_string(), frames), (PYTHON_ALLOCATOR_SETTING.to_string(), allocator_setting(objects))];
+        Python { walker: walker.ok(), settings, traces_objects: matches!(objects, Objects::Traced) }
     }
 
     /// Whether its small objects are to be traced through the hooks of its
