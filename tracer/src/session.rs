@@ -361,7 +361,7 @@ pub fn forget_object_for_realloc(address: *mut std::ffi::c_void) -> bool {
 /// surely have none (when sampling, most): their frees skip the tracer, the
 /// fork gate and the live table.
 #[inline]
-fn forget(address: *mut std::ffi::c_void, may_hold: fn(&Recorder, usize) -> bool) -> bool {
+fn forget(address: *mut std::ffi::c_void, may_hold: impl Fn(&Recorder, usize) -> bool) -> bool {
     if address.is_null() {
         return false;
     }
