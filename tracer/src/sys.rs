@@ -145,6 +145,14 @@ pub fn read_small_file(path: &std::ffi::CStr, buf: &mut [u8]) -> usize {
     filled
 }
 
+/// The address of the first definition of `name` in the global scope (the
+/// program and the libraries loaded with it), if any.
+pub fn global_symbol(name: &std::ffi::CStr) -> Option<usize> {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no other preconditions.
+    let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as usize;
+    (address != 0).then_some(address)
+}
+
 /// What dladdr says of the loaded object holding `address`, if anything.
 pub fn loaded_object(address: usize) -> Option<libc::Dl_info> {
     // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.

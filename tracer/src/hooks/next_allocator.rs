@@ -148,8 +148,7 @@ pub fn allocators() -> Allocators {
 /// the function's address compares equal everywhere; its calls go on to
 /// the first library that defines malloc.
 fn first_malloc(program: usize) -> usize {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
-    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
+    let first = sys::global_symbol(c"malloc").unwrap_or(0);
     if first == 0 || object_of(first) != program || defines_symbol_at(first) {
         return first;
     }

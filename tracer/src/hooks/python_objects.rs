@@ -122,10 +122,8 @@ pub fn install() {
 /// # Safety
 /// `F` must be the C signature of the function `name` names.
 unsafe fn function<F: Copy>(name: &CStr) -> Option<F> {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no other preconditions.
-    let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as usize;
     // SAFETY: F is the function's signature, as the caller guarantees.
-    unsafe { super::as_function(address) }
+    unsafe { super::as_function(sys::global_symbol(name)?) }
 }
 
 /// The allocator a hook's context stands for.

@@ -141,9 +141,7 @@ pub struct Python {
 }
 
 fn symbol(name: &CStr) -> Option<u64> {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no other preconditions.
-    let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as u64;
-    (address != 0).then_some(address)
+    sys::global_symbol(name).map(|address| address as u64)
 }
 
 fn version_text(hex: u64) -> String {

@@ -260,9 +260,8 @@ pub fn object_is_loaded(address: u64) -> bool {
     static FIND: AtomicUsize = AtomicUsize::new(0);
     let mut find = FIND.load(SeqCst);
     if find == 0 {
-        // SAFETY: dlsym with a NUL-terminated name has no preconditions; its
-        // allocations reach glibc directly while this thread is in the tracer.
-        find = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) } as usize;
+        // dlsym's allocations reach glibc directly while this thread is in the tracer.
+        find = crate::sys::global_symbol(c"_dl_find_object").unwrap_or(0);
         FIND.store(if find == 0 { 1 } else { find }, SeqCst);
     }
     if find <= 1 {
