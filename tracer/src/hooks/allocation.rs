@@ -9,9 +9,9 @@
 
 use std::ffi::{c_int, c_void};
 
+use super::entry;
 use super::next_allocator as next;
 use crate::session;
-use crate::unwind::Entry;
 
 extern "C" {
     fn malloc_usable_size(ptr: *mut c_void) -> usize;
@@ -26,10 +26,6 @@ entry_stub!(aligned_alloc(alignment: usize, size: usize) -> *mut c_void => align
 entry_stub!(memalign(alignment: usize, size: usize) -> *mut c_void => memalign_body, "rdx", "rcx");
 entry_stub!(valloc(size: usize) -> *mut c_void => valloc_body, "rsi", "rdx");
 entry_stub!(pvalloc(size: usize) -> *mut c_void => pvalloc_body, "rsi", "rdx");
-
-fn entry(stack_pointer: u64, frame_pointer: u64) -> Entry {
-    Entry { stack_pointer, frame_pointer }
-}
 
 unsafe extern "C" fn malloc_body(size: usize, sp: u64, bp: u64) -> *mut c_void {
     let ptr = next::malloc(size);

@@ -63,6 +63,14 @@ mod operator_new;
 pub mod python_objects;
 
 use std::ffi::CStr;
+
+use crate::unwind::Entry;
+
+/// Where the program called a hook, from the registers its entry stub
+/// passed on (see [`entry_stub!`]).
+fn entry(stack_pointer: u64, frame_pointer: u64) -> Entry {
+    Entry { stack_pointer, frame_pointer }
+}
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The address of the next definition of `name` after ours (glibc's), or null.

@@ -20,10 +20,10 @@
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
+use super::entry;
 use super::next_allocator as next;
 use super::NextSymbol;
 use crate::session;
-use crate::unwind::Entry;
 
 /// An operator's jump target and next definition.
 #[repr(C)]
@@ -71,7 +71,7 @@ macro_rules! operator_new {
                     Some(next) => next::forwarded(|| unsafe { next($($arg),*) }),
                     None => $otherwise,
                 };
-                session::allocated(ptr, $size, Entry { stack_pointer: sp, frame_pointer: bp });
+                session::allocated(ptr, $size, entry(sp, bp));
                 ptr
             }
         }

@@ -21,7 +21,7 @@ use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void, CStr};
 use std::mem::MaybeUninit;
 
-use crate::unwind::Entry;
+use super::entry;
 use crate::{session, sys, thread_state};
 
 /// `PyMemAllocatorEx`, unchanged since Python 3.5.
@@ -126,22 +126,21 @@ unsafe fn function<F: Copy>(name: &CStr) -> Option<F> {
     unsafe { super::as_function(sys::global_symbol(name)?) }
 }
 
-/// The allocator a hook's context stands for.
+/// The allocator (an [`Allocator`] or [`ArenaAllocator`]) a hook's context
+/// stands for.
 ///
 /// # Safety
-/// `ctx` must be the context `install` gave the hooks.
-unsafe fn replaced(ctx: *mut c_void) -> Allocator {
-    // SAFETY: `ctx` points into REPLACED, written before the hook was set.
-    unsafe { *ctx.cast::<Allocator>() }
+/// `ctx` must be the context `install` gave the hook, and `T` the type of
+/// what it replaced.
+unsafe fn replaced<T: Copy>(ctx: *mut c_void) -> T {
+    // SAFETY: `ctx` points into REPLACED or REPLACED_ARENAS, written before
+    // the hook was set.
+    unsafe { *ctx.cast::<T>() }
 }
 
 entry_stub!(unexported object_malloc(ctx: *mut c_void, size: usize) -> *mut c_void => malloc_body, "rdx", "rcx");
 entry_stub!(unexported object_calloc(ctx: *mut c_void, count: usize, size: usize) -> *mut c_void => calloc_body, "rcx", "r8");
 entry_stub!(unexported object_realloc(ctx: *mut c_void, ptr: *mut c_void, size: usize) -> *mut c_void => realloc_body, "rcx", "r8");
-
-fn entry(stack_pointer: u64, frame_pointer: u64) -> Entry {
-    Entry { stack_pointer, frame_pointer }
-}
 
 /// Whether pymalloc serves a request of `size` bytes itself.
 fn small(size: usize) -> bool {
@@ -152,7 +151,7 @@ unsafe extern "C" fn malloc_body(ctx: *mut c_void, size: usize, sp: u64, bp: u64
     // SAFETY: Python calls the hook with the context it was set with, and
     // the caller's arguments go to the allocator it replaced unchanged.
     let ptr = unsafe {
-        let previous = replaced(ctx);
+        let previous: Allocator = replaced(ctx);
         (previous.malloc)(previous.ctx, size)
     };
     // Should pymalloc find no memory for an arena, it hands a small request
@@ -166,7 +165,7 @@ unsafe extern "C" fn malloc_body(ctx: *mut c_void, size: usize, sp: u64, bp: u64
 unsafe extern "C" fn calloc_body(ctx: *mut c_void, count: usize, size: usize, sp: u64, bp: u64) -> *mut c_void {
     // SAFETY: as in malloc_body.
     let ptr = unsafe {
-        let previous = replaced(ctx);
+        let previous: Allocator = replaced(ctx);
         (previous.calloc)(previous.ctx, count, size)
     };
     // A product that overflows gets null, which is not recorded.
@@ -188,7 +187,7 @@ unsafe extern "C" fn realloc_body(ctx: *mut c_void, ptr: *mut c_void, size: usiz
     let counted = thread_state::allocations_counted();
     // SAFETY: as in malloc_body; the caller passes a block of this domain or null.
     let new_ptr = unsafe {
-        let previous = replaced(ctx);
+        let previous: Allocator = replaced(ctx);
         (previous.realloc)(previous.ctx, ptr, size)
     };
     if thread_state::allocations_counted() == counted {
@@ -203,7 +202,7 @@ unsafe extern "C" fn object_free(ctx: *mut c_void, ptr: *mut c_void) {
     session::object_freed(ptr);
     // SAFETY: as in malloc_body; the caller passes a block of this domain or null.
     unsafe {
-        let previous = replaced(ctx);
+        let previous: Allocator = replaced(ctx);
         (previous.free)(previous.ctx, ptr)
     }
 }
@@ -211,7 +210,7 @@ unsafe extern "C" fn object_free(ctx: *mut c_void, ptr: *mut c_void) {
 unsafe extern "C" fn arena_alloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: the arena allocator Python called, with its context and the caller's size.
     thread_state::quietly(|| unsafe {
-        let previous = *ctx.cast::<ArenaAllocator>();
+        let previous: ArenaAllocator = replaced(ctx);
         (previous.alloc)(previous.ctx, size)
     })
 }
@@ -219,7 +218,7 @@ unsafe extern "C" fn arena_alloc(ctx: *mut c_void, size: usize) -> *mut c_void {
 unsafe extern "C" fn arena_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     // SAFETY: as in arena_alloc; the caller passes an arena it allocated.
     thread_state::quietly(|| unsafe {
-        let previous = *ctx.cast::<ArenaAllocator>();
+        let previous: ArenaAllocator = replaced(ctx);
         (previous.free)(previous.ctx, ptr, size)
     })
 }
