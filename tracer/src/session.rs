@@ -339,7 +339,7 @@ pub fn freed(address: *mut std::ffi::c_void) {
     forget(address, Recorder::may_hold);
 }
 
-/// A block going back to Python's object allocator.
+/// A block going back to Python's object allocator, freed or resized.
 pub fn object_freed(address: *mut std::ffi::c_void) {
     forget(address, Recorder::may_hold_object);
 }
@@ -349,11 +349,6 @@ pub fn object_freed(address: *mut std::ffi::c_void) {
 /// Returns whether the tracer knew it, so a failed realloc can restore it.
 pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
     forget(address, Recorder::may_hold)
-}
-
-/// [`forget_for_realloc`] for a block of Python's object allocator.
-pub fn forget_object_for_realloc(address: *mut std::ffi::c_void) -> bool {
-    forget(address, Recorder::may_hold_object)
 }
 
 /// Removes the record of the block at `address`, if there is one; whether

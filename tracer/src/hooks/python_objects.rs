@@ -180,7 +180,7 @@ unsafe extern "C" fn realloc_body(ctx: *mut c_void, ptr: *mut c_void, size: usiz
     // Forgotten first: once the allocator has the block back, another
     // thread may be handed the same address. Should the call fail, the old
     // block stays the program's unrecorded (Python raises MemoryError).
-    session::forget_object_for_realloc(ptr);
+    session::object_freed(ptr);
     // A block pymalloc did not serve is resized by realloc, and a small
     // one growing past 512 bytes moves to malloc: either way malloc's hooks
     // record the result.
