@@ -104,6 +104,10 @@ pub const PYTHON_ALLOCATOR_SETTING: &str = "python_allocator";
 /// The first word of [`PYTHON_ALLOCATOR_SETTING`]'s value for pymalloc.
 pub const PYMALLOC: &str = "pymalloc";
 /// How [`PYTHON_ALLOCATOR_SETTING`]'s value starts when pymalloc's objects
+/// were not traced: what follows, up to the closing parenthesis, says how
+/// to trace them or what that needs.
+pub const PYMALLOC_OBJECTS_UNTRACED: &str = "pymalloc (objects ≤512 B not traced one by one; ";
+/// How [`PYTHON_ALLOCATOR_SETTING`]'s value starts when pymalloc's objects
 /// were traced through its hooks, sampled.
 pub const PYMALLOC_OBJECTS_TRACED: &str = "pymalloc, its objects traced through its hooks";
 

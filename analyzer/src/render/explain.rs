@@ -13,7 +13,7 @@ use crate::analysis::Suspect;
 use crate::merge::{base_name, is_python_module};
 use crate::symbolize::Frame;
 use crate::trace::{Memory, Trace};
-use trace_format::{PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYTHON_ALLOCATOR_SETTING};
+use trace_format::{PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING};
 
 /// A known reason for a suspect's memory to be kept.
 #[derive(Debug, PartialEq, Eq)]
@@ -51,8 +51,8 @@ pub fn pymalloc_note(trace: &Trace) -> Option<String> {
     }
     let setting = trace.process.setting(PYTHON_ALLOCATOR_SETTING).unwrap_or_default();
     let advice = setting
-        .split_once("not traced one by one; ")
-        .map_or("run with TRACER_PYTHON_OBJECTS=1 to trace them", |(_, rest)| rest.trim_end_matches(')'));
+        .strip_prefix(PYMALLOC_OBJECTS_UNTRACED)
+        .map_or("run with TRACER_PYTHON_OBJECTS=1 to trace them", |rest| rest.trim_end_matches(')'));
     Some(format!(
         "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one, only the arenas that hold them (as mapped memory), charged to whichever line needed a new one; {advice}"
     ))

@@ -30,7 +30,7 @@ mod memory;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::MaybeUninit;
 
-use trace_format::{PyCode, PyFrame, PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYTHON_ALLOCATOR_SETTING};
+use trace_format::{PyCode, PyFrame, PYMALLOC_OBJECTS_TRACED, PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING};
 
 use self::codes::{CodeTable, FrameKey, Types, WalkCache};
 pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames};
@@ -205,9 +205,9 @@ enum Objects {
 
 /// Which allocator served Python objects, from `PYTHONMALLOC` (the `-X dev`
 /// option keeps pymalloc, with debug hooks), and what became of its small
-/// objects; the analyzer repeats what follows "not traced one by one; ".
+/// objects; the analyzer repeats what follows [`PYMALLOC_OBJECTS_UNTRACED`].
 fn allocator_setting(objects: Objects) -> String {
-    let untraced = |why: &str| format!("{PYMALLOC} (objects ≤512 B not traced one by one; {why})");
+    let untraced = |why: &str| format!("{PYMALLOC_OBJECTS_UNTRACED}{why})");
     match (std::env::var("PYTHONMALLOC").as_deref(), objects) {
         (Ok("malloc") | Ok("malloc_debug"), _) => {
             "malloc (every Python object reaches malloc, traced one by one)".into()
