@@ -60,6 +60,8 @@ struct Session {
     stacks: StackTable,
     /// The Python interpreter of the process, if any, whose frames join the stacks.
     python: Python,
+    /// The process's arguments, read once as it starts.
+    command_line: Vec<String>,
     /// Epochs cut at DataLoader passes.
     auto_epochs: AutoEpochs,
     /// The tracer's own code, left out of captured stacks.
@@ -224,7 +226,8 @@ fn begin(allocators: Allocators) {
     let own_code = modules::module_range_containing(start as fn(Allocators) as usize as u64).unwrap_or((0, 0));
     let now = sys::monotonic_ns();
     let slice_deadline_ns = config.epoch_seconds.map_or(0, |s| now + (s * 1e9) as u64);
-    let python = Python::detect(config.python_objects);
+    let command_line = sys::command_line();
+    let python = Python::detect(config.python_objects, &command_line);
     let auto_epochs = AutoEpochs::new(config.auto_epochs && python.walks_frames());
     let session = Session {
         config,
@@ -232,6 +235,7 @@ fn begin(allocators: Allocators) {
         mappings: Mappings::new(sys::page_size()),
         stacks: StackTable::default(),
         python,
+        command_line,
         auto_epochs,
         own_code,
         epoch: AtomicU32::new(0),
@@ -941,14 +945,7 @@ impl Session {
             forked_from: output.forked_from,
             start_unix_ns: sys::unix_ns().saturating_sub(self.elapsed_ns()),
             exe: std::fs::read_link("/proc/self/exe").map(|p| p.display().to_string()).unwrap_or_default(),
-            cmdline: std::fs::read("/proc/self/cmdline")
-                .map(|raw| {
-                    raw.split(|&b| b == 0)
-                        .filter(|a| !a.is_empty())
-                        .map(|a| String::from_utf8_lossy(a).into_owned())
-                        .collect()
-                })
-                .unwrap_or_default(),
+            cmdline: self.command_line.clone(),
             settings,
         };
         self.write(output, &[Record::Process(process)])

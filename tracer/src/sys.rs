@@ -145,6 +145,15 @@ pub fn read_small_file(path: &std::ffi::CStr, buf: &mut [u8]) -> usize {
     filled
 }
 
+/// This process's arguments (`/proc/self/cmdline`), empty when unreadable.
+pub fn command_line() -> Vec<String> {
+    std::fs::read("/proc/self/cmdline")
+        .map(|raw| {
+            raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The address of the first definition of `name` in the global scope (the
 /// program and the libraries loaded with it), if any.
 pub fn global_symbol(name: &std::ffi::CStr) -> Option<usize> {

@@ -159,31 +159,29 @@ fn version_text(hex: u64) -> String {
 /// may set: `PYTHONMALLOC` and `PYTHONDEVMODE` unset, and no `-X dev`
 /// option. Their other values either send every object to malloc or make
 /// Python replace the hooks the tracer set with its debug hooks.
-fn objects_use_pymalloc() -> bool {
+fn objects_use_pymalloc(command_line: &[String]) -> bool {
     let unset = |name| std::env::var_os(name).is_none_or(|v| v.is_empty());
     let pymalloc = unset("PYTHONMALLOC") || std::env::var("PYTHONMALLOC").is_ok_and(|v| v == "pymalloc");
-    let arguments = std::fs::read("/proc/self/cmdline").unwrap_or_default();
-    let arguments: Vec<&[u8]> = arguments.split(|&b| b == 0).collect();
-    pymalloc && unset("PYTHONDEVMODE") && !asks_for_dev_mode(&arguments)
+    pymalloc && unset("PYTHONDEVMODE") && !asks_for_dev_mode(command_line)
 }
 
 /// Whether the interpreter's options (the arguments before the script,
 /// `-c` or `-m`) include `-X dev`.
-fn asks_for_dev_mode(arguments: &[&[u8]]) -> bool {
-    let mut options = arguments.iter().skip(1);
-    while let Some(&option) = options.next() {
+fn asks_for_dev_mode(command_line: &[String]) -> bool {
+    let mut options = command_line.iter().skip(1).map(String::as_str);
+    while let Some(option) = options.next() {
         match option {
-            b"-X" => {
-                if options.next().is_some_and(|value| value.starts_with(b"dev")) {
+            "-X" => {
+                if options.next().is_some_and(|value| value.starts_with("dev")) {
                     return true;
                 }
             }
-            b"-W" => {
+            "-W" => {
                 options.next();
             }
-            b"-c" | b"-m" | b"-" => return false,
-            _ if option.starts_with(b"-Xdev") => return true,
-            _ if option.starts_with(b"-") => {}
+            "-c" | "-m" | "-" => return false,
+            _ if option.starts_with("-Xdev") => return true,
+            _ if option.starts_with('-') => {}
             _ => return false,
         }
     }
@@ -225,8 +223,9 @@ impl Python {
     /// Looks for a CPython interpreter in the process; says on stderr, once,
     /// when one is there whose frames cannot be read. `objects_wanted`: its
     /// small objects are to be traced (`TRACER_PYTHON_OBJECTS=1`), which
-    /// needs its frames and pymalloc.
-    pub fn detect(objects_wanted: bool) -> Python {
+    /// needs its frames and pymalloc. `command_line`: the process's
+    /// arguments, whose interpreter options may ask for `-X dev`.
+    pub fn detect(objects_wanted: bool, command_line: &[String]) -> Python {
         let Some(get_version) = symbol(c"Py_GetVersion") else {
             return Python { walker: None, settings: Vec::new(), traces_objects: false };
         };
@@ -250,7 +249,7 @@ impl Python {
         } else {
             Walker::new(version).map_err(Some)
         };
-        let objects = match (walker.is_ok(), objects_use_pymalloc()) {
+        let objects = match (walker.is_ok(), objects_use_pymalloc(command_line)) {
             (false, _) => Objects::NoFrames,
             (true, false) => Objects::HooksReplaced,
             (true, true) if objects_wanted => Objects::Traced,
@@ -569,7 +568,7 @@ mod tests {
 
     #[test]
     fn dev_mode_is_an_interpreter_option_before_the_script() {
-        let asks = |line: &str| asks_for_dev_mode(&line.split(' ').map(str::as_bytes).collect::<Vec<_>>());
+        let asks = |line: &str| asks_for_dev_mode(&line.split(' ').map(String::from).collect::<Vec<_>>());
         assert!(asks("python3 -X dev train.py"));
         assert!(asks("python3 -Xdev train.py"));
         assert!(asks("python3 -W error -u -X dev -m pkg"));
