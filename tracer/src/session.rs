@@ -297,7 +297,7 @@ enum Block {
     PythonObject,
 }
 
-#[inline]
+#[inline(always)]
 fn allocated_as(address: *mut std::ffi::c_void, size: usize, entry: Entry, block: Block) {
     if address.is_null() {
         return;
@@ -320,7 +320,33 @@ fn allocated_as(address: *mut std::ffi::c_void, size: usize, entry: Entry, block
     if !recorded && !clock_due && !loader_walk_due && !parent_closed_epoch {
         return;
     }
-    let sample = sampling.is_some();
+    let due = AllocationWork { recorded, sample: sampling.is_some(), loader_walk_due, clock_due, parent_closed_epoch };
+    record_allocation(session, address, size, entry, due);
+}
+
+/// What an allocation asks of the tracer beyond being counted.
+#[derive(Clone, Copy)]
+struct AllocationWork {
+    recorded: bool,
+    /// The allocation is a sample, whose record stands for `Sampling`'s mean bytes.
+    sample: bool,
+    loader_walk_due: bool,
+    clock_due: bool,
+    parent_closed_epoch: bool,
+}
+
+/// The rare part of [`allocated_as`], out of line, so that the common case
+/// (an allocation neither recorded nor due for a check) is a few loads and
+/// branches inlined into each hook (see docs/performance-notes.md).
+#[inline(never)]
+fn record_allocation(
+    session: &'static Session,
+    address: *mut std::ffi::c_void,
+    size: usize,
+    entry: Entry,
+    due: AllocationWork,
+) {
+    let AllocationWork { recorded, sample, loader_walk_due, clock_due, parent_closed_epoch } = due;
     record_in(session, |session, ordinal| {
         if parent_closed_epoch {
             // Before this allocation, which belongs to the next epoch.
@@ -339,6 +365,7 @@ fn allocated_as(address: *mut std::ffi::c_void, size: usize, entry: Entry, block
     });
 }
 
+#[inline]
 pub fn freed(address: *mut std::ffi::c_void) {
     forget(address, Recorder::may_hold);
 }
@@ -359,7 +386,7 @@ pub fn forget_for_realloc(address: *mut std::ffi::c_void) -> bool {
 /// there was. `may_hold` first rules out, without a lock, the blocks that
 /// surely have none (when sampling, most): their frees skip the tracer, the
 /// fork gate and the live table.
-#[inline]
+#[inline(always)]
 fn forget(address: *mut std::ffi::c_void, may_hold: impl Fn(&Recorder, usize) -> bool) -> bool {
     if address.is_null() {
         return false;
@@ -367,8 +394,15 @@ fn forget(address: *mut std::ffi::c_void, may_hold: impl Fn(&Recorder, usize) ->
     let Some(session) = active_session().filter(|session| may_hold(&session.recorder, address as usize)) else {
         return false;
     };
+    forget_recorded(session, address as usize)
+}
+
+/// The part of [`forget`] that may find a record, out of line (see
+/// [`record_allocation`]).
+#[inline(never)]
+fn forget_recorded(session: &'static Session, address: usize) -> bool {
     let mut known = false;
-    record_in(session, |session, ordinal| known = session.recorder.freed(ordinal, address as usize));
+    record_in(session, |session, ordinal| known = session.recorder.freed(ordinal, address));
     known
 }
 

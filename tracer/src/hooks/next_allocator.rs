@@ -55,7 +55,6 @@ pub fn forwarded<R>(call: impl FnOnce() -> R) -> R {
     }
 }
 
-#[inline]
 fn other_allocator() -> bool {
     match NEXT_IS.load(Ordering::Acquire) {
         GLIBC => false,
@@ -234,14 +233,26 @@ fn file_defining(address: usize) -> String {
 /// else glibc's `$glibc`, with `$args`.
 macro_rules! forward {
     ($symbol:ident as $ty:ty, $glibc:expr, ($($arg:expr),*)) => {{
-        match other_allocator().then(|| $symbol.get::<$ty>()).flatten() {
-            // SAFETY: the caller's request, unchanged, to the function the
-            // program would call without the tracer.
-            Some(next) => forwarded(|| unsafe { next($($arg),*) }),
-            // SAFETY: as above, to glibc's allocator.
-            None => unsafe { $glibc($($arg),*) },
+        if NEXT_IS.load(Ordering::Acquire) == GLIBC {
+            // SAFETY: the caller's request, unchanged, to glibc's allocator,
+            // which the program would call without the tracer.
+            unsafe { $glibc($($arg),*) }
+        } else {
+            // SAFETY: as above, to the function the program would call.
+            through_next(&$symbol, |next: $ty| unsafe { next($($arg),*) }, || unsafe { $glibc($($arg),*) })
         }
     }};
+}
+
+/// A call where glibc's allocator is not known to come next, out of line:
+/// the process's first, or each call in one whose allocator is another.
+#[cold]
+#[inline(never)]
+fn through_next<F: Copy, R>(symbol: &NextSymbol, next: impl FnOnce(F) -> R, glibc: impl FnOnce() -> R) -> R {
+    match other_allocator().then(|| symbol.get::<F>()).flatten() {
+        Some(function) => forwarded(|| next(function)),
+        None => glibc(),
+    }
 }
 
 type Size = unsafe extern "C" fn(usize) -> *mut c_void;
