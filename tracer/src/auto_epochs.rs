@@ -55,7 +55,7 @@ impl AutoEpochs {
         if !self.watching() {
             return None;
         }
-        let place = thread_state::update_loader_pass(|current| next_state(current, frames)).flatten()?;
+        let place = thread_state::update_loader_pass(|current| next_state(current, frames))?;
         lock(&self.passes).started(place)
     }
 
@@ -70,7 +70,7 @@ impl AutoEpochs {
     /// Whether this thread's latest walk showed no pass (a pass seen in a
     /// glance then needs a walk to say where it starts from).
     pub fn outside_pass(&self) -> bool {
-        thread_state::update_loader_pass(|current| (current, current == 0)).unwrap_or(false)
+        thread_state::update_loader_pass(|current| (current, current == 0))
     }
 }
 
@@ -78,7 +78,7 @@ impl AutoEpochs {
 /// true when that thread was inside a DataLoader pass (the child is one of
 /// the pass's workers).
 pub fn forked_inside_parents_pass() -> bool {
-    thread_state::update_loader_pass(state_after_fork).unwrap_or(false)
+    thread_state::update_loader_pass(state_after_fork)
 }
 
 /// A forked child's pass state, and whether it was forked inside a pass:

@@ -2,14 +2,18 @@
 //!
 //! Anything the tracer calls (glibc's unwinder, `pthread_getattr_np`, file
 //! I/O) may call malloc again on the same thread; those nested calls must go
-//! straight to glibc. The flags live in const-initialized thread-locals without
-//! destructors, which glibc keeps in the static TLS block of a preloaded
-//! library: reading them never allocates.
+//! straight to glibc. The flags are read at every allocation and free, so
+//! where it can they live in the initial-exec static TLS block: one load
+//! from the thread pointer, where a Rust `thread_local!` in a shared library
+//! goes through a call to `__tls_get_addr` at each access (see [`flags`]).
+//! Either way reading them never allocates.
 
 use std::cell::Cell;
 
 use crate::python::GlanceMemo;
 
+/// All zeroes is each field's starting value: the static TLS block is
+/// zeroed by the loader for every thread.
 struct ThreadFlags {
     inside_tracer: Cell<bool>,
     /// This thread is running `fork` (between the prepare and parent handlers).
@@ -23,49 +27,96 @@ struct ThreadFlags {
     bytes_until_sample: Cell<u64>,
     /// xorshift64* state for the sampling gaps; 0 until seeded.
     random: Cell<u64>,
-    /// What this thread's latest conclusive glance for a DataLoader frame saw.
+    /// What this thread's latest conclusive glance for a DataLoader frame
+    /// saw; `GlanceMemo::NONE` (zeroes) for none.
     last_glance: Cell<GlanceMemo>,
-    /// This thread's place among the threads that entered the tracer, in
-    /// order; `NO_ORDINAL` until it first asks.
-    ordinal: Cell<u32>,
+    /// One more than this thread's place among the threads that entered
+    /// the tracer, in order; 0 until it first asks.
+    ordinal_plus_one: Cell<u32>,
 }
 
-const NO_ORDINAL: u32 = u32::MAX;
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    // Hidden: shared by this library's objects, not exported.
+    ".globl tracer_thread_flags",
+    ".hidden tracer_thread_flags",
+    ".type tracer_thread_flags, @object",
+    ".section .tbss,\"awT\",@nobits",
+    ".balign {align}",
+    "tracer_thread_flags:",
+    ".zero {size}",
+    ".size tracer_thread_flags, {size}",
+    ".text",
+    size = const std::mem::size_of::<ThreadFlags>(),
+    align = const std::mem::align_of::<ThreadFlags>(),
+);
 
-thread_local! {
-    static FLAGS: ThreadFlags = const {
-        ThreadFlags {
-            inside_tracer: Cell::new(false),
-            forking: Cell::new(false),
-            allocations: Cell::new(0),
-            loader_pass: Cell::new(0),
-            bytes_until_sample: Cell::new(0),
-            random: Cell::new(0),
-            last_glance: Cell::new(GlanceMemo::NONE),
-            ordinal: Cell::new(NO_ORDINAL),
-        }
-    };
+/// This thread's flags, in the static TLS block the loader sets up for the
+/// libraries loaded at start (and for a few small ones loaded later): the
+/// thread pointer plus the offset the loader wrote into the GOT.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn flags() -> &'static ThreadFlags {
+    let address: *const ThreadFlags;
+    // SAFETY: the initial-exec TLS sequence: `fs:0` holds the thread
+    // pointer, and the GOT slot the TPOFF relocation fills holds the
+    // (negative) offset of this thread's `tracer_thread_flags` from it. It
+    // reads memory that never changes for the thread and writes none.
+    unsafe {
+        core::arch::asm!(
+            "mov {address}, qword ptr fs:[0]",
+            "add {address}, qword ptr [rip + tracer_thread_flags@GOTTPOFF]",
+            address = out(reg) address,
+            options(pure, readonly, nostack),
+        );
+    }
+    // SAFETY: the block is this thread's own, lives as long as the thread
+    // (static TLS is freed with the thread's stack, after its last code
+    // runs), holds zeroes at the thread's start, which are valid flags (see
+    // `ThreadFlags`), is sized and aligned for them (the `global_asm!`
+    // above), and only this module touches it, through `Cell`s: the
+    // reference, neither `Send` nor `Sync`, never leaves the thread.
+    unsafe { &*address }
+}
+
+/// Elsewhere, a const-initialized `thread_local!` without a destructor.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn flags() -> &'static ThreadFlags {
+    thread_local! {
+        static FLAGS: ThreadFlags = const {
+            ThreadFlags {
+                inside_tracer: Cell::new(false),
+                forking: Cell::new(false),
+                allocations: Cell::new(0),
+                loader_pass: Cell::new(0),
+                bytes_until_sample: Cell::new(0),
+                random: Cell::new(0),
+                last_glance: Cell::new(GlanceMemo::NONE),
+                ordinal_plus_one: Cell::new(0),
+            }
+        };
+    }
+    // SAFETY: a thread-local without a destructor is never torn down while
+    // its thread runs; the reference, neither `Send` nor `Sync`, never
+    // leaves the thread.
+    FLAGS.with(|flags| unsafe { &*(flags as *const ThreadFlags) })
 }
 
 /// Runs `work` with this thread marked inside the tracer, handing it the
 /// thread's ordinal (see [`ordinal_of`]); `None`, without running it, if the
 /// thread already is inside (a nested call from the tracer's own work) or
-/// is in the middle of `fork`. One thread-local access for the check, the
-/// ordinal and the clearing: this runs at every allocation and free.
+/// is in the middle of `fork`.
 #[inline]
 pub fn inside<R>(work: impl FnOnce(usize) -> R) -> Option<R> {
-    FLAGS
-        .try_with(|flags| {
-            if flags.inside_tracer.get() || flags.forking.get() {
-                return None;
-            }
-            flags.inside_tracer.set(true);
-            // Cleared however `work` ends.
-            let _leave = Leave(&flags.inside_tracer);
-            Some(work(ordinal_of(flags)))
-        })
-        .ok()
-        .flatten()
+    let flags = flags();
+    if flags.inside_tracer.get() || flags.forking.get() {
+        return None;
+    }
+    flags.inside_tracer.set(true);
+    // Cleared however `work` ends.
+    let _leave = Leave(&flags.inside_tracer);
+    Some(work(ordinal_of(flags)))
 }
 
 /// Runs `call` with the hooks quiet on this thread, whether or not they
@@ -74,15 +125,11 @@ pub fn inside<R>(work: impl FnOnce(usize) -> R) -> Option<R> {
 /// otherwise (Python's object allocator mapping an arena for the objects
 /// its hooks record).
 pub fn quietly<R>(call: impl FnOnce() -> R) -> R {
-    match FLAGS.try_with(|flags| flags.inside_tracer.replace(true)) {
-        Ok(was_inside) => {
-            let result = call();
-            let _ = FLAGS.try_with(|flags| flags.inside_tracer.set(was_inside));
-            result
-        }
-        // The thread's locals are gone: the hooks record nothing anyway.
-        Err(_) => call(),
-    }
+    let flags = flags();
+    let was_inside = flags.inside_tracer.replace(true);
+    let result = call();
+    flags.inside_tracer.set(was_inside);
+    result
 }
 
 struct Leave<'a>(&'a Cell<bool>);
@@ -94,84 +141,73 @@ impl Drop for Leave<'_> {
 }
 
 pub fn set_forking(forking: bool) {
-    let _ = FLAGS.try_with(|flags| flags.forking.set(forking));
+    flags().forking.set(forking);
 }
 
 /// Replaces this thread's DataLoader pass with `next(current)`; returns what `next` returned besides.
-pub fn update_loader_pass<T>(next: impl FnOnce(u64) -> (u64, T)) -> Option<T> {
-    FLAGS
-        .try_with(|flags| {
-            let (pass, result) = next(flags.loader_pass.get());
-            flags.loader_pass.set(pass);
-            result
-        })
-        .ok()
+pub fn update_loader_pass<T>(next: impl FnOnce(u64) -> (u64, T)) -> T {
+    let flags = flags();
+    let (pass, result) = next(flags.loader_pass.get());
+    flags.loader_pass.set(pass);
+    result
 }
 
-/// Runs `glance` with this thread's memo of its latest glance; `None` while
-/// its thread-locals are gone.
+/// Runs `glance` with this thread's memo of its latest glance.
 #[inline]
-pub fn with_last_glance<R>(glance: impl FnOnce(&Cell<GlanceMemo>) -> R) -> Option<R> {
-    FLAGS.try_with(|flags| glance(&flags.last_glance)).ok()
+pub fn with_last_glance<R>(glance: impl FnOnce(&Cell<GlanceMemo>) -> R) -> R {
+    glance(&flags().last_glance)
 }
 
-/// Counts an allocation of `size` bytes on this thread, in one thread-local
-/// access (this runs at every allocation). Returns how many it has made
-/// (wrapping; 1 while its thread-locals are gone, never a multiple of a
-/// period) and whether the allocation is one to record: always without
-/// `next_gap`; when sampling, whether it holds a sampled byte, the bytes to
-/// the next one being drawn with `next_gap`. A call made inside the tracer
-/// (or [`quietly`]) is never recorded and leaves the sampling gap alone:
-/// its bytes are not the program's, or are counted by the hook around it.
+/// Counts an allocation of `size` bytes on this thread. Returns how many it
+/// has made (wrapping) and whether the allocation is one to record: always
+/// without `next_gap`; when sampling, whether it holds a sampled byte, the
+/// bytes to the next one being drawn with `next_gap`. A call made inside
+/// the tracer (or [`quietly`]) is never recorded and leaves the sampling
+/// gap alone: its bytes are not the program's, or are counted by the hook
+/// around it.
 #[inline]
 pub fn count_allocation(size: u64, next_gap: Option<impl Fn() -> u64>) -> (u32, bool) {
-    FLAGS
-        .try_with(|flags| {
-            let n = flags.allocations.get().wrapping_add(1);
-            flags.allocations.set(n);
-            if flags.inside_tracer.get() {
-                return (n, false);
-            }
-            let Some(next_gap) = next_gap else { return (n, true) };
-            let mut left = flags.bytes_until_sample.get();
-            if left == 0 {
-                left = next_gap();
-            }
-            if size < left {
-                flags.bytes_until_sample.set(left - size);
-                (n, false)
-            } else {
-                flags.bytes_until_sample.set(next_gap());
-                (n, true)
-            }
-        })
-        .unwrap_or((1, false))
+    let flags = flags();
+    let n = flags.allocations.get().wrapping_add(1);
+    flags.allocations.set(n);
+    if flags.inside_tracer.get() {
+        return (n, false);
+    }
+    let Some(next_gap) = next_gap else { return (n, true) };
+    let mut left = flags.bytes_until_sample.get();
+    if left == 0 {
+        left = next_gap();
+    }
+    if size < left {
+        flags.bytes_until_sample.set(left - size);
+        (n, false)
+    } else {
+        flags.bytes_until_sample.set(next_gap());
+        (n, true)
+    }
 }
 
 /// How many allocations the hooks have counted on this thread (wrapping;
 /// see [`count_allocation`]): a call that leaves it unchanged reached no
 /// allocation hook.
 pub fn allocations_counted() -> u32 {
-    FLAGS.try_with(|flags| flags.allocations.get()).unwrap_or(0)
+    flags().allocations.get()
 }
 
 /// A uniform number in (0, 1] from this thread's generator.
 pub fn next_random_unit() -> f64 {
-    FLAGS
-        .try_with(|flags| {
-            let mut x = flags.random.get();
-            if x == 0 {
-                // Seeded per thread from where its flags live and the clock.
-                x = (flags as *const ThreadFlags as u64) ^ crate::sys::monotonic_ns() ^ 0x9e37_79b9_7f4a_7c15;
-                x |= 1;
-            }
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            flags.random.set(x);
-            ((x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-        })
-        .unwrap_or(1.0)
+    let flags = flags();
+    let mut x = flags.random.get();
+    if x == 0 {
+        // Seeded per thread from where its flags live and the clock.
+        x = (flags as *const ThreadFlags as u64) ^ crate::sys::monotonic_ns() ^ 0x9e37_79b9_7f4a_7c15;
+        x |= 1;
+    }
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    flags.random.set(x);
+    ((x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
 }
 
 /// This thread's ordinal: its place in the order in which threads first
@@ -180,11 +216,11 @@ pub fn next_random_unit() -> f64 {
 /// thread, usually the main one, is 0.
 fn ordinal_of(flags: &ThreadFlags) -> usize {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let mut ordinal = flags.ordinal.get();
-    if ordinal == NO_ORDINAL {
-        // Wrapping past the sentinel, never onto it.
-        ordinal = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % NO_ORDINAL;
-        flags.ordinal.set(ordinal);
+    let mut ordinal_plus_one = flags.ordinal_plus_one.get();
+    if ordinal_plus_one == 0 {
+        // Wrapping past 0, never onto it.
+        ordinal_plus_one = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % u32::MAX + 1;
+        flags.ordinal_plus_one.set(ordinal_plus_one);
     }
-    ordinal as usize
+    (ordinal_plus_one - 1) as usize
 }

@@ -1,8 +1,9 @@
 //! The symbols `libtracer.so` interposes in the traced process: the allocator
 //! entry points, the memory-mapping calls, the process-ending and
 //! image-replacing calls, the exported `tracer_mark`, and the hooks set on
-//! Python's object allocator. This and `sys`, `modules`, `real_alloc` and
-//! `unwind` are the only places with `unsafe` code.
+//! Python's object allocator. This and `sys`, `modules`, `real_alloc`,
+//! `thread_state` (its static TLS block) and `unwind` are the only places
+//! with `unsafe` code.
 
 /// Exports `$name($args)` as a stub that appends the caller's stack pointer
 /// and frame pointer (in the argument registers after `$args`: `$sp`, `$bp`)

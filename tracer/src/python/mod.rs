@@ -409,7 +409,6 @@ impl Walker {
         thread_state::with_last_glance(|memo| {
             data_loader::glance_once_per_frame(memo, key, || self.follow_for_code(innermost, wanted))
         })
-        .unwrap_or(Glance::Unknown)
     }
 
     /// `frame`'s code pointer, when the frame passes the checks a full walk
