@@ -293,6 +293,23 @@ fn a_program_with_a_malloc_of_its_own_runs_unchanged_and_is_told_so() {
     assert_eq!(run.stderr(), expected);
 }
 
+/// The library works only preloaded (its per-thread state is in the static
+/// TLS block set up at start): a program that loads it with dlopen is
+/// refused it, with the loader's word why, and goes on untraced.
+#[test]
+fn a_program_that_dlopens_the_library_is_refused_it_and_goes_on() {
+    let program = compile("dlopens_tracer.c");
+    let (mut command, dir) = traced_command(&program);
+    let output = command.env_remove("LD_PRELOAD").arg(tracer_lib()).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("refused: "), "{stdout}");
+    assert!(stdout.contains("static TLS block"), "{stdout}");
+    assert!(stdout.ends_with("went on\n"), "{stdout}");
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(!dir.path().join("trace.bin").exists());
+}
+
 /// A program that only takes malloc's address is not one that defines it:
 /// its heap reaches the tracer, and nothing is said; with an allocator
 /// preloaded before the tracer, that allocator is named.
