@@ -36,6 +36,7 @@ impl Sampling {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::thread_state::Counted;
 
     #[test]
     fn large_allocations_stand_for_themselves_small_ones_for_many() {
@@ -51,7 +52,10 @@ mod tests {
         let sampling = Sampling::new(4096);
         let (size, n) = (100u64, 200_000u64);
         let estimated: u64 = (0..n)
-            .filter(|_| thread_state::count_allocation(size, Some(|| sampling.next_gap())).1)
+            .filter(|_| match thread_state::count_allocation(size, true).1 {
+                Counted::AtSampleGap => thread_state::reach_sample_gap(size, || sampling.next_gap()),
+                counted => counted == Counted::Recorded,
+            })
             .map(|_| sampling.weight(size).1)
             .sum();
         let truth = (size * n) as f64;

@@ -24,6 +24,7 @@ use crate::recorder::Recorder;
 use crate::sampling::Sampling;
 use crate::sites::Scope;
 use crate::stacks::{StackId, StackKind, StackTable, WrittenIds};
+use crate::thread_state::Counted;
 use crate::unwind::{CapturedStack, Entry};
 use crate::writer::TraceWriter;
 use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
@@ -308,36 +309,39 @@ fn allocated_as(address: *mut std::ffi::c_void, size: usize, entry: Entry, block
         Block::Heap => session.recorder.sampling(),
         Block::PythonObject => session.recorder.object_sampling(),
     };
-    let next_gap = sampling.map(|sampling| move || sampling.next_gap());
-    let (count, recorded) = thread_state::count_allocation(size as u64, next_gap);
+    let (count, counted) = thread_state::count_allocation(size as u64, sampling.is_some());
     let clock_due = count & CLOCK_CHECK_MASK == 0;
     let glances = match block {
         Block::Heap => true,
         Block::PythonObject => count & OBJECT_GLANCE_MASK == 0,
     };
-    let loader_walk_due = !recorded && glances && session.loader_walk_due(count);
+    let may_walk = glances && session.auto_epochs.watching();
     let parent_closed_epoch = session.parent_closed_epoch();
-    if !recorded && !clock_due && !loader_walk_due && !parent_closed_epoch {
+    if counted == Counted::Unrecorded && !clock_due && !may_walk && !parent_closed_epoch {
         return;
     }
-    let due = AllocationWork { recorded, sample: sampling.is_some(), loader_walk_due, clock_due, parent_closed_epoch };
+    let due = AllocationWork { counted, sampling, count, may_walk, clock_due, parent_closed_epoch };
     record_allocation(session, address, size, entry, due);
 }
 
-/// What an allocation asks of the tracer beyond being counted.
+/// What an allocation may ask of the tracer beyond being counted.
 #[derive(Clone, Copy)]
 struct AllocationWork {
-    recorded: bool,
-    /// The allocation is a sample, whose record stands for `Sampling`'s mean bytes.
-    sample: bool,
-    loader_walk_due: bool,
+    counted: Counted,
+    /// How it is sampled; `None` when every allocation is recorded.
+    sampling: Option<&'static Sampling>,
+    /// The thread's allocations so far, this one included.
+    count: u32,
+    /// The DataLoader detection is watching, and this allocation may look.
+    may_walk: bool,
     clock_due: bool,
     parent_closed_epoch: bool,
 }
 
 /// The rare part of [`allocated_as`], out of line, so that the common case
 /// (an allocation neither recorded nor due for a check) is a few loads and
-/// branches inlined into each hook (see docs/performance-notes.md).
+/// branches inlined into each hook, with no call before it returns (see
+/// docs/performance-notes.md).
 #[inline(never)]
 fn record_allocation(
     session: &'static Session,
@@ -346,7 +350,16 @@ fn record_allocation(
     entry: Entry,
     due: AllocationWork,
 ) {
-    let AllocationWork { recorded, sample, loader_walk_due, clock_due, parent_closed_epoch } = due;
+    let AllocationWork { counted, sampling, count, may_walk, clock_due, parent_closed_epoch } = due;
+    let recorded = match (counted, sampling) {
+        (Counted::AtSampleGap, Some(sampling)) => thread_state::reach_sample_gap(size as u64, || sampling.next_gap()),
+        _ => counted == Counted::Recorded,
+    };
+    let loader_walk_due = !recorded && may_walk && session.loader_walk_due(count);
+    if !recorded && !clock_due && !loader_walk_due && !parent_closed_epoch {
+        return;
+    }
+    let sample = sampling.is_some();
     record_in(session, |session, ordinal| {
         if parent_closed_epoch {
             // Before this allocation, which belongs to the next epoch.

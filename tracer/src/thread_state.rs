@@ -158,33 +158,61 @@ pub fn with_last_glance<R>(glance: impl FnOnce(&Cell<GlanceMemo>) -> R) -> R {
     glance(&flags().last_glance)
 }
 
-/// Counts an allocation of `size` bytes on this thread. Returns how many it
-/// has made (wrapping) and whether the allocation is one to record: always
-/// without `next_gap`; when sampling, whether it holds a sampled byte, the
-/// bytes to the next one being drawn with `next_gap`. A call made inside
-/// the tracer (or [`quietly`]) is never recorded and leaves the sampling
-/// gap alone: its bytes are not the program's, or are counted by the hook
+/// What [`count_allocation`] found of an allocation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Counted {
+    /// Not to be recorded: made inside the tracer (or [`quietly`]), or,
+    /// when sampling, short of the next sampled byte.
+    Unrecorded,
+    /// To be recorded: without sampling, every allocation is.
+    Recorded,
+    /// When sampling, it reaches the next sampled byte, or the thread has
+    /// no gap drawn yet: [`reach_sample_gap`] says.
+    AtSampleGap,
+}
+
+/// Counts an allocation of `size` bytes on this thread, with loads and
+/// stores only (this runs at every allocation). Returns how many it has
+/// made (wrapping) and whether it is one to record. A call made inside the
+/// tracer (or [`quietly`]) is never recorded and leaves the sampling gap
+/// alone: its bytes are not the program's, or are counted by the hook
 /// around it.
 #[inline]
-pub fn count_allocation(size: u64, next_gap: Option<impl Fn() -> u64>) -> (u32, bool) {
+pub fn count_allocation(size: u64, sampling: bool) -> (u32, Counted) {
     let flags = flags();
     let n = flags.allocations.get().wrapping_add(1);
     flags.allocations.set(n);
     if flags.inside_tracer.get() {
-        return (n, false);
+        return (n, Counted::Unrecorded);
     }
-    let Some(next_gap) = next_gap else { return (n, true) };
-    let mut left = flags.bytes_until_sample.get();
-    if left == 0 {
-        left = next_gap();
+    if !sampling {
+        return (n, Counted::Recorded);
     }
+    // 0, no gap drawn yet, is never above a size.
+    let left = flags.bytes_until_sample.get();
     if size < left {
         flags.bytes_until_sample.set(left - size);
-        (n, false)
+        (n, Counted::Unrecorded)
     } else {
-        flags.bytes_until_sample.set(next_gap());
-        (n, true)
+        (n, Counted::AtSampleGap)
     }
+}
+
+/// For an allocation [`count_allocation`] found [`Counted::AtSampleGap`]:
+/// whether it holds a sampled byte, the bytes to the next one being drawn
+/// with `next_gap` (the thread's first gap too).
+pub fn reach_sample_gap(size: u64, next_gap: impl Fn() -> u64) -> bool {
+    let flags = flags();
+    let left = flags.bytes_until_sample.get();
+    if left == 0 {
+        let first = next_gap();
+        if size < first {
+            flags.bytes_until_sample.set(first - size);
+            return false;
+        }
+    }
+    flags.bytes_until_sample.set(next_gap());
+    true
 }
 
 /// How many allocations the hooks have counted on this thread (wrapping;
@@ -223,4 +251,27 @@ fn ordinal_of(flags: &ThreadFlags) -> usize {
         flags.ordinal_plus_one.set(ordinal_plus_one);
     }
     (ordinal_plus_one - 1) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_threads_first_gap_is_drawn_then_counted_down_and_the_tracers_own_calls_leave_it() {
+        // A thread of its own: its flags start at zero.
+        std::thread::spawn(|| {
+            assert_eq!(count_allocation(10, true).1, Counted::AtSampleGap, "no gap drawn yet");
+            assert!(!reach_sample_gap(10, || 100), "10 bytes of a first gap of 100");
+            assert_eq!(count_allocation(89, true).1, Counted::Unrecorded);
+            assert_eq!(count_allocation(1, true).1, Counted::AtSampleGap);
+            assert!(reach_sample_gap(1, || 50), "the gap's last byte is sampled");
+            quietly(|| assert_eq!(count_allocation(1000, true).1, Counted::Unrecorded));
+            assert_eq!(count_allocation(49, true).1, Counted::Unrecorded, "the quiet call left 50 bytes");
+            assert_eq!(count_allocation(49, false).1, Counted::Recorded, "without sampling every call is");
+            assert_eq!(allocations_counted(), 6);
+        })
+        .join()
+        .unwrap();
+    }
 }
