@@ -278,11 +278,13 @@ fn begin(allocators: Allocators) {
 }
 
 /// `entry`: where the program called the hook.
+#[inline]
 pub fn allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
     allocated_as(address, size, entry, Block::Heap);
 }
 
 /// A block from Python's object allocator (see [`traces_python_objects`]).
+#[inline]
 pub fn object_allocated(address: *mut std::ffi::c_void, size: usize, entry: Entry) {
     allocated_as(address, size, entry, Block::PythonObject);
 }
