@@ -64,6 +64,7 @@ mod operator_new;
 pub mod python_objects;
 
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::unwind::Entry;
 
@@ -72,7 +73,6 @@ use crate::unwind::Entry;
 fn entry(stack_pointer: u64, frame_pointer: u64) -> Entry {
     Entry { stack_pointer, frame_pointer }
 }
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The address of the next definition of `name` after ours (glibc's), or null.
 fn next_symbol(name: &CStr) -> *mut libc::c_void {
