@@ -36,7 +36,6 @@ impl Sampling {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::thread_state::Counted;
 
     #[test]
     fn large_allocations_stand_for_themselves_small_ones_for_many() {
@@ -52,10 +51,7 @@ mod tests {
         let sampling = Sampling::new(4096);
         let (size, n) = (100u64, 200_000u64);
         let estimated: u64 = (0..n)
-            .filter(|_| match thread_state::count_allocation(size, true).1 {
-                Counted::AtSampleGap => thread_state::reach_sample_gap(size, || sampling.next_gap()),
-                counted => counted == Counted::Recorded,
-            })
+            .filter(|_| thread_state::count_allocation(size, true).1.recorded(size, || sampling.next_gap()))
             .map(|_| sampling.weight(size).1)
             .sum();
         let truth = (size * n) as f64;

@@ -353,10 +353,8 @@ fn record_allocation(
     due: AllocationWork,
 ) {
     let AllocationWork { counted, sampling, count, may_walk, clock_due, parent_closed_epoch } = due;
-    let recorded = match (counted, sampling) {
-        (Counted::AtSampleGap, Some(sampling)) => thread_state::reach_sample_gap(size as u64, || sampling.next_gap()),
-        _ => counted == Counted::Recorded,
-    };
+    // Only a sampled allocation can be at a sample gap, whose draw this is.
+    let recorded = counted.recorded(size as u64, || sampling.map_or(u64::MAX, Sampling::next_gap));
     let loader_walk_due = !recorded && may_walk && session.loader_walk_due(count);
     if !recorded && !clock_due && !loader_walk_due && !parent_closed_epoch {
         return;

@@ -167,8 +167,21 @@ pub enum Counted {
     /// To be recorded: without sampling, every allocation is.
     Recorded,
     /// When sampling, it reaches the next sampled byte, or the thread has
-    /// no gap drawn yet: [`reach_sample_gap`] says.
+    /// no gap drawn yet: [`Counted::recorded`] says.
     AtSampleGap,
+}
+
+impl Counted {
+    /// Whether the allocation of `size` bytes counted so is recorded: at
+    /// the sample gap, whether it holds a sampled byte, the bytes to the
+    /// next one being drawn with `next_gap` (the thread's first gap too).
+    pub fn recorded(self, size: u64, next_gap: impl Fn() -> u64) -> bool {
+        match self {
+            Counted::Unrecorded => false,
+            Counted::Recorded => true,
+            Counted::AtSampleGap => reach_sample_gap(size, next_gap),
+        }
+    }
 }
 
 /// Counts an allocation of `size` bytes on this thread, with loads and
@@ -198,10 +211,8 @@ pub fn count_allocation(size: u64, sampling: bool) -> (u32, Counted) {
     }
 }
 
-/// For an allocation [`count_allocation`] found [`Counted::AtSampleGap`]:
-/// whether it holds a sampled byte, the bytes to the next one being drawn
-/// with `next_gap` (the thread's first gap too).
-pub fn reach_sample_gap(size: u64, next_gap: impl Fn() -> u64) -> bool {
+/// [`Counted::recorded`] at the sample gap.
+fn reach_sample_gap(size: u64, next_gap: impl Fn() -> u64) -> bool {
     let flags = flags();
     let left = flags.bytes_until_sample.get();
     if left == 0 {
@@ -261,11 +272,13 @@ mod tests {
     fn a_threads_first_gap_is_drawn_then_counted_down_and_the_tracers_own_calls_leave_it() {
         // A thread of its own: its flags start at zero.
         std::thread::spawn(|| {
-            assert_eq!(count_allocation(10, true).1, Counted::AtSampleGap, "no gap drawn yet");
-            assert!(!reach_sample_gap(10, || 100), "10 bytes of a first gap of 100");
+            let first = count_allocation(10, true).1;
+            assert_eq!(first, Counted::AtSampleGap, "no gap drawn yet");
+            assert!(!first.recorded(10, || 100), "10 bytes of a first gap of 100");
             assert_eq!(count_allocation(89, true).1, Counted::Unrecorded);
-            assert_eq!(count_allocation(1, true).1, Counted::AtSampleGap);
-            assert!(reach_sample_gap(1, || 50), "the gap's last byte is sampled");
+            let last = count_allocation(1, true).1;
+            assert_eq!(last, Counted::AtSampleGap);
+            assert!(last.recorded(1, || 50), "the gap's last byte is sampled");
             quietly(|| assert_eq!(count_allocation(1000, true).1, Counted::Unrecorded));
             assert_eq!(count_allocation(49, true).1, Counted::Unrecorded, "the quiet call left 50 bytes");
             assert_eq!(count_allocation(49, false).1, Counted::Recorded, "without sampling every call is");
