@@ -379,6 +379,37 @@ fn anonymous_mappings_left_behind_are_ranked_as_mapped_memory() {
     assert!(std::fs::read_to_string(&svg).unwrap().contains("[anonymous mmap]"), "the flamegraph names the mappings");
 }
 
+/// Hundreds of 16 KiB mappings an epoch, most of them unmapped within it:
+/// recorded exactly without sampling; with it, drawn by their bytes as
+/// allocations are, the 1 MiB an epoch kept is estimated, and a 4 MiB
+/// mapping, sure to be drawn, counts for itself.
+#[test]
+fn small_mappings_are_sampled_by_their_bytes_and_large_ones_stay_exact() {
+    let program = compile("mapped_chunks.c");
+    let suspect = |report: &serde_json::Value, function: &str| {
+        let suspect = report["suspects"].as_array().unwrap().iter().find(|s| mentions(&suspect_functions(s), function));
+        let suspect = suspect.unwrap_or_else(|| panic!("no suspect in {function}: {report:#}")).clone();
+        assert_eq!(suspect["memory"], "mapped", "{suspect:#}");
+        (suspect["growth_bytes_per_epoch"].as_f64().unwrap(), suspect["live_count"].as_u64().unwrap())
+    };
+    for (env, exact) in [(FULL_CAPTURE, true), (("TRACER_SAMPLE_BYTES", "64k"), false)] {
+        let run = run_traced_with(&program, &[], &[env]).succeeded();
+        assert_eq!(run.stdout(), "mapped_chunks: done\n");
+        let report = report_json(&run.trace);
+        assert_eq!(report["suspect_count"], 2, "{report:#}");
+        assert_eq!(suspect(&report, "keep_big_mapping"), (f64::from(4 << 20), 8), "{env:?}");
+        let (chunks, live) = suspect(&report, "map_chunk");
+        if exact {
+            assert_eq!((chunks, live), (f64::from(1 << 20), 8 * 64));
+        } else {
+            // About 14 of the 64 kept chunks drawn an epoch, each standing
+            // for 1 / (1 - exp(-16/64)) = 4.52 chunks, 5 mappings.
+            assert!((0.5e6..=1.6e6).contains(&chunks), "estimated {chunks} for 1 MiB an epoch");
+            assert!(live > 0 && live % 5 == 0, "{live} live chunks, counted 5 at a time");
+        }
+    }
+}
+
 /// Two calls of malloc on one line leave two suspects, ranked around a
 /// third leak of a size between theirs; the report sums the two as one
 /// leaking line, ranked first, and the verdict names it.

@@ -5,7 +5,10 @@
 //! `MAP_FIXED` may later take away any page range of it, or of several at
 //! once. Each recorded range keeps the stack and birth epoch of the call that
 //! made it, however it is cut or moved. A mapping counts as one live object
-//! until its last page is gone.
+//! until its last page is gone. When sampling, a recorded mapping stands
+//! for more than itself ([`crate::sampling::Sampling::scale`]): each page
+//! taken away takes its share of the bytes it stands for, and the pages a
+//! `mremap` grows it by stand for as many as its own.
 //!
 //! Mapping calls are rare next to malloc, so one ordered map under a mutex
 //! does. The session holds the lock across the real system call, so that a
@@ -17,6 +20,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use trace_format::SiteCounters;
 
+use crate::sampling::scaled;
 use crate::sites::{Scope, Sites, Totals, ANY_THREAD};
 use crate::stacks::StackId;
 
@@ -53,10 +57,24 @@ pub struct Mappings {
 /// The recorded ranges; they never overlap.
 pub struct Table {
     by_start: BTreeMap<usize, Range>,
-    /// Ranges in the table per mapping call.
-    pieces: BTreeMap<u64, u32>,
+    /// What is left of each mapping call with ranges in the table.
+    calls: BTreeMap<u64, Call>,
     next_mapping: u64,
     page_size: usize,
+}
+
+/// What is left of one recorded mapping call.
+struct Call {
+    /// Its ranges in the table.
+    pieces: u32,
+    /// Their bytes.
+    bytes: u64,
+    /// The bytes and mappings they stand for (the same bytes and one
+    /// mapping unless the call was sampled).
+    counted_bytes: u64,
+    counted: u64,
+    /// How many of its kind the call stands for.
+    scale: f64,
 }
 
 /// The table, locked, with the counters it keeps up to date.
@@ -67,7 +85,7 @@ pub struct Locked<'a> {
 
 impl Mappings {
     pub fn new(page_size: usize) -> Mappings {
-        let table = Table { by_start: BTreeMap::new(), pieces: BTreeMap::new(), next_mapping: 0, page_size };
+        let table = Table { by_start: BTreeMap::new(), calls: BTreeMap::new(), next_mapping: 0, page_size };
         Mappings { table: Mutex::new(table), sites: Sites::default() }
     }
 
@@ -84,19 +102,25 @@ impl Mappings {
 }
 
 impl Locked<'_> {
-    /// Pages `[start, start + len)` were mapped anonymously from `stack`.
-    pub fn mapped(&mut self, start: usize, len: usize, stack: StackId, birth_epoch: u32) {
+    /// Pages `[start, start + len)` were mapped from `stack` by a call that
+    /// stands for `scale` of its kind (1 unless it was sampled).
+    pub fn mapped(&mut self, start: usize, len: usize, stack: StackId, birth_epoch: u32, scale: f64) {
         let end = start.saturating_add(self.table.page_rounded(len));
         // Whatever the table still holds there was unmapped by a path the
         // hooks never saw; it is gone now.
         self.unmapped(start, end - start);
+        if start == end {
+            return;
+        }
         let table = &mut *self.table;
         let mapping = table.next_mapping;
         table.next_mapping += 1;
-        let owner = Owner { stack, birth_epoch, mapping };
-        table.insert(start, end, owner);
+        let bytes = (end - start) as u64;
+        let (counted, counted_bytes) = scaled(bytes, scale);
+        table.calls.insert(mapping, Call { pieces: 0, bytes, counted_bytes, counted, scale });
+        table.insert(start, end, Owner { stack, birth_epoch, mapping });
         // Mapping calls are rare: the shared slot of the live totals serves.
-        self.sites.born(MAPPING_STRIPE, ANY_THREAD, stack, birth_epoch, 1, (end - start) as u64);
+        self.sites.born(MAPPING_STRIPE, ANY_THREAD, stack, birth_epoch, counted, counted_bytes);
     }
 
     /// Pages `[start, start + len)` were unmapped, or replaced by a mapping
@@ -104,28 +128,17 @@ impl Locked<'_> {
     pub fn unmapped(&mut self, start: usize, len: usize) {
         let end = start.saturating_add(self.table.page_rounded(len));
         for piece in self.table.cut(start, end) {
-            let gone = self.table.pieces.get(&piece.owner.mapping) == Some(&0);
-            let count = if gone {
-                // Counted once, whichever of its pieces goes last.
-                self.table.pieces.remove(&piece.owner.mapping);
-                1
-            } else {
-                0
-            };
-            self.sites.released(
-                MAPPING_STRIPE,
-                ANY_THREAD,
-                piece.owner.stack,
-                piece.owner.birth_epoch,
-                count,
-                (piece.end - piece.start) as u64,
-            );
+            let (count, bytes) = self.table.release(piece.owner.mapping, (piece.end - piece.start) as u64);
+            self.sites.released(MAPPING_STRIPE, ANY_THREAD, piece.owner.stack, piece.owner.birth_epoch, count, bytes);
         }
     }
 
-    /// The stack of the recorded mapping the page at `address` belongs to.
-    pub fn owner_at(&self, address: usize) -> Option<StackId> {
-        self.table.range_at(address).map(|(_, range)| range.owner.stack)
+    /// The stack of the recorded mapping the page at `address` belongs to,
+    /// and how many of its kind the call that made it stands for.
+    pub fn owner_at(&self, address: usize) -> Option<(StackId, f64)> {
+        let (_, range) = self.table.range_at(address)?;
+        let scale = self.table.calls.get(&range.owner.mapping).map_or(1.0, |call| call.scale);
+        Some((range.owner.stack, scale))
     }
 
     /// `mremap` moved `[old, old + len)` to `new`: the recorded pieces move
@@ -154,8 +167,26 @@ impl Table {
     fn insert(&mut self, start: usize, end: usize, owner: Owner) {
         if start < end {
             self.by_start.insert(start, Range { end, owner });
-            *self.pieces.entry(owner.mapping).or_insert(0) += 1;
+            if let Some(call) = self.calls.get_mut(&owner.mapping) {
+                call.pieces += 1;
+            }
         }
+    }
+
+    /// The (mappings, bytes) that `bytes` cut out of `mapping`'s ranges
+    /// stand for: their share of what the call stands for, and all that is
+    /// left of it, its count included, with its last piece.
+    fn release(&mut self, mapping: u64, bytes: u64) -> (u64, u64) {
+        let Some(call) = self.calls.get_mut(&mapping) else { return (0, 0) };
+        if call.pieces == 0 {
+            let call = self.calls.remove(&mapping).expect("just found");
+            return (call.counted, call.counted_bytes);
+        }
+        let share = (u128::from(bytes) * u128::from(call.counted_bytes) / u128::from(call.bytes.max(1))) as u64;
+        let share = share.min(call.counted_bytes);
+        call.bytes = call.bytes.saturating_sub(bytes);
+        call.counted_bytes -= share;
+        (0, share)
     }
 
     /// Takes `[start, end)` out of every range it overlaps, and returns the
@@ -166,8 +197,8 @@ impl Table {
         let mut taken = Vec::with_capacity(overlapping.len());
         for range_start in overlapping {
             let Some(range) = self.by_start.remove(&range_start) else { continue };
-            if let Some(count) = self.pieces.get_mut(&range.owner.mapping) {
-                *count -= 1;
+            if let Some(call) = self.calls.get_mut(&range.owner.mapping) {
+                call.pieces -= 1;
             }
             self.insert(range_start, start.max(range_start).min(range.end), range.owner);
             self.insert(end.max(range_start).min(range.end), range.end, range.owner);
@@ -202,7 +233,7 @@ mod tests {
     #[test]
     fn lengths_are_whole_pages() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 100, 7, 0);
+        mappings.lock().mapped(0x10000, 100, 7, 0, 1.0);
         assert_eq!(live(&mappings).0, Totals { live_bytes: PAGE as u64, live_count: 1 });
         mappings.lock().unmapped(0x10000, 1);
         assert_eq!(live(&mappings).0, Totals::default());
@@ -211,7 +242,7 @@ mod tests {
     #[test]
     fn unmapping_the_middle_splits_and_keeps_the_owner() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 8 * PAGE, 7, 2);
+        mappings.lock().mapped(0x10000, 8 * PAGE, 7, 2, 1.0);
         mappings.lock().unmapped(0x10000 + 2 * PAGE, 3 * PAGE);
         assert_eq!(ranges(&mappings), [(0x10000, 0x12000, 7), (0x15000, 0x18000, 7)]);
         let (totals, counters) = live(&mappings);
@@ -227,9 +258,9 @@ mod tests {
     #[test]
     fn one_unmap_may_cover_several_mappings_and_gaps() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 2 * PAGE, 1, 0);
-        mappings.lock().mapped(0x14000, 2 * PAGE, 2, 0);
-        mappings.lock().mapped(0x20000, PAGE, 3, 0);
+        mappings.lock().mapped(0x10000, 2 * PAGE, 1, 0, 1.0);
+        mappings.lock().mapped(0x14000, 2 * PAGE, 2, 0, 1.0);
+        mappings.lock().mapped(0x20000, PAGE, 3, 0, 1.0);
         // From the second page of the first to the first page of the second.
         mappings.lock().unmapped(0x11000, 0x4000);
         assert_eq!(ranges(&mappings), [(0x10000, 0x11000, 1), (0x15000, 0x16000, 2), (0x20000, 0x21000, 3)]);
@@ -242,8 +273,8 @@ mod tests {
     #[test]
     fn a_mapping_over_recorded_pages_replaces_them() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 0);
-        mappings.lock().mapped(0x11000, PAGE, 2, 1);
+        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 0, 1.0);
+        mappings.lock().mapped(0x11000, PAGE, 2, 1, 1.0);
         assert_eq!(ranges(&mappings), [(0x10000, 0x11000, 1), (0x11000, 0x12000, 2), (0x12000, 0x14000, 1)]);
         let (totals, counters) = live(&mappings);
         assert_eq!(totals, Totals { live_bytes: 4 * PAGE as u64, live_count: 2 });
@@ -253,12 +284,51 @@ mod tests {
     #[test]
     fn moved_pieces_keep_owner_and_counts() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 3);
-        assert!(mappings.lock().owner_at(0x13fff).is_some() && mappings.lock().owner_at(0x14000).is_none());
+        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 3, 1.0);
+        assert!(mappings.lock().owner_at(0x13fff) == Some((1, 1.0)) && mappings.lock().owner_at(0x14000).is_none());
         mappings.lock().moved(0x10000, 4 * PAGE, 0x80000);
         assert_eq!(ranges(&mappings), [(0x80000, 0x84000, 1)]);
         assert_eq!(live(&mappings).0, Totals { live_bytes: 4 * PAGE as u64, live_count: 1 });
         mappings.lock().unmapped(0x80000, 4 * PAGE);
+        assert_eq!(live(&mappings).0, Totals::default());
+    }
+
+    #[test]
+    fn a_sampled_mapping_counts_for_what_it_stands_for_however_it_is_cut() {
+        let mappings = Mappings::new(PAGE);
+        // Three pages standing for 2.5 times as much: 30 KiB, counted as 3 mappings (2.5 rounded).
+        mappings.lock().mapped(0x10000, 3 * PAGE, 4, 1, 2.5);
+        let (totals, counters) = live(&mappings);
+        assert_eq!(totals, Totals { live_bytes: 30 * 1024, live_count: 3 });
+        assert_eq!((counters[0].allocated_count, counters[0].allocated_bytes), (3, 30 * 1024));
+        // A page out of the middle takes its third, and the pieces left keep the rest.
+        mappings.lock().unmapped(0x11000, PAGE);
+        assert_eq!(live(&mappings).0, Totals { live_bytes: 20 * 1024, live_count: 3 });
+        // Moved, its pieces keep what they stand for: an mremap grows it by as much again.
+        mappings.lock().moved(0x12000, PAGE, 0x40000);
+        assert_eq!(mappings.lock().owner_at(0x40000), Some((4, 2.5)));
+        assert_eq!(live(&mappings).0, Totals { live_bytes: 20 * 1024, live_count: 3 });
+        // The last page takes all that is left, whatever was rounded on the way.
+        mappings.lock().unmapped(0x10000, PAGE);
+        mappings.lock().unmapped(0x40000, PAGE);
+        assert_eq!(live(&mappings).0, Totals::default());
+        assert!(crate::lock(&mappings.table).calls.is_empty());
+    }
+
+    #[test]
+    fn shares_of_an_odd_scale_add_up_to_the_whole() {
+        let mappings = Mappings::new(PAGE);
+        let scale = 1.0 / 3.0 + 1.0;
+        mappings.lock().mapped(0x10000, 7 * PAGE, 1, 0, scale);
+        let whole = live(&mappings).0.live_bytes;
+        assert_eq!(whole, (7.0 * PAGE as f64 * scale).round() as u64);
+        let mut released = 0;
+        for page in [3, 0, 6, 1, 5, 2, 4] {
+            let before = live(&mappings).0.live_bytes;
+            mappings.lock().unmapped(0x10000 + page * PAGE, PAGE);
+            released += before - live(&mappings).0.live_bytes;
+        }
+        assert_eq!(released, whole);
         assert_eq!(live(&mappings).0, Totals::default());
     }
 }

@@ -23,14 +23,24 @@ impl Sampling {
         (-uniform.ln() * self.mean_bytes).min(u64::MAX as f64 / 2.0) as u64 + 1
     }
 
-    /// The (allocations, bytes) a sampled allocation of `size` bytes stands for:
-    /// unbiased, since it was recorded with probability 1 - exp(-size/mean).
-    pub fn weight(&self, size: u64) -> (u64, u64) {
+    /// How many of its kind a sampled allocation of `size` bytes stands for:
+    /// one over the probability, 1 - exp(-size/mean), that it was recorded.
+    pub fn scale(&self, size: u64) -> f64 {
         let s = size.max(1) as f64;
-        let probability = -(-s / self.mean_bytes).exp_m1();
-        let bytes = s / probability;
-        ((bytes / s).round().max(1.0) as u64, bytes.round() as u64)
+        -1.0 / (-s / self.mean_bytes).exp_m1()
     }
+
+    /// The (allocations, bytes) a sampled allocation of `size` bytes stands
+    /// for: unbiased, since it stands for [`Sampling::scale`] of its kind.
+    pub fn weight(&self, size: u64) -> (u64, u64) {
+        scaled(size, self.scale(size))
+    }
+}
+
+/// The (allocations, bytes) one allocation of `size` bytes standing for
+/// `scale` of its kind counts for: at least one allocation.
+pub fn scaled(size: u64, scale: f64) -> (u64, u64) {
+    (scale.round().max(1.0) as u64, (size.max(1) as f64 * scale).round() as u64)
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ const OBJECT_GLANCE_MASK: u32 = 31;
 struct Session {
     config: Config,
     recorder: Recorder,
-    /// Anonymous mappings, always recorded exactly (they are few and large).
+    /// Anonymous and shared mappings, sampled by bytes as allocations are.
     mappings: Mappings,
     stacks: StackTable,
     /// The Python interpreter of the process, if any, whose frames join the stacks.
@@ -462,7 +462,10 @@ fn change_mappings<R: Copy>(
 /// keeps as long as it keeps the tensors. Read-only or private file
 /// mappings (libraries, memory-mapped datasets) are not the program's
 /// memory to rank. A `MAP_FIXED` mapping of any kind replaces the pages it
-/// covers.
+/// covers. When sampling, the mappings that could be recorded are drawn
+/// by their bytes as allocations are: CPython maps each 16 KiB chunk of its
+/// frame stack, thousands in a training loop, and a capture of each cost
+/// a third of what sampling the loop did.
 pub fn mapping(
     len: usize,
     prot: i32,
@@ -481,19 +484,31 @@ pub fn mapping(
     if kind.is_none() && !replaces {
         return call();
     }
+    // A mapping not drawn still clears what the table held at its pages.
+    let scale = kind.and_then(|_| mapping_scale(len));
     change_mappings(
-        |_| kind,
+        |_| kind.filter(|_| scale.is_some()),
         call,
         |address, table, stack, epoch| {
             if address == libc::MAP_FAILED {
                 return;
             }
-            match stack {
-                Some(stack) => table.mapped(address as usize, len, stack, epoch),
-                None => table.unmapped(address as usize, len),
+            match (stack, scale) {
+                (Some(stack), Some(scale)) => table.mapped(address as usize, len, stack, epoch, scale),
+                _ => table.unmapped(address as usize, len),
             }
         },
     )
+}
+
+/// How many of its kind a new mapping of `len` bytes stands for: 1 unless
+/// sampling, `None` when sampling passes it over.
+fn mapping_scale(len: usize) -> Option<f64> {
+    let Some(sampling) = active_session().and_then(|session| session.recorder.sampling()) else {
+        return Some(1.0);
+    };
+    let size = len as u64;
+    thread_state::mapping_sampled(size, || sampling.next_gap()).then(|| sampling.scale(size))
 }
 
 pub fn unmapping(address: *mut std::ffi::c_void, len: usize, call: impl FnOnce() -> i32) -> i32 {
@@ -529,7 +544,7 @@ pub fn remapping(
     let grown_kind = |session: &Session| {
         let grows = new_len > old_len || keeps_old;
         let owner = if grows { session.mappings.lock().owner_at(old) } else { None };
-        owner.map(|stack| session.stacks.kind(stack))
+        owner.map(|(stack, _)| session.stacks.kind(stack))
     };
     change_mappings(grown_kind, call, |new, table, stack, epoch| {
         if new == libc::MAP_FAILED {
@@ -539,18 +554,19 @@ pub fn remapping(
             // The kernel unmapped whatever was at the target first.
             table.unmapped(fixed_at, new_len);
         }
-        if table.owner_at(old).is_none() {
+        // The pages a mapping grows by stand for as many as its own.
+        let Some((_, scale)) = table.owner_at(old) else {
             return; // not a mapping the tracer records
-        }
+        };
         let new = new as usize;
         match (keeps_old, stack) {
-            (true, Some(stack)) => table.mapped(new, new_len, stack, epoch),
+            (true, Some(stack)) => table.mapped(new, new_len, stack, epoch, scale),
             (true, None) => {}
             (false, stack) => {
                 table.unmapped(old.saturating_add(new_len), old_len.saturating_sub(new_len));
                 table.moved(old, old_len.min(new_len), new);
                 if let Some(stack) = stack {
-                    table.mapped(new + old_len, new_len - old_len, stack, epoch);
+                    table.mapped(new + old_len, new_len - old_len, stack, epoch, scale);
                 }
             }
         }

@@ -201,14 +201,32 @@ pub fn count_allocation(size: u64, sampling: bool) -> (u32, Counted) {
     if !sampling {
         return (n, Counted::Recorded);
     }
-    // 0, no gap drawn yet, is never above a size.
-    let left = flags.bytes_until_sample.get();
-    if size < left {
-        flags.bytes_until_sample.set(left - size);
+    if short_of_sample_gap(flags, size) {
         (n, Counted::Unrecorded)
     } else {
         (n, Counted::AtSampleGap)
     }
+}
+
+/// Whether `size` bytes the program maps (outside the allocation hooks)
+/// hold this thread's next sampled byte: they are drawn from the same gaps
+/// as allocations, without counting as one. Never for a call made inside
+/// the tracer (or [`quietly`]).
+pub fn mapping_sampled(size: u64, next_gap: impl Fn() -> u64) -> bool {
+    let flags = flags();
+    !flags.inside_tracer.get() && !short_of_sample_gap(flags, size) && reach_sample_gap(size, next_gap)
+}
+
+/// Takes `size` bytes off the gap to the thread's next sampled byte, unless
+/// they reach it (or no gap is drawn yet: 0 is never above a size).
+#[inline(always)]
+fn short_of_sample_gap(flags: &ThreadFlags, size: u64) -> bool {
+    let left = flags.bytes_until_sample.get();
+    let short = size < left;
+    if short {
+        flags.bytes_until_sample.set(left - size);
+    }
+    short
 }
 
 /// [`Counted::recorded`] at the sample gap.
@@ -283,6 +301,20 @@ mod tests {
             assert_eq!(count_allocation(49, true).1, Counted::Unrecorded, "the quiet call left 50 bytes");
             assert_eq!(count_allocation(49, false).1, Counted::Recorded, "without sampling every call is");
             assert_eq!(allocations_counted(), 6);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn mappings_are_drawn_from_the_allocations_gaps_without_counting_as_one() {
+        std::thread::spawn(|| {
+            assert!(!mapping_sampled(30, || 100), "30 bytes of a first gap of 100");
+            assert_eq!(count_allocation(60, true).1, Counted::Unrecorded, "10 bytes left");
+            assert!(mapping_sampled(4096, || 7), "a mapping past the gap holds its sampled byte");
+            assert_eq!(count_allocation(6, true).1, Counted::Unrecorded, "the next gap, 7 bytes");
+            assert!(!quietly(|| mapping_sampled(4096, || 1)), "the tracer's own mappings are never drawn");
+            assert_eq!(allocations_counted(), 2, "only the allocations counted");
         })
         .join()
         .unwrap();
