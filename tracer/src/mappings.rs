@@ -69,9 +69,9 @@ struct Call {
     pieces: u32,
     /// Their bytes.
     bytes: u64,
-    /// The bytes and mappings they stand for (the same bytes and one
-    /// mapping unless the call was sampled).
+    /// The bytes they stand for: their own unless the call was sampled.
     counted_bytes: u64,
+    /// The mappings the call stands for: one unless it was sampled.
     counted: u64,
     /// How many of its kind the call stands for.
     scale: f64,
@@ -179,8 +179,9 @@ impl Table {
     fn release(&mut self, mapping: u64, bytes: u64) -> (u64, u64) {
         let Some(call) = self.calls.get_mut(&mapping) else { return (0, 0) };
         if call.pieces == 0 {
-            let call = self.calls.remove(&mapping).expect("just found");
-            return (call.counted, call.counted_bytes);
+            let all = (call.counted, call.counted_bytes);
+            self.calls.remove(&mapping);
+            return all;
         }
         let share = (u128::from(bytes) * u128::from(call.counted_bytes) / u128::from(call.bytes.max(1))) as u64;
         let share = share.min(call.counted_bytes);
