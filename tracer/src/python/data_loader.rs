@@ -52,31 +52,36 @@ pub enum Glance {
     Present,
 }
 
-/// A thread's latest conclusive glance: the innermost frame it started from
-/// (address, code object, instruction pointer) and whether it saw a
-/// `DataLoader.__iter__` frame.
+/// Where a glance starts from: the innermost frame (address, code object)
+/// and the frame that called it (address, code object, instruction
+/// pointer; zeroes when there is none). The innermost frame's own
+/// instruction is left out: it moves at each line, while the frames
+/// outside it stay what they are until it returns.
+pub type GlanceStart = [u64; 5];
+
+/// A thread's latest conclusive glance: where it started from and whether
+/// it saw a `DataLoader.__iter__` frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GlanceMemo {
-    innermost: [u64; 3],
+    start: GlanceStart,
     loader_present: bool,
 }
 
 impl GlanceMemo {
     /// Matches no frame: a frame's address is never 0.
-    pub const NONE: GlanceMemo = GlanceMemo { innermost: [0; 3], loader_present: false };
+    pub const NONE: GlanceMemo = GlanceMemo { start: [0; 5], loader_present: false };
 }
 
-/// The outcome of a glance from the innermost frame `innermost`: the
-/// thread's previous one when it started from the same frame at the same
-/// instruction, else `follow`'s, remembered when conclusive.
-pub fn glance_once_per_frame(memo: &Cell<GlanceMemo>, innermost: [u64; 3], follow: impl FnOnce() -> Glance) -> Glance {
+/// The outcome of a glance from `start`: the thread's previous one when it
+/// started from the same place, else `follow`'s, remembered when conclusive.
+pub fn glance_once_per_frame(memo: &Cell<GlanceMemo>, start: GlanceStart, follow: impl FnOnce() -> Glance) -> Glance {
     let last = memo.get();
-    if last.innermost == innermost {
+    if last.start == start {
         return if last.loader_present { Glance::Present } else { Glance::Absent };
     }
     let glance = follow();
     memo.set(match glance {
-        Glance::Present | Glance::Absent => GlanceMemo { innermost, loader_present: glance == Glance::Present },
+        Glance::Present | Glance::Absent => GlanceMemo { start, loader_present: glance == Glance::Present },
         Glance::Unknown | Glance::Unlearned => GlanceMemo::NONE,
     });
     glance
@@ -114,9 +119,10 @@ mod tests {
     }
 
     #[test]
-    fn a_glance_from_the_same_frame_and_instruction_is_not_repeated() {
+    fn a_glance_from_the_same_frame_and_call_site_is_not_repeated() {
         let memo = Cell::new(GlanceMemo::NONE);
-        let at = |instr| [0x7000_1000, 0x7000_2000, instr];
+        // The innermost frame at 0x7000_1000, called at `instr` of its caller.
+        let at = |instr| [0x7000_1000, 0x7000_2000, 0x7000_0800, 0x7000_3000, instr];
         let follows = Cell::new(0);
         let glance = |innermost, outcome| {
             glance_once_per_frame(&memo, innermost, || {
@@ -125,8 +131,8 @@ mod tests {
             })
         };
         assert_eq!(glance(at(1), Glance::Absent), Glance::Absent);
-        assert_eq!(glance(at(1), Glance::Present), Glance::Absent, "the same frame and instruction: remembered");
-        assert_eq!(glance(at(2), Glance::Present), Glance::Present, "another instruction: followed");
+        assert_eq!(glance(at(1), Glance::Present), Glance::Absent, "the same frame and call site: remembered");
+        assert_eq!(glance(at(2), Glance::Present), Glance::Present, "called from another instruction: followed");
         assert_eq!(glance(at(2), Glance::Absent), Glance::Present);
         assert_eq!(follows.get(), 2);
         // An inconclusive glance is not remembered: the next one follows the chain again.

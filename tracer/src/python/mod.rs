@@ -384,13 +384,14 @@ impl Walker {
 
     /// Follows the frame chain reading only each frame's code pointer; the
     /// frames further out are cold in the cache, a miss each. When the
-    /// innermost frame (address, code object, instruction) is the one the
-    /// thread's previous glance started from, as when one call into C
-    /// allocates several times, that glance's outcome is taken: the frames
-    /// outside it are the same ones unless, in between, that frame returned
-    /// and the same code was called again at the same address and reached
-    /// the same instruction; even then, the next allocation made from another
-    /// instruction looks again.
+    /// thread's previous glance started from the same innermost frame
+    /// (address and code object), called from the same instruction of the
+    /// same caller frame, as when a function's lines call into C that
+    /// allocates, that glance's outcome is taken: the frames outside are the
+    /// same ones unless, in between, the caller returned and the same code
+    /// was called again at the same address and reached the same
+    /// instruction; even then, the next allocation made from another call
+    /// site looks again.
     fn glance_for_data_loader(&self) -> Glance {
         let wanted = self.codes.data_loader_iter();
         if wanted == 0 {
@@ -401,14 +402,21 @@ impl Walker {
             Some(Innermost::NoPython) => return Glance::Absent,
             Some(Innermost::Finalizing) | None => return Glance::Unknown,
         };
-        let l = &self.layout;
-        let key = match (self.followable(innermost), memory::word(innermost, l.frame_instr)) {
-            (Some(code), Some(instr)) => [innermost, code, instr],
-            _ => return Glance::Unknown,
-        };
+        let Some(start) = self.glance_start(innermost) else { return Glance::Unknown };
         thread_state::with_last_glance(|memo| {
-            data_loader::glance_once_per_frame(memo, key, || self.follow_for_code(innermost, wanted))
+            data_loader::glance_once_per_frame(memo, start, || self.follow_for_code(innermost, wanted))
         })
+    }
+
+    /// Where a glance from `innermost` starts (see [`data_loader::GlanceStart`]).
+    fn glance_start(&self, innermost: u64) -> Option<data_loader::GlanceStart> {
+        let l = &self.layout;
+        let code = self.followable(innermost)?;
+        let caller = memory::word(innermost, l.frame_previous)?;
+        if caller == 0 {
+            return Some([innermost, code, 0, 0, 0]);
+        }
+        Some([innermost, code, caller, self.followable(caller)?, memory::word(caller, l.frame_instr)?])
     }
 
     /// `frame`'s code pointer, when the frame passes the checks a full walk
