@@ -28,8 +28,8 @@ struct ThreadFlags {
     /// xorshift64* state for the sampling gaps; 0 until seeded.
     random: Cell<u64>,
     /// What this thread's latest conclusive glance for a DataLoader frame
-    /// saw; `GlanceMemo::NONE` (zeroes) for none.
-    last_glance: Cell<GlanceMemo>,
+    /// saw; empty (zeroes) for none.
+    last_glance: GlanceMemo,
     /// One more than this thread's place among the threads that entered
     /// the tracer, in order; 0 until it first asks.
     ordinal_plus_one: Cell<u32>,
@@ -92,7 +92,7 @@ fn flags() -> &'static ThreadFlags {
                 loader_pass: Cell::new(0),
                 bytes_until_sample: Cell::new(0),
                 random: Cell::new(0),
-                last_glance: Cell::new(GlanceMemo::NONE),
+                last_glance: GlanceMemo::empty(),
                 ordinal_plus_one: Cell::new(0),
             }
         };
@@ -154,7 +154,7 @@ pub fn update_loader_pass<T>(next: impl FnOnce(u64) -> (u64, T)) -> T {
 
 /// Runs `glance` with this thread's memo of its latest glance.
 #[inline]
-pub fn with_last_glance<R>(glance: impl FnOnce(&Cell<GlanceMemo>) -> R) -> R {
+pub fn with_last_glance<R>(glance: impl FnOnce(&GlanceMemo) -> R) -> R {
     glance(&flags().last_glance)
 }
 

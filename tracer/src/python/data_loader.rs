@@ -52,39 +52,127 @@ pub enum Glance {
     Present,
 }
 
-/// Where a glance starts from: the innermost frame (address, code object)
-/// and the frame that called it (address, code object, instruction
-/// pointer; zeroes when there is none). The innermost frame's own
-/// instruction is left out: it moves at each line, while the frames
-/// outside it stay what they are until it returns.
-pub type GlanceStart = [u64; 5];
+/// A frame as a glance reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GlancedFrame {
+    pub address: u64,
+    pub code: u64,
+    pub instr: u64,
+}
 
-/// A thread's latest conclusive glance: where it started from and whether
-/// it saw a `DataLoader.__iter__` frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Frames of a thread's latest glance kept for the next one.
+const MEMO_FRAMES: usize = 8;
+
+/// A thread's latest conclusive glance: the innermost frames it followed,
+/// innermost first, each with whether a `DataLoader.__iter__` frame is at
+/// it or further out. Cells, so that a glance changes the frames it read
+/// in place.
+#[derive(Debug)]
 pub struct GlanceMemo {
-    start: GlanceStart,
-    loader_present: bool,
+    frames: [Cell<GlancedFrame>; MEMO_FRAMES],
+    loader_outside: [Cell<bool>; MEMO_FRAMES],
+    len: Cell<usize>,
 }
 
 impl GlanceMemo {
-    /// Matches no frame: a frame's address is never 0.
-    pub const NONE: GlanceMemo = GlanceMemo { start: [0; 5], loader_present: false };
+    /// An empty memo; on x86_64 the loader zeroes the thread's instead.
+    #[cfg(any(test, not(target_arch = "x86_64")))]
+    pub const fn empty() -> GlanceMemo {
+        GlanceMemo {
+            frames: [const { Cell::new(GlancedFrame { address: 0, code: 0, instr: 0 }) }; MEMO_FRAMES],
+            loader_outside: [const { Cell::new(false) }; MEMO_FRAMES],
+            len: Cell::new(0),
+        }
+    }
+
+    /// Where the memo holds `frame` unchanged.
+    fn position(&self, frame: &GlancedFrame) -> Option<usize> {
+        self.frames[..self.len.get()].iter().position(|f| f.get() == *frame)
+    }
+
+    fn forget(&self) {
+        self.len.set(0);
+    }
+
+    /// Puts the `fresh` frames (innermost first, with `loader_outside`)
+    /// in place of the memo's frames inside its frame `held`, or of all of
+    /// them when `held` is `None`, and `last` (a frame not held) after them.
+    fn update(&self, fresh: &[GlancedFrame], loader_outside: bool, held: Option<usize>, last: Option<GlancedFrame>) {
+        let len = self.len.get();
+        let (tail_from, tail_to) = match held {
+            Some(at) => (at, len.min(at + MEMO_FRAMES - fresh.len())),
+            None => (0, 0),
+        };
+        // The frames kept outside move to follow the fresh ones; most
+        // glances read as many frames as they replace, and none move.
+        let mut new_len = fresh.len();
+        if tail_to > tail_from && tail_from != fresh.len() {
+            let moved: [(GlancedFrame, bool); MEMO_FRAMES] =
+                std::array::from_fn(|i| (self.frames[i].get(), self.loader_outside[i].get()));
+            for (i, (frame, outside)) in moved[tail_from..tail_to].iter().enumerate() {
+                self.frames[fresh.len() + i].set(*frame);
+                self.loader_outside[fresh.len() + i].set(*outside);
+            }
+        }
+        new_len += tail_to - tail_from;
+        for (i, frame) in fresh.iter().enumerate() {
+            self.frames[i].set(*frame);
+            self.loader_outside[i].set(loader_outside);
+        }
+        if let Some(frame) = last.filter(|_| new_len < MEMO_FRAMES) {
+            self.frames[new_len].set(frame);
+            self.loader_outside[new_len].set(loader_outside);
+            new_len += 1;
+        }
+        self.len.set(new_len);
+    }
 }
 
-/// The outcome of a glance from `start`: the thread's previous one when it
-/// started from the same place, else `follow`'s, remembered when conclusive.
-pub fn glance_once_per_frame(memo: &Cell<GlanceMemo>, start: GlanceStart, follow: impl FnOnce() -> Glance) -> Glance {
-    let last = memo.get();
-    if last.start == start {
-        return if last.loader_present { Glance::Present } else { Glance::Absent };
+/// Whether a `DataLoader.__iter__` frame (code object `wanted`) is in the
+/// chain from the frame at `innermost` out, `read` giving each frame's
+/// code object, instruction pointer and caller (`None` when it cannot be
+/// followed). The follow stops at the first frame the thread's previous
+/// glance read with the same code object at the same instruction, and
+/// takes that glance's outcome there: a frame that has not moved has the
+/// same frames outside it, unless in between it returned and the same
+/// code was called again at the same address and reached the same
+/// instruction (the next allocation from another line looks again). Most
+/// allocations so follow a frame or two, never the cold frames further
+/// out, a cache miss each.
+pub fn glance(
+    memo: &GlanceMemo,
+    innermost: u64,
+    wanted: u64,
+    max_steps: usize,
+    read: impl Fn(u64) -> Option<(u64, u64, u64)>,
+) -> Glance {
+    let mut fresh = [GlancedFrame::default(); MEMO_FRAMES];
+    let mut fresh_len = 0;
+    let mut frame = innermost;
+    for _ in 0..max_steps {
+        if frame == 0 {
+            memo.update(&fresh[..fresh_len], false, None, None);
+            return Glance::Absent;
+        }
+        let Some((code, instr, caller)) = read(frame) else { break };
+        let glanced = GlancedFrame { address: frame, code, instr };
+        if code == wanted {
+            memo.update(&fresh[..fresh_len], true, None, Some(glanced));
+            return Glance::Present;
+        }
+        if let Some(held) = memo.position(&glanced) {
+            let loader_outside = memo.loader_outside[held].get();
+            memo.update(&fresh[..fresh_len], loader_outside, Some(held), None);
+            return if loader_outside { Glance::Present } else { Glance::Absent };
+        }
+        if fresh_len < MEMO_FRAMES {
+            fresh[fresh_len] = glanced;
+            fresh_len += 1;
+        }
+        frame = caller;
     }
-    let glance = follow();
-    memo.set(match glance {
-        Glance::Present | Glance::Absent => GlanceMemo { start, loader_present: glance == Glance::Present },
-        Glance::Unknown | Glance::Unlearned => GlanceMemo::NONE,
-    });
-    glance
+    memo.forget();
+    Glance::Unknown
 }
 
 /// The key of the place a pass starts from: the packed frames outside the
@@ -118,27 +206,55 @@ mod tests {
         assert!(!is_data_loader_module(torch, DATA_LOADER_CLASS));
     }
 
+    /// A chain of frames at 0x1000, 0x2000, ... innermost first, each
+    /// frame's code object its address plus one, at `instrs[i]`.
+    fn chain(instrs: &[u64], codes: &[(usize, u64)]) -> impl Fn(u64) -> Option<(u64, u64, u64)> {
+        let (instrs, codes) = (instrs.to_vec(), codes.to_vec());
+        move |frame| {
+            let i = (frame / 0x1000 - 1) as usize;
+            let code = codes.iter().find(|(at, _)| *at == i).map_or(frame + 1, |(_, code)| *code);
+            let caller = if i + 1 < instrs.len() { frame + 0x1000 } else { 0 };
+            Some((code, instrs[i], caller))
+        }
+    }
+
     #[test]
-    fn a_glance_from_the_same_frame_and_call_site_is_not_repeated() {
-        let memo = Cell::new(GlanceMemo::NONE);
-        // The innermost frame at 0x7000_1000, called at `instr` of its caller.
-        let at = |instr| [0x7000_1000, 0x7000_2000, 0x7000_0800, 0x7000_3000, instr];
-        let follows = Cell::new(0);
-        let glance = |innermost, outcome| {
-            glance_once_per_frame(&memo, innermost, || {
-                follows.set(follows.get() + 1);
-                outcome
-            })
+    fn a_glance_stops_at_the_first_frame_the_previous_one_read_unchanged() {
+        const LOADER: u64 = 0xdead;
+        let memo = GlanceMemo::empty();
+        let reads = Cell::new(0);
+        let look = |instrs: &[u64], codes: &[(usize, u64)]| {
+            reads.set(0);
+            let read = chain(instrs, codes);
+            let outcome = glance(&memo, 0x1000, LOADER, 64, |frame| {
+                reads.set(reads.get() + 1);
+                read(frame)
+            });
+            (outcome, reads.get())
         };
-        assert_eq!(glance(at(1), Glance::Absent), Glance::Absent);
-        assert_eq!(glance(at(1), Glance::Present), Glance::Absent, "the same frame and call site: remembered");
-        assert_eq!(glance(at(2), Glance::Present), Glance::Present, "called from another instruction: followed");
-        assert_eq!(glance(at(2), Glance::Absent), Glance::Present);
-        assert_eq!(follows.get(), 2);
-        // An inconclusive glance is not remembered: the next one follows the chain again.
-        assert_eq!(glance(at(3), Glance::Unknown), Glance::Unknown);
-        assert_eq!(glance(at(3), Glance::Absent), Glance::Absent);
-        assert_eq!(follows.get(), 4);
+        // Twelve frames, no loader: all read once.
+        let frames = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+        assert_eq!(look(&frames, &[]), (Glance::Absent, 12));
+        // The innermost frame moved to another line: its caller has not.
+        let moved = [100, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+        assert_eq!(look(&moved, &[]), (Glance::Absent, 2));
+        // The two innermost moved, then the four innermost: read up to the first that did not.
+        assert_eq!(look(&[101, 200, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], &[]), (Glance::Absent, 3));
+        assert_eq!(look(&[102, 201, 301, 400, 5, 6, 7, 8, 9, 10, 11, 12], &[]), (Glance::Absent, 5));
+        // The memo keeps eight frames: past them, the chain is read to its end.
+        assert_eq!(look(&[103, 202, 302, 401, 501, 601, 701, 801, 9, 10, 11, 12], &[]), (Glance::Absent, 12));
+        // A loader frame called in place of the fifth: found, and remembered for the frames inside it.
+        let pass = [100, 200, 3, 400, 5, 6, 7, 8, 9, 10, 11, 12];
+        memo.forget();
+        assert_eq!(look(&pass, &[(4, LOADER)]), (Glance::Present, 5));
+        assert_eq!(look(&[101, 200, 3, 400, 5, 6, 7, 8, 9, 10, 11, 12], &[(4, LOADER)]), (Glance::Present, 2));
+        // The pass over, a frame at the loader's place with other code: followed past it.
+        assert_eq!(look(&[102, 201, 301, 401, 501, 6, 7, 8, 9, 10, 11, 12], &[]), (Glance::Absent, 12));
+        // A frame that cannot be read leaves the glance unknown and the memo empty.
+        assert_eq!(glance(&memo, 0x1000, LOADER, 64, |_| None), Glance::Unknown);
+        assert_eq!(memo.len.get(), 0);
+        // So does a chain longer than the steps allowed.
+        assert_eq!(glance(&memo, 0x1000, LOADER, 4, chain(&frames, &[])), Glance::Unknown);
     }
 
     #[test]

@@ -382,16 +382,8 @@ impl Walker {
         Some(Innermost::Frame(memory::word(holder, l.current_frame)?))
     }
 
-    /// Follows the frame chain reading only each frame's code pointer; the
-    /// frames further out are cold in the cache, a miss each. When the
-    /// thread's previous glance started from the same innermost frame
-    /// (address and code object), called from the same instruction of the
-    /// same caller frame, as when a function's lines call into C that
-    /// allocates, that glance's outcome is taken: the frames outside are the
-    /// same ones unless, in between, the caller returned and the same code
-    /// was called again at the same address and reached the same
-    /// instruction; even then, the next allocation made from another call
-    /// site looks again.
+    /// Follows the frame chain reading only each frame's code pointer and
+    /// instruction (see [`data_loader::glance`]).
     fn glance_for_data_loader(&self) -> Glance {
         let wanted = self.codes.data_loader_iter();
         if wanted == 0 {
@@ -402,21 +394,13 @@ impl Walker {
             Some(Innermost::NoPython) => return Glance::Absent,
             Some(Innermost::Finalizing) | None => return Glance::Unknown,
         };
-        let Some(start) = self.glance_start(innermost) else { return Glance::Unknown };
-        thread_state::with_last_glance(|memo| {
-            data_loader::glance_once_per_frame(memo, start, || self.follow_for_code(innermost, wanted))
-        })
-    }
-
-    /// Where a glance from `innermost` starts (see [`data_loader::GlanceStart`]).
-    fn glance_start(&self, innermost: u64) -> Option<data_loader::GlanceStart> {
         let l = &self.layout;
-        let code = self.followable(innermost)?;
-        let caller = memory::word(innermost, l.frame_previous)?;
-        if caller == 0 {
-            return Some([innermost, code, 0, 0, 0]);
-        }
-        Some([innermost, code, caller, self.followable(caller)?, memory::word(caller, l.frame_instr)?])
+        thread_state::with_last_glance(|memo| {
+            data_loader::glance(memo, innermost, wanted, MAX_WALK_STEPS, |frame| {
+                let code = self.followable(frame)?;
+                Some((code, memory::word(frame, l.frame_instr)?, memory::word(frame, l.frame_previous)?))
+            })
+        })
     }
 
     /// `frame`'s code pointer, when the frame passes the checks a full walk
@@ -428,25 +412,6 @@ impl Walker {
             return None;
         }
         memory::word(frame, l.frame_code)
-    }
-
-    /// Whether a frame of code object `wanted` is in the chain from `frame` out.
-    fn follow_for_code(&self, mut frame: u64, wanted: u64) -> Glance {
-        for _ in 0..MAX_WALK_STEPS {
-            if frame == 0 {
-                return Glance::Absent;
-            }
-            match self.followable(frame) {
-                Some(code) if code == wanted => return Glance::Present,
-                Some(_) => {}
-                None => return Glance::Unknown,
-            }
-            frame = match memory::word(frame, self.layout.frame_previous) {
-                Some(previous) => previous,
-                None => return Glance::Unknown,
-            };
-        }
-        Glance::Unknown
     }
 
     /// Fills `stack`; `None` when something read does not look right.
