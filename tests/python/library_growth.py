@@ -8,7 +8,10 @@ in its primitive cache (up to ONEDNN_PRIMITIVE_CACHE_CAPACITY entries).
 --cause figures: every epoch plots its losses with pyplot and saves the
 figure (an 8x6 inch PNG at 100 dpi: a 1.8 MiB pixel buffer), never closing
 it; pyplot keeps every figure it opened. --close-figures closes each one
-once it is saved.
+once it is saved and collects it: a figure and its artists refer to each
+other, so a closed one waits for the cycle collector, and one that has
+reached the oldest generation waits for a full collection, which in a
+process holding torch's many long-lived objects may be far off.
 Each epoch ends with tracer_mark.
 
 Usage: library_growth.py --cause {profiler,onednn-shapes,figures} [--close-figures]
@@ -38,6 +41,8 @@ def train_steps(model, optimizer, steps):
 
 
 def plot_losses(losses, close):
+    import gc
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,6 +53,8 @@ def plot_losses(losses, close):
     fig.savefig(io.BytesIO(), format="png")
     if close:
         plt.close(fig)
+        del fig
+        gc.collect()
 
 
 def new_shapes(conv, epoch, shapes=12):
