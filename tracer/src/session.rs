@@ -319,7 +319,10 @@ fn allocated_as(address: *mut std::ffi::c_void, size: usize, entry: Entry, block
     };
     let may_walk = glances && session.auto_epochs.watching();
     let parent_closed_epoch = session.parent_closed_epoch();
-    if counted == Counted::Unrecorded && !clock_due && !may_walk && !parent_closed_epoch {
+    if counted == Counted::Unrecorded && !clock_due && !parent_closed_epoch {
+        if may_walk {
+            look_for_pass(session, count);
+        }
         return;
     }
     let due = AllocationWork { counted, sampling, count, may_walk, clock_due, parent_closed_epoch };
@@ -355,8 +358,10 @@ fn record_allocation(
     let AllocationWork { counted, sampling, count, may_walk, clock_due, parent_closed_epoch } = due;
     // Only a sampled allocation can be at a sample gap, whose draw this is.
     let recorded = counted.recorded(size as u64, || sampling.map_or(u64::MAX, Sampling::next_gap));
-    let loader_walk_due = !recorded && may_walk && session.loader_walk_due(count);
-    if !recorded && !clock_due && !loader_walk_due && !parent_closed_epoch {
+    if !recorded && may_walk {
+        look_for_pass(session, count);
+    }
+    if !recorded && !clock_due && !parent_closed_epoch {
         return;
     }
     let sample = sampling.is_some();
@@ -366,16 +371,26 @@ fn record_allocation(
             session.follow_parent_epoch();
         }
         if recorded {
+            // The capture sees a pass starting as a walk would.
             let stack_id = session.capture_stack(StackKind::Heap, entry);
             let epoch = session.epoch.load(Ordering::Relaxed);
             session.recorder.allocated(ordinal, address as usize, size, sample, stack_id, epoch);
-        } else if loader_walk_due {
-            session.see_loader_frames(session.walk_for_loader());
         }
         if clock_due {
             session.close_slice_if_due();
         }
     });
+}
+
+/// What an allocation that is not recorded does for the DataLoader
+/// detection: a glance, and the rare walk. Out of line and apart from
+/// [`record_allocation`], whose frame it would otherwise set up at every
+/// allocation while the detection watches.
+#[inline(never)]
+fn look_for_pass(session: &'static Session, count: u32) {
+    if session.loader_walk_due(count) {
+        record_in(session, |session, _| session.see_loader_frames(session.walk_for_loader()));
+    }
 }
 
 #[inline]
