@@ -331,11 +331,16 @@ def memray_analyze(rundir):
 
 
 def sample_rates(text):
-    """--sample-bytes: comma-separated positive byte counts."""
-    try:
-        rates = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of byte counts")
+    """--sample-bytes: comma-separated positive byte counts, each a number
+    of bytes or, as TRACER_SAMPLE_BYTES takes them, with k, m or g."""
+    scales = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+    rates = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        match = re.fullmatch(r"(\d+)([kmg]?)", part.lower())
+        if not match:
+            raise argparse.ArgumentTypeError(
+                f"{part!r} is not a byte count: give a number of bytes, or with k, m or g (e.g. 512k)")
+        rates.append(int(match.group(1)) * scales[match.group(2)])
     if not rates or min(rates) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: give one or more byte counts above 0")
     return rates
@@ -606,8 +611,8 @@ def main():
     p.add_argument("--reps", type=int, default=0,
                    help="rounds per workload (default: 5 alloc, 10 torch-sampled, 3 others)")
     p.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, one round")
-    p.add_argument("--sample-bytes", type=sample_rates, default="65536,524288",
-                   help="TRACER_SAMPLE_BYTES of the sampling configurations, comma-separated (one configuration each)")
+    p.add_argument("--sample-bytes", type=sample_rates, default="64k,512k",
+                   help="TRACER_SAMPLE_BYTES of the sampling configurations, comma-separated (one configuration each; bytes, or with k, m or g)")
     p.add_argument("--warm-up-sample-bytes", type=sample_rates, default=[],
                    help="TRACER_WARMUP_SAMPLE_BYTES of extra warm-up sampling configurations beside the default's "
                         "(64 KiB), comma-separated")
