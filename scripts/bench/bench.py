@@ -621,6 +621,9 @@ def main():
     p.add_argument("--out", default=os.path.join(ROOT, "out/bench"),
                    help="where the results and each run's files go (default: out/bench)")
     p.add_argument("--keep", action="store_true", help="keep every round's output files, not only the last")
+    p.add_argument("--strict", action="store_true",
+                   help="fail (exit 1) when any configuration is unavailable or any run fails, the peers' too "
+                        "(the test suite's smoke run)")
     args = p.parse_args()
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     for w in workloads:
@@ -694,8 +697,14 @@ def main():
     # A peer that fails (heaptrack hangs on the forked DataLoader workers)
     # is a finding of the table; a failed run untraced or under this tracer
     # means the measurement itself is broken.
-    failed = sum(1 for w in results for c in w["configs"] for r in c["runs"]
-                 if r["error"] and (c["name"] == "untraced" or c["name"].startswith("tracer")))
+    ours = lambda c: args.strict or c["name"] == "untraced" or c["name"].startswith("tracer")
+    failed = [f"{w['workload']}: {c['name']}: {r['error']}" for w in results for c in w["configs"] for r in c["runs"]
+              if r["error"] and ours(c)]
+    if args.strict:
+        failed += [f"{w['workload']}: {c['name']}: {c['why'] if not c['available'] else 'not run'}"
+                   for w in results for c in w["configs"] if not c["available"] or not c["runs"]]
+    for failure in failed:
+        print(f"bench: failed: {failure}", file=sys.stderr)
     return 1 if failed else 0
 
 
