@@ -244,9 +244,26 @@ pub fn run_traced(program: &Path, args: &[&str]) -> TracedRun {
 /// [`run_traced`] with extra environment variables (tracer settings).
 pub fn run_traced_with(program: &Path, args: &[&str], env: &[(&str, &str)]) -> TracedRun {
     let (mut command, dir) = traced_command(program);
-    let output = command.args(args).envs(env.iter().copied()).output().unwrap();
+    command.args(args).envs(env.iter().copied());
+    let output = output_once_writable_files_close(&mut command);
     let trace = dir.path().join("trace.bin");
     TracedRun { dir, trace, output }
+}
+
+/// Runs `command`, retrying while exec fails with ETXTBSY: a test that has
+/// just written the program it runs (a launcher script) can find it still
+/// open for writing in a child that another test's thread forked and has
+/// not yet exec'd, which closes it.
+fn output_once_writable_files_close(command: &mut Command) -> std::process::Output {
+    for _ in 0..50 {
+        match command.output() {
+            Err(err) if err.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            result => return result.unwrap(),
+        }
+    }
+    panic!("{command:?}: the program stayed open for writing (ETXTBSY) for a second")
 }
 
 /// All records of a trace and how it ended.
