@@ -677,3 +677,35 @@ fn a_launched_programs_descendants_are_its_own_children() {
         "the launcher's are the whole run"
     );
 }
+
+/// Children forked from one state (a loader's workers) each draw samples of
+/// their own: the sampling generator and gap start over in a forked child.
+/// Had they inherited them, the two children keeping the same blocks would
+/// have sampled the same ones and estimated the same live bytes.
+#[test]
+fn forked_siblings_draw_samples_of_their_own() {
+    let program = compile("sibling_samples.c");
+    let run = run_traced_with(&program, &[], &[("TRACER_SAMPLE_BYTES", "16k")]).succeeded();
+    let estimates: Vec<u64> = run
+        .trace_files()
+        .iter()
+        .filter(|file| **file != run.trace)
+        .map(|file| {
+            let (records, _) = read_trace(file);
+            records
+                .iter()
+                .find_map(|record| match record {
+                    Record::Snapshot(snapshot) if snapshot.label == "epoch 0" => Some(snapshot.heap_live_bytes),
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("{} has no epoch 0", file.display()))
+        })
+        .collect();
+    assert_eq!(estimates.len(), 2, "one trace per child: {estimates:?}");
+    // Each holds about 8 MB, its parent's blocks and its own: about 480
+    // samples at 16 KiB.
+    for estimate in &estimates {
+        assert!((6_000_000..10_000_000).contains(estimate), "an estimate of about 8 MB: {estimates:?}");
+    }
+    assert_ne!(estimates[0], estimates[1], "the siblings drew the same samples");
+}

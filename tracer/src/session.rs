@@ -660,6 +660,7 @@ pub fn after_fork_in_child() {
     let Some(session) = active_session() else { return };
     gate::reset_in_child();
     thread_state::set_forking(false);
+    thread_state::sample_afresh_after_fork();
     thread_state::inside(|_| adopt_child(session));
 }
 

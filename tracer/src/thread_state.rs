@@ -256,8 +256,11 @@ pub fn next_random_unit() -> f64 {
     let flags = flags();
     let mut x = flags.random.get();
     if x == 0 {
-        // Seeded per thread from where its flags live and the clock.
-        x = (flags as *const ThreadFlags as u64) ^ crate::sys::monotonic_ns() ^ 0x9e37_79b9_7f4a_7c15;
+        // Seeded per thread from where its flags live, the process and the
+        // clock: forked siblings (a loader's workers) have their flags at
+        // the same address and may start within the clock's tick.
+        let process = u64::from(crate::sys::pid()).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (flags as *const ThreadFlags as u64) ^ crate::sys::monotonic_ns() ^ process ^ 0x9e37_79b9_7f4a_7c15;
         x |= 1;
     }
     x ^= x >> 12;
@@ -265,6 +268,17 @@ pub fn next_random_unit() -> f64 {
     x ^= x >> 27;
     flags.random.set(x);
     ((x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+}
+
+/// In a forked child, on the thread that forked: the sampling generator
+/// and the gap to the next sample start over. The child inherited both, so
+/// without this every worker a loader forks from one state would draw the
+/// same samples as its siblings; a gap drawn afresh is as good as the one
+/// left, the gaps being exponential (memoryless).
+pub fn sample_afresh_after_fork() {
+    let flags = flags();
+    flags.random.set(0);
+    flags.bytes_until_sample.set(0);
 }
 
 /// This thread's ordinal: its place in the order in which threads first
