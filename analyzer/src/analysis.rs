@@ -165,6 +165,9 @@ pub struct Verdict {
     /// Resident pages of mapped files (0 before format 5).
     pub file_start: u64,
     pub file_end: u64,
+    /// The program's RSS (the tracer's own memory left out) rose at every
+    /// epoch from epoch 1 to the reference, steadily (see [`rose_steadily`]).
+    pub rss_rose_steadily: bool,
 }
 
 /// Whose count of the freed memory it kept a trace holds.
@@ -279,9 +282,27 @@ fn signed(v: i128) -> String {
 const NOTICEABLE_FRACTION: f64 = 0.10;
 const NOTICEABLE_BYTES: i128 = 4 << 20;
 
+/// RSS growth is noticeable above [`NOTICEABLE_BYTES`] when it is a tenth
+/// of the RSS, or when it came epoch after epoch: a few MiB an epoch are
+/// lost in the RSS of a process that imported torch, and kill it all the
+/// same after a thousand epochs.
 fn rss_grew_noticeably(v: &Verdict) -> bool {
     let g = v.program_rss_growth();
-    g > NOTICEABLE_BYTES && (g as f64) > NOTICEABLE_FRACTION * v.rss_start as f64
+    g > NOTICEABLE_BYTES && ((g as f64) > NOTICEABLE_FRACTION * v.rss_start as f64 || v.rss_rose_steadily)
+}
+
+/// Values read at least this many times can rise steadily: three epochs.
+const STEADY_MIN_READINGS: usize = 4;
+
+/// Whether `readings` rose at every step, each step by at least a quarter
+/// of the mean step: growth a pause or a fall would break is not a trend.
+fn rose_steadily(readings: &[u64]) -> bool {
+    let (Some(&first), Some(&last)) = (readings.first(), readings.last()) else { return false };
+    if readings.len() < STEADY_MIN_READINGS || last <= first {
+        return false;
+    }
+    let mean_step = (last - first) / (readings.len() as u64 - 1);
+    readings.windows(2).all(|step| step[1] > step[0] && 4 * (step[1] - step[0]) >= mean_step)
 }
 
 fn rss_outgrew_traced_memory(v: &Verdict) -> bool {
@@ -632,6 +653,9 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
         allocator: Allocator::of(&trace.process),
         file_start: snap(start).rss_file_bytes,
         file_end: snap(reference).rss_file_bytes,
+        rss_rose_steadily: rose_steadily(
+            &(start..=reference).map(|i| snap(i).rss_bytes.saturating_sub(snap(i).tracer_bytes)).collect::<Vec<_>>(),
+        ),
     };
     let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
     let noise_floor = match floor {

@@ -469,10 +469,16 @@ fn pages_of_mapped_files() {
     // A steady count of them (a library's code) is no growth.
     let sim = churning_epochs(|sim| sim.file_pages = 400 << 20);
     assert_eq!(run(&sim).1.verdict.kind, VerdictKind::NoGrowth);
-    // Growth too small for a verdict of its own is named beside the RSS's.
+    // Growth too small for a verdict of its own is named beside the RSS's:
+    // less than a tenth of the RSS, in two jumps.
+    let mut epoch = 0;
     let sim = churning_epochs(|sim| {
-        sim.rss_extra = sim.rss_extra.max(1 << 30) + (2 << 20);
-        sim.file_pages += 2 << 20;
+        sim.rss_extra = sim.rss_extra.max(1 << 30);
+        if epoch == 3 || epoch == 6 {
+            sim.rss_extra += 8 << 20;
+            sim.file_pages += 8 << 20;
+        }
+        epoch += 1;
     });
     let (_, a) = run(&sim);
     assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
@@ -481,6 +487,38 @@ fn pages_of_mapped_files() {
         msg.contains("RSS changed by 16.0 MiB (16.0 MiB of it pages of mapped files) and the live heap by"),
         "{msg}"
     );
+    // The same growth epoch after epoch is a trend, however small.
+    let sim = churning_epochs(|sim| {
+        sim.rss_extra = sim.rss_extra.max(1 << 30) + (2 << 20);
+        sim.file_pages += 2 << 20;
+    });
+    assert_eq!(run(&sim).1.verdict.kind, VerdictKind::FilePages);
+}
+
+/// RSS rising a few MiB every epoch, far less than a tenth of it, with
+/// nothing traced to show for it: growth outside the heap all the same.
+#[test]
+fn small_steady_growth_outside_the_heap_is_growth() {
+    let sim = churning_epochs(|sim| sim.rss_extra = sim.rss_extra.max(1 << 30) + (2 << 20));
+    let (_, a) = run(&sim);
+    assert!(a.verdict.rss_rose_steadily);
+    assert_eq!(a.verdict.kind, VerdictKind::GrowthOutsideHeap);
+    assert!(a.verdict_message(None).starts_with("RSS grew by 16.0 MiB over 8 epochs"), "{}", a.verdict_message(None));
+    // Below 4 MiB in all it is not noticeable, steady or not.
+    let sim = churning_epochs(|sim| sim.rss_extra = sim.rss_extra.max(1 << 30) + (256 << 10));
+    assert_eq!(run(&sim).1.verdict.kind, VerdictKind::NoGrowth);
+}
+
+#[test]
+fn only_a_rise_at_every_step_is_steady() {
+    assert!(rose_steadily(&[10, 12, 14, 16]));
+    assert!(rose_steadily(&[10, 11, 14, 16]), "a step of a quarter of the mean or more");
+    assert!(!rose_steadily(&[10, 12, 12, 16]), "a pause");
+    assert!(!rose_steadily(&[10, 16, 15, 18]), "a fall");
+    assert!(!rose_steadily(&[10, 10, 10, 10]), "no growth");
+    assert!(!rose_steadily(&[10, 30, 31, 32, 33]), "a jump, then a crawl");
+    assert!(!rose_steadily(&[10, 20, 30]), "too few readings");
+    assert!(!rose_steadily(&[]));
 }
 
 /// A forked process writing pages it shares with its parent: its RSS stays
