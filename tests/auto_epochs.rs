@@ -314,6 +314,14 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
     let lines = report["lines"].as_array().expect("lines");
     assert!(lines.iter().all(|l| l["frame"]["function"] != "keep_sample_buffer"), "{lines:#?}");
     assert_eq!(descendant_findings(&report), vec!["heap_leak"; WORKERS], "the parent's report points at them");
+    let named: Vec<&str> = report["descendant_traces"]
+        .as_array()
+        .expect("descendant traces")
+        .iter()
+        .filter_map(|d| d["finding"]["line"].as_str())
+        .collect();
+    assert_eq!(named.len(), WORKERS, "each finding names its line: {named:?}");
+    assert!(named.iter().all(|line| line.starts_with("keep_sample_buffer (loader_epochs.py:")), "{named:?}");
     assert_workers(&run, 2 * WORKERS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::Parents);
     let leaking: Vec<PathBuf> = worker_traces(&run)
         .into_iter()

@@ -599,6 +599,7 @@ fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     let (epochs, found) = epochs.split_once("; ").unwrap_or_else(|| panic!("{note}"));
     assert_eq!(epochs, "9 epochs", "leaky's 8 marks and its exit: {note}");
     assert!(found.starts_with("it found heap_leak: 1 suspect, +"), "{note}");
+    assert!(found.contains(", at leak_per_epoch (leaky.c:"), "the line it names: {note}");
     let named = Path::new(named);
     let process = process_record(named);
     assert!(process.exe.ends_with("leaky"), "{note}: {}", process.exe);

@@ -9,7 +9,7 @@ use trace_format::{Record, RecordReader};
 
 use crate::analysis::{NoiseFloor, VerdictKind, MIN_EPOCHS};
 use crate::format::bytes;
-use crate::render::analyze_by_line;
+use crate::render::{analyze_by_line, top_line};
 use crate::symbolize::Symbolizer;
 use crate::trace::{load, Descendant, LoadOptions};
 
@@ -26,6 +26,23 @@ pub struct Finding {
     /// The finding in a few words: "2 suspects, +640 KiB/epoch in all, the
     /// top +512 KiB/epoch".
     pub summary: String,
+    /// The line a leak's verdict names: "fill (worker.py:12)".
+    pub line: Option<String>,
+}
+
+impl Finding {
+    /// The summary, with the line it names.
+    pub fn details(&self) -> String {
+        match &self.line {
+            Some(line) => format!("{}, at {line}", self.summary),
+            None => self.summary.clone(),
+        }
+    }
+
+    /// The finding in words: its kind and [`Finding::details`].
+    pub fn words(&self) -> String {
+        format!("{}, {}", self.kind.name(), self.details())
+    }
 }
 
 /// A descendant's trace, with what its analysis found.
@@ -77,6 +94,7 @@ fn finding(path: &Path, floor: NoiseFloor) -> Option<Finding> {
     let trace = load(path, &LoadOptions::default()).ok()?;
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
     let analysis = analyze_by_line(&trace, floor, &mut symbolizer);
+    let line = top_line(&trace, &analysis, &mut symbolizer);
     let v = &analysis.verdict;
     let per_epoch = |growth: i128| bytes(v.per_epoch(growth));
     let summary = match v.kind {
@@ -98,7 +116,7 @@ fn finding(path: &Path, floor: NoiseFloor) -> Option<Finding> {
         VerdictKind::GrowthOutsideHeap => format!("RSS +{}/epoch outside the heap", per_epoch(v.program_rss_growth())),
         VerdictKind::NoGrowth | VerdictKind::TooFewEpochs => return None,
     };
-    Some(Finding { kind: v.kind, summary })
+    Some(Finding { kind: v.kind, summary, line })
 }
 
 #[cfg(test)]
@@ -139,7 +157,11 @@ mod tests {
         );
         let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
         let findings: Vec<Option<Finding>> = found.into_iter().map(|d| d.finding).collect();
-        let leak = Finding { kind: VerdictKind::HeapLeak, summary: "1 suspect, +64.0 KiB/epoch".into() };
+        let leak = Finding {
+            kind: VerdictKind::HeapLeak,
+            summary: "1 suspect, +64.0 KiB/epoch".into(),
+            line: Some("0x400700".into()),
+        };
         assert_eq!(findings, [Some(leak), None, None]);
     }
 
@@ -179,6 +201,7 @@ mod tests {
         let leak = Finding {
             kind: VerdictKind::HeapLeak,
             summary: "20 suspects, +20.0 KiB/epoch in all, the top +1.00 KiB/epoch".into(),
+            line: Some("Samples.__getitem__ (dataset.py)".into()),
         };
         assert_eq!(found[0].finding, Some(leak));
     }

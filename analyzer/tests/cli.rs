@@ -198,7 +198,13 @@ fn descendants_traces_beside_the_trace_are_listed() {
     let text = stdout(&report(&path, &[]));
     assert!(text.contains("children") && text.contains("trace.bin.4243 (pid 4243, forked"), "{text}");
     assert!(text.contains("trace.bin.4244: copy_on_write, private memory +16.0 MiB/epoch"), "{text}");
-    assert!(text.contains("Note: 1 of this process's descendants found more in their own traces"), "{text}");
+    assert!(listed[1]["finding"]["line"].is_null(), "a finding that is no leak names no line");
+    let note = "Note: one of this process's descendants found more in its own trace, ";
+    assert!(text.contains(note), "{text}");
+    assert!(
+        text.contains("trace.bin.4244: copy_on_write, private memory +16.0 MiB/epoch (findings, under Run)"),
+        "{text}"
+    );
 }
 
 /// A process started beside the traced one (the other end of a pipeline)
@@ -231,8 +237,9 @@ fn findings_of_a_process_started_beside_are_not_counted_as_a_descendants() {
     assert!(!text.contains("descendants found more"), "{text}");
     copying(4301, Some(4242));
     let text = stdout(&report(&path, &[]));
-    let both = "Note: 1 of this process's descendants found more in their own traces; \
+    let both = "trace.bin.4301: copy_on_write, private memory +16.0 MiB/epoch; \
                 a process started beside this one found more in its own trace (findings, under Run)";
+    assert!(text.contains("Note: one of this process's descendants found more in its own trace, "), "{text}");
     assert!(text.contains(both), "{text}");
 }
 

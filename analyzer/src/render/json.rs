@@ -53,6 +53,8 @@ struct JsonDescendant<'a> {
 struct JsonFinding<'a> {
     kind: &'static str,
     summary: &'a str,
+    /// The line a leak's verdict names; null for other findings.
+    line: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -326,7 +328,11 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 forked_from: d.trace.forked_from,
                 started_beside: d.trace.started_beside,
                 cmdline: &d.trace.cmdline,
-                finding: d.finding.as_ref().map(|f| JsonFinding { kind: f.kind.name(), summary: &f.summary }),
+                finding: d.finding.as_ref().map(|f| JsonFinding {
+                    kind: f.kind.name(),
+                    summary: &f.summary,
+                    line: f.line.as_deref(),
+                }),
             })
             .collect(),
         other_runs_traces: report.other_runs,

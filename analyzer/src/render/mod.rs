@@ -194,6 +194,14 @@ fn symbolize<'a>(
         .collect()
 }
 
+/// The line a leak verdict on `analysis` names, by its function and where
+/// it is; `None` when there are no suspects.
+pub fn top_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Option<String> {
+    let symbolized = symbolize(trace, symbolizer, analysis.suspects.iter().take(STACKS_BY_LINE));
+    let lines = by_line(&symbolized);
+    lines.first().map(|line| culprit(line, &symbolized).name.into_owned())
+}
+
 fn by_line(suspects: &[ShownSuspect]) -> Vec<LeakLine> {
     lines::group(suspects.iter().map(|s| (s.rank, &s.suspect, s.own_frame())))
 }

@@ -71,14 +71,22 @@ fn run_section(out: &mut String, trace: &Trace) {
 }
 
 /// How many of the traces beside this one found more: its descendants'
-/// and those of processes started beside it (the other end of a pipeline),
-/// which are no descendants, told apart.
+/// (naming the first one's finding: a leak in a persistent DataLoader
+/// worker shows only there) and those of processes started beside it (the
+/// other end of a pipeline), which are no descendants, told apart.
 fn findings_note(traces: &[DescendantReport]) -> Option<String> {
-    let found =
-        |beside: bool| traces.iter().filter(|d| d.finding.is_some() && d.trace.started_beside == beside).count();
-    let descendants = match found(false) {
-        0 => None,
-        n => Some(format!("{n} of this process's descendants found more in their own traces")),
+    let with_findings =
+        |beside: bool| traces.iter().filter(move |d| d.finding.is_some() && d.trace.started_beside == beside);
+    let found = |beside: bool| with_findings(beside).count();
+    let first = with_findings(false).next().and_then(|d| Some((d.trace.path.display(), d.finding.as_ref()?.words())));
+    let descendants = match (found(false), first) {
+        (1, Some((path, words))) => {
+            Some(format!("one of this process's descendants found more in its own trace, {path}: {words}"))
+        }
+        (n, Some((path, words))) => {
+            Some(format!("{n} of this process's descendants found more in their own traces, the first {path}: {words}"))
+        }
+        _ => None,
     };
     let beside = match found(true) {
         0 => None,
@@ -130,7 +138,7 @@ fn descendants_section(
         .iter()
         .filter_map(|d| {
             let finding = d.finding.as_ref()?;
-            Some(format!("{}: {}, {}", d.trace.path.display(), finding.kind.name(), finding.summary))
+            Some(format!("{}: {}", d.trace.path.display(), finding.words()))
         })
         .collect();
     let any_found = !found.is_empty();
@@ -486,7 +494,7 @@ pub fn render(report: &Report<'_>) -> String {
             } else {
                 "if the program ran under a wrapper (a shell script, timeout, env) or did its work in processes it started (multiprocessing, torch.multiprocessing.spawn), its trace is a descendant's"
             };
-            let found = other.finding.as_ref().map(|f| format!("; it found {}: {}", f.kind.name(), f.summary));
+            let found = other.finding.as_ref().map(|f| format!("; it found {}: {}", f.kind.name(), f.details()));
             let epochs = match (other.snapshots, found.unwrap_or_default()) {
                 (0, _) => String::new(),
                 (1, found) => format!(" (1 epoch{found})"),
