@@ -250,9 +250,41 @@ impl Verdict {
     }
 }
 
+/// What cut the run into epochs: the advice for a run with too few
+/// depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpochSource {
+    /// Marks, time slices, or nothing yet.
+    Program,
+    /// The tracer found the passes over a DataLoader.
+    DataLoaderPasses,
+    /// A forked DataLoader worker, closing an epoch each time its parent
+    /// (the process of this pid, when known) does.
+    ParentsEpochs { parent: Option<u32> },
+}
+
+impl EpochSource {
+    fn of(trace: &Trace) -> EpochSource {
+        use trace_format::EpochCause;
+        let follows = trace
+            .process
+            .setting(trace_format::EPOCHS_SETTING)
+            .is_some_and(|how| how.starts_with(trace_format::FOLLOWS_PARENTS_EPOCHS));
+        let cut_by = |cause: EpochCause| trace.snapshots.iter().any(|s| s.cause == cause);
+        if follows || cut_by(EpochCause::Parent) {
+            EpochSource::ParentsEpochs { parent: trace.process.forked_from }
+        } else if cut_by(EpochCause::Auto) && !cut_by(EpochCause::Mark) {
+            EpochSource::DataLoaderPasses
+        } else {
+            EpochSource::Program
+        }
+    }
+}
+
 /// The result of the leak analysis.
 #[derive(Debug, Clone)]
 pub struct Analysis {
+    pub epochs_from: EpochSource,
     /// Index of the first analysis snapshot: 0, or the first marked (or
     /// auto-detected) snapshot of a run that was cut by time until then.
     pub first: usize,
@@ -486,11 +518,24 @@ impl Analysis {
         let v = &self.verdict;
         let over = format!("{} epoch{}", v.epochs, if v.epochs == 1 { "" } else { "s" });
         match v.kind {
-            VerdictKind::TooFewEpochs => format!(
-                "only {} epoch{} to analyze; the leak analysis needs at least {MIN_EPOCHS} (epoch 0 is warm-up and the last two have not had time to free their allocations): call tracer_mark(label) at the end of each training step or epoch, or set TRACER_EPOCH_SECONDS to cut the run into time slices, and run longer",
-                self.snapshots,
-                if self.snapshots == 1 { "" } else { "s" }
-            ),
+            VerdictKind::TooFewEpochs => {
+                let what_to_do = match self.epochs_from {
+                    EpochSource::Program => "call tracer_mark(label) at the end of each training step or epoch, or set TRACER_EPOCH_SECONDS to cut the run into time slices, and run longer".to_string(),
+                    EpochSource::DataLoaderPasses => format!(
+                        "the epochs were cut where DataLoader passes began, and the last pass ends with the exit, which is not analysed: run {} passes or more, or call tracer_mark(label) at the end of each epoch",
+                        MIN_EPOCHS + 1
+                    ),
+                    EpochSource::ParentsEpochs { parent } => format!(
+                        "this forked DataLoader worker ended before its parent closed more epochs. A loader without persistent_workers=True forks its workers again for every pass, and what a worker allocates goes when it exits at the pass's end: it cannot pile up from epoch to epoch. Its parent's report covers the job{}",
+                        parent.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+                    ),
+                };
+                format!(
+                    "only {} epoch{} to analyze; the leak analysis needs at least {MIN_EPOCHS} (epoch 0 is warm-up and the last two have not had time to free their allocations): {what_to_do}",
+                    self.snapshots,
+                    if self.snapshots == 1 { "" } else { "s" }
+                )
+            }
             VerdictKind::HeapLeak => {
                 let top = culprit.unwrap_or_else(|| Culprit::suspect(&self.suspects[0], "the top suspect"));
                 let growth = format!(
@@ -663,6 +708,7 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
         NoiseFloor::Bytes(bytes) => bytes,
     };
     let mut analysis = Analysis {
+        epochs_from: EpochSource::of(trace),
         first,
         snapshots: k,
         dropped_exit,

@@ -97,6 +97,12 @@ pub const LINEAGE_SETTINGS: [&str; 3] = [RUN_SETTING, IMAGE_SETTING, PARENT_IMAG
 /// is a number); absent when there is no limit.
 pub const EXEC_TRACE_LIMIT_SETTING: &str = "exec_trace_limit";
 
+/// The setting saying how the process's epochs are cut.
+pub const EPOCHS_SETTING: &str = "epochs";
+/// How [`EPOCHS_SETTING`]'s value starts in a forked DataLoader worker,
+/// which closes an epoch each time its parent does.
+pub const FOLLOWS_PARENTS_EPOCHS: &str = "its parent's epochs";
+
 /// The setting of a Python process naming what served its objects:
 /// `malloc (...)`, [`PYMALLOC`] with its objects untraced (only the arenas
 /// that hold them recorded), or [`PYMALLOC_OBJECTS_TRACED`].

@@ -995,7 +995,7 @@ impl Session {
         let path = output.writer.as_ref().map(|w| w.path());
         let mut settings = vec![
             ("output".to_string(), path.map(|path| path.display().to_string()).unwrap_or_default()),
-            ("epochs".to_string(), self.epochs_setting()),
+            (trace_format::EPOCHS_SETTING.to_string(), self.epochs_setting()),
             ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
             ("sampling".to_string(), self.sampling_setting()),
         ];
@@ -1087,7 +1087,10 @@ impl Session {
     /// How epochs are cut, as the Process record says.
     fn epochs_setting(&self) -> String {
         if self.parent_epochs_closed.get().is_some() {
-            return "its parent's epochs: this forked DataLoader worker closes one each time its parent does".into();
+            return format!(
+                "{}: this forked DataLoader worker closes one each time its parent does",
+                trace_format::FOLLOWS_PARENTS_EPOCHS
+            );
         }
         let python = self.python.walks_frames();
         let passes = match (python, self.config.auto_epochs) {

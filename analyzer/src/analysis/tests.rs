@@ -362,6 +362,47 @@ fn too_few_epochs() {
     assert_eq!(suspect_stacks(&a), vec![1]);
 }
 
+/// Too few epochs cut at DataLoader passes: the advice is more passes,
+/// not marks the program never needed.
+#[test]
+fn too_few_dataloader_passes_ask_for_more_passes() {
+    let mut sim = Sim::new("/usr/bin/python3");
+    for e in 1..=3 {
+        sim.alloc_many(1, 100, 1024);
+        sim.snapshot(trace_format::EpochCause::Auto, &format!("DataLoader pass {e}"));
+    }
+    sim.exit();
+    let (_, a) = run(&sim);
+    assert_eq!((a.verdict.kind, a.epochs_from), (VerdictKind::TooFewEpochs, EpochSource::DataLoaderPasses));
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("cut where DataLoader passes began") && msg.contains("run 5 passes or more"), "{msg}");
+    assert!(!msg.contains("TRACER_EPOCH_SECONDS"), "{msg}");
+}
+
+/// A worker forked for one pass has its exit snapshot only: the advice is
+/// its parent's report, not marks or a longer run.
+#[test]
+fn a_worker_of_one_pass_is_sent_to_its_parents_report() {
+    let mut sim = Sim::new("/usr/bin/python3");
+    let process = sim.process_mut();
+    process.forked_from = Some(4242);
+    let how = format!(
+        "{}: this forked DataLoader worker closes one each time its parent does",
+        trace_format::FOLLOWS_PARENTS_EPOCHS
+    );
+    process.settings.push((trace_format::EPOCHS_SETTING.into(), how));
+    sim.alloc_many(1, 100, 1024);
+    sim.exit();
+    let (_, a) = run(&sim);
+    assert_eq!(a.epochs_from, EpochSource::ParentsEpochs { parent: Some(4242) });
+    let msg = a.verdict_message(None);
+    assert!(
+        msg.contains("persistent_workers=True") && msg.contains("Its parent's report covers the job (pid 4242)"),
+        "{msg}"
+    );
+    assert!(!msg.contains("tracer_mark"), "{msg}");
+}
+
 #[test]
 fn a_killed_run_is_analysed_up_to_its_last_snapshot() {
     let mut sim = Sim::new("/opt/app/train");
