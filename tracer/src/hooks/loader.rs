@@ -8,38 +8,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::unwind::{self, module_set};
 use crate::{gate, thread_state};
 
-/// `dlopen` looks at its return address to find the calling object (whose
-/// RUNPATH and namespace apply), so this hook must not be a frame of its
-/// own: it notes the change and jumps to glibc's `dlopen` with the caller's
-/// return address still on the stack. Objects it loads are picked up by the
-/// next capture that meets their code.
-#[unsafe(naked)]
-#[no_mangle]
-pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
-    std::arch::naked_asm!(
-        ".cfi_startproc",
-        "push rdi",
-        ".cfi_adjust_cfa_offset 8",
-        "push rsi",
-        ".cfi_adjust_cfa_offset 8",
-        "sub rsp, 8",
-        ".cfi_adjust_cfa_offset 8",
-        "call {before}",
-        "add rsp, 8",
-        ".cfi_adjust_cfa_offset -8",
-        "pop rsi",
-        ".cfi_adjust_cfa_offset -8",
-        "pop rdi",
-        ".cfi_adjust_cfa_offset -8",
-        "test rax, rax",
-        "jz 2f",
-        "jmp rax",
-        "2:",
-        "ret",
-        ".cfi_endproc",
-        before = sym before_dlopen,
-    )
-}
+target_stub!(
+    /// `dlopen` looks at its return address to find the calling object (whose
+    /// RUNPATH and namespace apply), so this hook must not be a frame of its
+    /// own: it notes the change and jumps to glibc's `dlopen` with the caller's
+    /// return address still on the stack. Objects it loads are picked up by the
+    /// next capture that meets their code.
+    dlopen(file: *const c_char, mode: c_int) -> *mut c_void => before_dlopen
+);
 
 static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
 static REAL_DLCLOSE: AtomicUsize = AtomicUsize::new(0);

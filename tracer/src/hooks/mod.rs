@@ -49,6 +49,51 @@ macro_rules! entry_stub {
     };
 }
 
+/// Exports `$name($args)` as a stub that calls `$target` with the caller's
+/// first three argument registers (saved around the call) and jumps to the
+/// address it returns, the stack as the caller left it: the function
+/// reached sees the caller's arguments and return address, as glibc's
+/// `dlopen` and `dlsym` need (they act for the object that called them).
+/// Where `$target` returns 0, the stub returns 0 (null) itself.
+#[cfg(target_arch = "x86_64")]
+macro_rules! target_stub {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $target:path) => {
+        $(#[$doc])*
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: saves and restores the argument registers around a
+            // call of an `extern "C"` function, with the stack aligned as at
+            // a call site (three pushes over the return address), then
+            // jumps with the stack as the caller made it, so the target
+            // sees the caller's arguments and return address.
+            core::arch::naked_asm!(
+                ".cfi_startproc",
+                "push rdi",
+                ".cfi_adjust_cfa_offset 8",
+                "push rsi",
+                ".cfi_adjust_cfa_offset 8",
+                "push rdx",
+                ".cfi_adjust_cfa_offset 8",
+                "call {target}",
+                "pop rdx",
+                ".cfi_adjust_cfa_offset -8",
+                "pop rsi",
+                ".cfi_adjust_cfa_offset -8",
+                "pop rdi",
+                ".cfi_adjust_cfa_offset -8",
+                "test rax, rax",
+                "jz 2f",
+                "jmp rax",
+                "2:",
+                "ret",
+                ".cfi_endproc",
+                target = sym $target,
+            )
+        }
+    };
+}
+
 mod allocation;
 mod allocator_stats;
 mod exec;
