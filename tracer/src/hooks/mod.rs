@@ -1,7 +1,8 @@
 //! The symbols `libtracer.so` interposes in the traced process: the allocator
 //! entry points, the memory-mapping calls, the process-ending and
-//! image-replacing calls, the exported `tracer_mark`, and the hooks set on
-//! Python's object allocator. This and `sys`, `modules`, `real_alloc`,
+//! image-replacing calls, the loader's `dlopen`, `dlclose` and `dlsym`,
+//! the exported `tracer_mark`, and the hooks set on Python's object
+//! allocator. This and `sys`, `modules`, `real_alloc`,
 //! `thread_state` (its static TLS block) and `unwind` are the only places
 //! with `unsafe` code.
 
@@ -94,8 +95,20 @@ macro_rules! target_stub {
     };
 }
 
+/// `name` as a C string, at compile time.
+macro_rules! c_name {
+    ($name:ident) => {
+        match std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+            Ok(name) => name,
+            Err(_) => panic!("an identifier holds no NUL"),
+        }
+    };
+}
+
 mod allocation;
 mod allocator_stats;
+#[cfg(target_arch = "x86_64")]
+mod dlsym;
 mod exec;
 mod lifecycle;
 #[cfg(target_arch = "x86_64")]
@@ -120,9 +133,21 @@ fn entry(stack_pointer: u64, frame_pointer: u64) -> Entry {
 }
 
 /// The address of the next definition of `name` after ours (glibc's), or null.
+/// (The tracer's own `dlsym` passes the lookup on to glibc's as made here.)
 fn next_symbol(name: &CStr) -> *mut libc::c_void {
     // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no preconditions.
     unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
+/// The address of `name` in the scope of the object `handle` refers to, as
+/// glibc's dlsym answers: the tracer's own lookups on a handle never get
+/// one of its hooks back (see `dlsym`), 0 when there is none.
+fn symbol_in_scope(handle: *mut libc::c_void, name: &CStr) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    return dlsym::next_answer(handle, name);
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: a handle from dlopen and a NUL-terminated name.
+    return unsafe { libc::dlsym(handle, name.as_ptr()) } as usize;
 }
 
 /// A function pointer of type `F` from a symbol address; `None` for null.

@@ -208,8 +208,8 @@ fn malloc_defined_by(name: *const libc::c_char) -> Option<usize> {
     if handle.is_null() {
         return None;
     }
-    // SAFETY: a handle from dlopen and a NUL-terminated name.
-    let address = unsafe { libc::dlsym(handle, c"malloc".as_ptr()) } as usize;
+    // glibc's answer: the tracer's `dlsym` would give glibc's malloc as the tracer's.
+    let address = super::symbol_in_scope(handle, c"malloc");
     // SAFETY: closes the reference dlopen took above.
     unsafe { libc::dlclose(handle) };
     // dlsym on a handle also searches its dependencies: the object itself must hold it.

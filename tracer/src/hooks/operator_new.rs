@@ -40,16 +40,6 @@ impl Operator {
     }
 }
 
-/// `name` as a C string, at compile time.
-macro_rules! c_name {
-    ($name:ident) => {
-        match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-            Ok(name) => name,
-            Err(_) => panic!("an identifier holds no NUL"),
-        }
-    };
-}
-
 /// An `operator new`: `$size` is the bytes it is asked for; `$otherwise`
 /// allocates them when no definition is found after the tracer's.
 macro_rules! operator_new {
@@ -234,8 +224,8 @@ impl CallerScope {
         if self.0.is_null() {
             return 0;
         }
-        // SAFETY: a handle from dlopen and a NUL-terminated name.
-        unsafe { libc::dlsym(self.0, name.as_ptr()) as usize }
+        // glibc's answer: the tracer's `dlsym` would give this stub back.
+        super::symbol_in_scope(self.0, name)
     }
 }
 
