@@ -553,7 +553,7 @@ impl Analysis {
                 let traced = traced_growth_words(v);
                 let mut msg = match top.known_as {
                     Some(known) if known.incidental => format!(
-                        "{} grew by {growth}({live} now), charged to {}{through}{in_all}: that line only happened to need more of them, and does not keep them; {traced} over {over} (see suspect #{})",
+                        "{} grew by {growth}({live} now), charged to {}{through}{in_all}: that line needed more of them, and need not be what holds them; {traced} over {over} (see suspect #{})",
                         known.what, top.name, known.rank
                     ),
                     Some(known) => format!(
