@@ -438,3 +438,24 @@ fn suspects_of_one_line_are_summed_and_the_verdict_names_the_line() {
     assert!(verdict.starts_with(&format!("{at} keeps about 156 KiB/epoch alive")), "{verdict}");
     assert!(verdict.contains("through 2 stacks, 3 suspects in all"), "{verdict}");
 }
+
+/// A buffer realloc'd larger every epoch leaves no allocations behind to
+/// pile up, only its newest copy: the heap rising at every epoch makes its
+/// line a suspect all the same, by exactly its growth.
+#[test]
+fn a_buffer_made_larger_every_epoch_is_ranked_by_its_growth() {
+    let program = compile("grows_in_place.c");
+    let run = run_traced(&program, &[]).succeeded();
+    let report = report_json(&run.trace);
+    assert_eq!(report["verdict"]["kind"], "heap_leak", "{report:#}");
+    let line = &report["lines"][0];
+    let growing_line = line_of("programs/grows_in_place.c", "the growing line");
+    assert_eq!((&line["frame"]["function"], &line["frame"]["line"]), (&"append_history".into(), &growing_line.into()));
+    assert_eq!(line["growth_bytes_per_epoch"], 64 << 10, "{line:#}");
+    let top = &report["suspects"][0];
+    assert_eq!(top["grown_in_place"], true, "{top:#}");
+    assert_eq!(top["live_count"], 1, "one block, its newest copy: {top:#}");
+    assert!(!suspects(&report).iter().any(|s| mentions(s, "step_temporaries")), "{report:#}");
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(message.contains("one block made larger every epoch"), "{message}");
+}

@@ -109,8 +109,14 @@ pub struct Suspect {
     /// What the stack's allocations are.
     pub memory: Memory,
     /// Its growth is below the noise floor: it is a suspect because the
-    /// line it comes from keeps more than the floor (see [`Analysis::promote`]).
+    /// line it comes from keeps more than the floor (see [`Analysis::promote`]),
+    /// or because the traced memory rose at every epoch (see
+    /// [`Analysis::steady_growth_promoted`]).
     pub below_floor: bool,
+    /// Its live bytes grew while its allocations did not pile up: a block
+    /// made larger again and again (a buffer realloc'd larger, a growing
+    /// vector, string or Python list), whose survivor is the newest copy.
+    pub grown_in_place: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,6 +305,17 @@ pub struct Analysis {
     pub noise_floor: u64,
     pub suspects: Vec<Suspect>,
     pub below_floor: BelowFloor,
+    /// Stacks whose live bytes grew though their allocations did not pile
+    /// up, each by at least [`NOISE_FLOOR_MIN`] an epoch, the most first
+    /// (at most [`STACKS_BY_LINE`]): suspects only in a steady rise (see
+    /// [`Analysis::promote_steady_growth`]).
+    pub grown_in_place: Vec<Suspect>,
+    /// The heap and traced mappings rose at every epoch (see [`rose_steadily`]).
+    pub traced_rose_steadily: bool,
+    /// The suspects are stacks below the noise floor, or blocks grown in
+    /// place, made suspects because the heap and mappings rose at every
+    /// epoch by more than the floor while no line kept more than it.
+    pub steady_growth_promoted: bool,
     pub verdict: Verdict,
 }
 
@@ -501,6 +518,21 @@ impl Analysis {
         self.verdict.kind = verdict_kind(true, &self.verdict);
     }
 
+    /// Without suspects, while the heap and traced mappings rose at every
+    /// epoch by more than the noise floor: makes suspects of the stacks
+    /// that make that rise (see [`promote_steady_growth`]). The verdict
+    /// becomes a leak.
+    pub fn promote_steady_growth(&mut self) {
+        let traced_growth = self.verdict.per_epoch(self.verdict.traced_growth());
+        if !self.suspects.is_empty() || !self.traced_rose_steadily || traced_growth <= self.noise_floor {
+            return;
+        }
+        let grown = std::mem::take(&mut self.grown_in_place);
+        self.suspects = promote_steady_growth(&mut self.below_floor, grown, traced_growth);
+        self.steady_growth_promoted = !self.suspects.is_empty();
+        self.verdict.kind = verdict_kind(self.steady_growth_promoted, &self.verdict);
+    }
+
     /// No suspect, while stacks below the noise floor kept more than
     /// [`NOISE_FLOOR_MIN`] an epoch alive and the traced memory grew by more
     /// than that too: a leak too small for this process's floor, or caches
@@ -562,6 +594,15 @@ impl Analysis {
                     ),
                     None => format!("{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}", top.name),
                 };
+                if self.suspects.first().is_some_and(|s| s.grown_in_place) {
+                    msg.push_str("; the top suspect is one block made larger every epoch (realloc, a growing vector, string or list), its newest copy alive");
+                }
+                if self.steady_growth_promoted && self.suspects.iter().any(|s| s.below_floor) {
+                    msg.push_str(&format!(
+                        "; stacks below the noise floor ({}/epoch) are ranked because the heap and traced mappings rose at every epoch by more than it",
+                        bytes(self.noise_floor)
+                    ));
+                }
                 if rss_outgrew_traced_memory(v) {
                     msg.push_str(&format!(
                         "; {}, much more than the heap and mappings: the rest ({}) is outside what the tracer sees",
@@ -717,6 +758,9 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
         noise_floor,
         suspects: Vec::new(),
         below_floor: BelowFloor::default(),
+        grown_in_place: Vec::new(),
+        traced_rose_steadily: false,
+        steady_growth_promoted: false,
         verdict,
     };
     if k < MIN_EPOCHS {
@@ -754,16 +798,16 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     }
     let live_at_1 = first_state.live_bytes_by_stack();
     let mut below_floor = BelowFloor::default();
+    let mut grown_in_place = Vec::new();
+    let epochs = verdict.epochs.max(1) as u64;
     let mut suspects: Vec<Suspect> = per_stack
         .into_iter()
         .filter_map(|(stack, s)| {
             let growth = s.settled_bytes / settled_count;
-            let grew = s.live_bytes > live_at_1.get(&stack).copied().unwrap_or(0);
+            let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
+            let grew = s.live_bytes > live_before;
             let piles_up = s.settled_hits >= needed && grew && growth > 0;
-            if !piles_up {
-                return None;
-            }
-            let suspect = Suspect {
+            let suspect = |growth: u64, grown_in_place: bool| Suspect {
                 stack,
                 growth_bytes_per_epoch: growth,
                 live_bytes: s.live_bytes,
@@ -772,7 +816,16 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
                 survivors: Vec::new(),
                 memory: trace.stacks.memory(stack),
                 below_floor: growth <= noise_floor,
+                grown_in_place,
             };
+            if !piles_up {
+                let grown = (s.live_bytes - live_before.min(s.live_bytes)) / epochs;
+                if grown >= NOISE_FLOOR_MIN {
+                    grown_in_place.push(suspect(grown, true));
+                }
+                return None;
+            }
+            let suspect = suspect(growth, false);
             if growth > noise_floor {
                 return Some(suspect);
             }
@@ -786,10 +839,18 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     suspects.sort_by(by_rank);
     below_floor.largest.sort_by(by_rank);
     below_floor.largest.truncate(STACKS_BY_LINE);
-    // Survivors for the suspects and the stacks below the floor kept, which
-    // may become suspects with their line.
-    let mut listed: IntMap<u32, &mut Suspect> =
-        suspects.iter_mut().chain(below_floor.largest.iter_mut()).map(|s| (s.stack, s)).collect();
+    grown_in_place.sort_by(by_rank);
+    grown_in_place.truncate(STACKS_BY_LINE);
+    let traced: Vec<u64> = (start..=reference).map(|i| snap(i).heap_live_bytes + snap(i).mapped_live_bytes).collect();
+    analysis.traced_rose_steadily = rose_steadily(&traced);
+    // Survivors for the suspects and the stacks kept that may become
+    // suspects: below the floor with their line, or in a steady rise.
+    let mut listed: IntMap<u32, &mut Suspect> = suspects
+        .iter_mut()
+        .chain(below_floor.largest.iter_mut())
+        .chain(grown_in_place.iter_mut())
+        .map(|s| (s.stack, s))
+        .collect();
     for &((stack, birth), c) in &state.pairs {
         if let Some(s) = listed.get_mut(&stack) {
             if c.live_count > 0 {
@@ -805,7 +866,42 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     analysis.verdict = verdict;
     analysis.suspects = suspects;
     analysis.below_floor = below_floor;
+    analysis.grown_in_place = grown_in_place;
     analysis
+}
+
+/// The stacks that make a steady growth of the traced memory
+/// (`traced_growth` an epoch, above the noise floor, while no stack is),
+/// largest first, until they account for it: those below the floor that
+/// pile up like suspects (taken out of `below_floor`) and blocks grown in
+/// place, each keeping at least [`NOISE_FLOOR_MIN`] an epoch.
+fn promote_steady_growth(
+    below_floor: &mut BelowFloor,
+    grown_in_place: Vec<Suspect>,
+    traced_growth: u64,
+) -> Vec<Suspect> {
+    let mut candidates: Vec<Suspect> = std::mem::take(&mut below_floor.largest);
+    candidates.extend(grown_in_place);
+    candidates.sort_by(by_rank);
+    let mut accounted = 0;
+    let mut promoted = Vec::new();
+    for candidate in candidates {
+        let growth = candidate.growth_bytes_per_epoch;
+        if accounted >= traced_growth || growth < NOISE_FLOOR_MIN {
+            if !candidate.grown_in_place {
+                below_floor.largest.push(candidate);
+            }
+            continue;
+        }
+        accounted += growth;
+        if !candidate.grown_in_place {
+            below_floor.stacks -= 1;
+            below_floor.growth_bytes_per_epoch -= growth;
+        }
+        promoted.push(candidate);
+    }
+    below_floor.largest_bytes_per_epoch = below_floor.largest.first().map_or(0, |s| s.growth_bytes_per_epoch);
+    promoted
 }
 
 /// The verdict's kind, from whether there are suspects and how the memory grew.

@@ -101,6 +101,7 @@ mod tests {
             survivors: Vec::new(),
             memory,
             below_floor: false,
+            grown_in_place: false,
         }
     }
 

@@ -747,9 +747,9 @@ fn a_mapping_leak_is_ranked_with_the_heap_and_labelled_mapped() {
 }
 
 #[test]
-fn rss_growth_explained_by_traced_mappings_is_not_outside_the_heap() {
-    // One mapping that grows the memory (and RSS) once per epoch but is
-    // reused: its stack is no suspect, yet the tracer saw the growth.
+fn rss_growth_explained_by_a_mapping_made_larger_every_epoch_is_that_mapping() {
+    // One mapping made again, larger, every epoch, the old one unmapped:
+    // nothing piles up, yet the tracer saw the growth, and its stack makes it.
     let mut sim = Sim::new("/opt/app/train");
     sim.mapping_stack(9, vec![0x40_1000]);
     let mut previous = None;
@@ -761,8 +761,58 @@ fn rss_growth_explained_by_traced_mappings_is_not_outside_the_heap() {
         sim.mark(&format!("epoch {e}"));
     }
     sim.exit();
-    let (_, a) = run(&sim);
-    assert!(a.suspects.is_empty(), "{:?}", a.suspects);
+    let (_, mut a) = run(&sim);
+    assert!(a.suspects.is_empty(), "nothing piles up: {:?}", a.suspects);
+    a.promote_steady_growth();
     assert!(a.verdict.rss_growth() > 100 << 20);
-    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak, "not growth outside the heap");
+    assert_eq!(suspect_stacks(&a), vec![9]);
+    assert!(a.suspects[0].grown_in_place && a.steady_growth_promoted);
+    assert_eq!(a.suspects[0].growth_bytes_per_epoch, 16 << 20);
+}
+
+/// A buffer realloc'd larger every epoch: one block alive, its newest
+/// copy, and the heap rising by its growth. A stack below the floor, in a
+/// heap rising steadily by more than the floor, is ranked with it.
+#[test]
+fn a_block_grown_every_epoch_and_small_stacks_of_a_steady_rise_are_suspects() {
+    let mut sim = Sim::new("/opt/app/train");
+    let mut buffer = None;
+    for e in 0..10u64 {
+        // A large heap puts the floor at about 400 KiB an epoch.
+        if e == 0 {
+            sim.alloc_many(3, 400, 1 << 20);
+        }
+        let grown = sim.alloc(1, (e + 1) * (256 << 10));
+        if let Some(old) = buffer.replace(grown) {
+            sim.free(old);
+        }
+        sim.alloc_many(2, 1, 300 << 10);
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let (_, mut a) = run(&sim);
+    a.promote_steady_growth();
+    assert!(a.noise_floor > 300 << 10, "{}", a.noise_floor);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    assert!(a.steady_growth_promoted);
+    let ranked: Vec<(u32, u64, bool, bool)> =
+        a.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch, s.grown_in_place, s.below_floor)).collect();
+    assert_eq!(ranked, vec![(2, 300 << 10, false, true), (1, 256 << 10, true, true)]);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("rose at every epoch"), "{msg}");
+
+    // The same growth in a jump or two is not a steady rise: no suspect.
+    let mut sim = Sim::new("/opt/app/train");
+    sim.alloc_many(3, 400, 1 << 20);
+    for e in 0..10u64 {
+        if e == 4 || e == 7 {
+            sim.alloc_many(2, 1, 1 << 20);
+        }
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let (_, mut a) = run(&sim);
+    a.promote_steady_growth();
+    assert!(a.suspects.is_empty() && !a.steady_growth_promoted, "{:?}", a.suspects);
 }

@@ -134,6 +134,8 @@ struct JsonSuspect<'a> {
     settled_epochs_with_survivors: usize,
     /// A suspect with its line, below the noise floor by itself.
     below_noise_floor: bool,
+    /// A block made larger again and again, its newest copy alive.
+    grown_in_place: bool,
     survivors: Vec<JsonSurvivor>,
     frames: Vec<JsonFrame<'a>>,
 }
@@ -297,6 +299,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 live_count: s.suspect.live_count,
                 settled_epochs_with_survivors: s.suspect.settled_with_survivors,
                 below_noise_floor: s.suspect.below_floor,
+                grown_in_place: s.suspect.grown_in_place,
                 survivors: s
                     .suspect
                     .survivors

@@ -175,6 +175,7 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
         .flat_map(|line| line.ranks.iter().map(|&rank| below[rank - 1].suspect.stack))
         .collect();
     analysis.promote(&above);
+    analysis.promote_steady_growth();
     analysis
 }
 
