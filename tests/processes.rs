@@ -261,13 +261,18 @@ fn memory_another_allocator_keeps_is_that_allocators_retention() {
 fn an_allocator_loaded_before_the_tracer_is_named_with_what_to_do() {
     let program = compile("other_allocator.c");
     let preload = format!("{} {}", jemalloc().display(), tracer_lib().display());
-    let run = run_traced_with(&program, &["4"], &[("LD_PRELOAD", &preload)]).succeeded();
+    let run = run_traced_with(&program, &["8"], &[("LD_PRELOAD", &preload)]).succeeded();
     let expected = format!(
         "tracer: malloc is {}'s, loaded before libtracer.so: the program's heap does not reach the tracer \
          (its mappings do); list libtracer.so first in LD_PRELOAD\n",
         jemalloc().display()
     );
     assert_eq!(run.stderr(), expected);
+    // The report does not take a heap it never saw for one that does not grow.
+    let report = report_json(&run.trace);
+    assert_eq!(report["verdict"]["kind"], "heap_not_traced", "{:#}", report["verdict"]);
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(message.contains("list libtracer.so first in LD_PRELOAD"), "{message}");
 }
 
 #[test]

@@ -126,6 +126,9 @@ pub enum VerdictKind {
     AllocatorRetention,
     FilePages,
     GrowthOutsideHeap,
+    /// The program's malloc was not the tracer's: nothing of the heap was
+    /// recorded, and its growth cannot be told.
+    HeapNotTraced,
     NoGrowth,
     TooFewEpochs,
 }
@@ -138,6 +141,7 @@ impl VerdictKind {
             VerdictKind::AllocatorRetention => "allocator_retention",
             VerdictKind::FilePages => "file_pages",
             VerdictKind::GrowthOutsideHeap => "growth_outside_heap",
+            VerdictKind::HeapNotTraced => "heap_not_traced",
             VerdictKind::NoGrowth => "no_growth",
             VerdictKind::TooFewEpochs => "too_few_epochs",
         }
@@ -145,7 +149,7 @@ impl VerdictKind {
 }
 
 /// What the memory did over the analysis epochs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     pub kind: VerdictKind,
     /// Epochs between snapshot 1 and the reference.
@@ -174,6 +178,9 @@ pub struct Verdict {
     /// The program's RSS (the tracer's own memory left out) rose at every
     /// epoch from epoch 1 to the reference, steadily (see [`rose_steadily`]).
     pub rss_rose_steadily: bool,
+    /// Why the trace holds none of the heap (the tracer's warning), when
+    /// the program's malloc was not the tracer's.
+    pub heap_not_traced: Option<String>,
 }
 
 /// Whose count of the freed memory it kept a trace holds.
@@ -610,6 +617,9 @@ impl Analysis {
                         signed(v.program_rss_growth() - v.traced_growth().max(0))
                     ));
                 }
+                if let Some(warning) = &v.heap_not_traced {
+                    msg.push_str(&format!("; the heap was not traced: {warning}"));
+                }
                 if private_outgrew_traced_memory(v) {
                     msg.push_str(&format!(
                         "; this forked process's private memory grew by {}, much more than the heap and mappings: it is also copying pages it shares with its parent as it writes them",
@@ -646,6 +656,11 @@ impl Analysis {
                 "{} over {over} while the live heap and traced anonymous mappings {}; the growth is outside what the tracer sees (private or read-only file mappings, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
                 rss_growth_words(v, "grew"),
                 traced_change_words(v),
+            ),
+            VerdictKind::HeapNotTraced => format!(
+                "the trace holds none of the heap, whose growth cannot be told: {}; no traced mapping keeps memory alive epoch after epoch, and over {over} {}",
+                v.heap_not_traced.as_deref().unwrap_or_default(),
+                rss_growth_words(v, "changed"),
             ),
             VerdictKind::NoGrowth if self.growth_below_floor() => {
                 let below = &self.below_floor;
@@ -739,6 +754,14 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
         allocator: Allocator::of(&trace.process),
         file_start: snap(start).rss_file_bytes,
         file_end: snap(reference).rss_file_bytes,
+        heap_not_traced: trace
+            .process
+            .settings
+            .iter()
+            .find(|(name, warning)| {
+                name == trace_format::WARNING_SETTING && warning.contains(trace_format::HEAP_NOT_TRACED)
+            })
+            .map(|(_, warning)| warning.clone()),
         rss_rose_steadily: rose_steadily(
             &(start..=reference).map(|i| snap(i).rss_bytes.saturating_sub(snap(i).tracer_bytes)).collect::<Vec<_>>(),
         ),
@@ -761,7 +784,7 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
         grown_in_place: Vec::new(),
         traced_rose_steadily: false,
         steady_growth_promoted: false,
-        verdict,
+        verdict: verdict.clone(),
     };
     if k < MIN_EPOCHS {
         return analysis;
@@ -908,6 +931,8 @@ fn promote_steady_growth(
 fn verdict_kind(suspects: bool, verdict: &Verdict) -> VerdictKind {
     if suspects {
         VerdictKind::HeapLeak
+    } else if verdict.heap_not_traced.is_some() {
+        VerdictKind::HeapNotTraced
     } else if private_outgrew_traced_memory(verdict) {
         VerdictKind::CopiedFromParent
     } else if allocator_kept_the_growth(verdict) {

@@ -97,6 +97,14 @@ pub const LINEAGE_SETTINGS: [&str; 3] = [RUN_SETTING, IMAGE_SETTING, PARENT_IMAG
 /// is a number); absent when there is no limit.
 pub const EXEC_TRACE_LIMIT_SETTING: &str = "exec_trace_limit";
 
+/// The setting of a warning the tracer gave on stderr as the process
+/// started (there may be several).
+pub const WARNING_SETTING: &str = "warning";
+/// What a [`WARNING_SETTING`] says when the program's malloc is not the
+/// tracer's (the program's own, or an allocator loaded before it): the
+/// trace then holds none of the heap.
+pub const HEAP_NOT_TRACED: &str = "heap does not reach the tracer";
+
 /// The setting saying how the process's epochs are cut.
 pub const EPOCHS_SETTING: &str = "epochs";
 /// How [`EPOCHS_SETTING`]'s value starts in a forked DataLoader worker,

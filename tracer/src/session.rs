@@ -1018,7 +1018,7 @@ impl Session {
             settings.push((PARENT_IMAGE_SETTING.to_string(), output.parent_image.clone()));
         }
         settings.extend(self.python.settings().iter().cloned());
-        settings.extend(self.config.warnings.iter().map(|w| ("warning".to_string(), w.clone())));
+        settings.extend(self.config.warnings.iter().map(|w| (trace_format::WARNING_SETTING.to_string(), w.clone())));
         let process = Process {
             pid: sys::pid(),
             forked_from: output.forked_from,

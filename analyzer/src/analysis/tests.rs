@@ -454,6 +454,22 @@ fn leaking_epochs(mut change: impl FnMut(&mut Sim, u64)) -> Sim {
     sim
 }
 
+/// A trace of a program whose malloc was not the tracer's holds no heap:
+/// its verdict says so, with the tracer's warning, not that nothing grew.
+#[test]
+fn a_heap_the_tracer_never_saw_is_not_said_not_to_grow() {
+    let mut sim = churning_epochs(|sim| sim.rss_extra += 64 << 20);
+    let warning = format!(
+        "malloc is /opt/lib/libjemalloc.so.2's, loaded before libtracer.so: the program's {} (its mappings do)",
+        trace_format::HEAP_NOT_TRACED
+    );
+    sim.process_mut().settings.push((trace_format::WARNING_SETTING.into(), warning.clone()));
+    let (_, a) = run(&sim);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapNotTraced, "not growth outside the heap either");
+    let msg = a.verdict_message(None);
+    assert!(msg.starts_with("the trace holds none of the heap") && msg.contains(&warning), "{msg}");
+}
+
 #[test]
 fn growth_outside_the_heap() {
     let sim = churning_epochs(|sim| sim.rss_extra += 64 << 20);

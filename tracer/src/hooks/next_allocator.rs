@@ -109,15 +109,17 @@ pub fn allocators() -> Allocators {
     let first = first_malloc(program);
     let warning = |text: String| Allocators { warnings: vec![text], ..Allocators::default() };
     if first != 0 && object_of(first) == program {
-        return warning(
-            "the program defines malloc itself: its heap does not reach the tracer (its mappings do)".into(),
-        );
+        return warning(format!(
+            "the program defines malloc itself: its {} (its mappings do)",
+            trace_format::HEAP_NOT_TRACED
+        ));
     }
     if first != 0 && object_of(first) != tracer {
         return warning(format!(
-            "malloc is {}'s, loaded before libtracer.so: the program's heap does not reach the tracer \
-             (its mappings do); list libtracer.so first in LD_PRELOAD",
-            file_defining(first)
+            "malloc is {}'s, loaded before libtracer.so: the program's {} (its mappings do); \
+             list libtracer.so first in LD_PRELOAD",
+            file_defining(first),
+            trace_format::HEAP_NOT_TRACED
         ));
     }
     let Some(object) = other_allocator_object() else { return Allocators::default() };
