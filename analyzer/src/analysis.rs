@@ -178,6 +178,9 @@ pub struct Verdict {
     /// The program's RSS (the tracer's own memory left out) rose at every
     /// epoch from epoch 1 to the reference, steadily (see [`rose_steadily`]).
     pub rss_rose_steadily: bool,
+    /// It was still rising in the second half of those epochs (see
+    /// [`still_rising`]).
+    pub rss_still_rising: bool,
     /// Why the trace holds none of the heap (the tracer's warning), when
     /// the program's malloc was not the tracer's.
     pub heap_not_traced: Option<String>,
@@ -339,12 +342,23 @@ const NOTICEABLE_FRACTION: f64 = 0.10;
 const NOTICEABLE_BYTES: i128 = 4 << 20;
 
 /// RSS growth is noticeable above [`NOTICEABLE_BYTES`] when it is a tenth
-/// of the RSS, or when it came epoch after epoch: a few MiB an epoch are
-/// lost in the RSS of a process that imported torch, and kill it all the
-/// same after a thousand epochs.
+/// of the RSS and had not stopped by the second half of the epochs (a
+/// process settling, new threads' arenas made once, is not growing), or
+/// when it came epoch after epoch: a few MiB an epoch are lost in the RSS
+/// of a process that imported torch, and kill it all the same after a
+/// thousand epochs.
 fn rss_grew_noticeably(v: &Verdict) -> bool {
     let g = v.program_rss_growth();
-    g > NOTICEABLE_BYTES && ((g as f64) > NOTICEABLE_FRACTION * v.rss_start as f64 || v.rss_rose_steadily)
+    let tenth = (g as f64) > NOTICEABLE_FRACTION * v.rss_start as f64;
+    g > NOTICEABLE_BYTES && (tenth && v.rss_still_rising || v.rss_rose_steadily)
+}
+
+/// Whether `readings` rose in their second half by at least a quarter of
+/// what they rose in all.
+fn still_rising(readings: &[u64]) -> bool {
+    let (Some(&first), Some(&last)) = (readings.first(), readings.last()) else { return false };
+    let middle = readings[readings.len() / 2];
+    last > first && 4 * last.saturating_sub(middle) >= last - first
 }
 
 /// Values read at least this many times can rise steadily: three epochs.
@@ -736,6 +750,8 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     let reference = first + k.saturating_sub(1);
     let snap = |i: usize| &trace.snapshots[i.min(trace.snapshots.len() - 1)];
     let start = first + usize::from(k > 1);
+    let program_rss: Vec<u64> =
+        (start..=reference).map(|i| snap(i).rss_bytes.saturating_sub(snap(i).tracer_bytes)).collect();
     let mut verdict = Verdict {
         kind: VerdictKind::TooFewEpochs,
         epochs: reference.saturating_sub(start),
@@ -762,9 +778,8 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
                 name == trace_format::WARNING_SETTING && warning.contains(trace_format::HEAP_NOT_TRACED)
             })
             .map(|(_, warning)| warning.clone()),
-        rss_rose_steadily: rose_steadily(
-            &(start..=reference).map(|i| snap(i).rss_bytes.saturating_sub(snap(i).tracer_bytes)).collect::<Vec<_>>(),
-        ),
+        rss_rose_steadily: rose_steadily(&program_rss),
+        rss_still_rising: still_rising(&program_rss),
     };
     let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
     let noise_floor = match floor {

@@ -481,6 +481,26 @@ fn growth_outside_the_heap() {
     assert!(msg.contains("no heap or mapping site"), "{msg}");
 }
 
+/// RSS growing by more than a tenth in a jump at the start of the
+/// analysis, then flat (a process settling: new threads' arenas made
+/// once), is not growth; the same jump late in the epochs is.
+#[test]
+fn rss_that_stopped_growing_early_is_not_growth() {
+    let jump_at = |jump: u32| {
+        let mut epoch = 0;
+        churning_epochs(move |sim| {
+            if epoch == jump {
+                sim.rss_extra += 64 << 20;
+            }
+            epoch += 1;
+        })
+    };
+    let (_, a) = run(&jump_at(2));
+    assert!(!a.verdict.rss_still_rising && a.verdict.rss_growth() > 60 << 20);
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    assert_eq!(run(&jump_at(7)).1.verdict.kind, VerdictKind::GrowthOutsideHeap);
+}
+
 /// RSS that grows by memory malloc keeps after the program freed it.
 #[test]
 fn freed_memory_that_malloc_keeps() {
