@@ -774,6 +774,15 @@ fn no_pymalloc_note_when_python_used_malloc() {
     assert!(!text.contains("Note: Python's pymalloc"), "objects traced: {text}");
     let text = stdout(&report(&write_temp("t.bin", &all_behaviours(6, true).bytes()), &[]));
     assert!(!text.contains("pymalloc"), "{text}");
+    // Under pymalloc, but nothing grew on the heap: nothing to add to.
+    let mut sim =
+        python_sim("pymalloc (objects ≤512 B not traced one by one; run with TRACER_PYTHON_OBJECTS=1 to trace them)");
+    for e in 0..8 {
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let text = stdout(&report(&write_temp("quiet.bin", &sim.bytes()), &[]));
+    assert!(text.contains("Verdict (no_growth)") && !text.contains("Note: Python's pymalloc"), "{text}");
 }
 
 #[test]

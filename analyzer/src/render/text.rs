@@ -509,7 +509,10 @@ pub fn render(report: &Report<'_>) -> String {
     if let Some(note) = findings_note(&report.descendants) {
         let _ = writeln!(out, "Note: {note} (findings, under Run)");
     }
-    if let Some(note) = super::explain::pymalloc_note(trace) {
+    // Only where growth on the heap was found: the small objects of a leak
+    // may be missing from its count, which the note says how to add.
+    let heap_growth = a.verdict.kind == VerdictKind::HeapLeak || a.growth_below_floor();
+    if let Some(note) = super::explain::pymalloc_note(trace).filter(|_| heap_growth) {
         let _ = writeln!(out, "Note: {note}");
     }
     if let Some(fg) = &report.flamegraph {
