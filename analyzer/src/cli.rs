@@ -41,7 +41,7 @@ enum Command {
         #[arg(short = 'o', long = "output", value_name = "SVG")]
         output: Option<PathBuf>,
         /// How many suspects to show.
-        #[arg(long, value_name = "N", default_value_t = 10)]
+        #[arg(long, value_name = "N", default_value_t = 10, allow_negative_numbers = true, value_parser = parse_count)]
         top: usize,
         /// Growth per epoch a stack must exceed to be a suspect, as 4096,
         /// 64k or 2m [default: 4k, or 0.1% of the memory traced at the first
@@ -74,8 +74,19 @@ enum Command {
 }
 
 fn parse_bytes(text: &str) -> Result<u64, String> {
-    trace_format::parse_byte_count(text)
-        .ok_or_else(|| format!("'{text}' is not a byte count: give one such as 4096, 64k or 2m"))
+    trace_format::parse_byte_count(text).ok_or_else(|| {
+        let trimmed = text.trim();
+        let digits = trimmed.strip_suffix(['k', 'm', 'g', 'K', 'M', 'G']).unwrap_or(trimmed);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            format!("'{text}' is more bytes than a 64-bit count holds: give one such as 4096, 64k or 2m")
+        } else {
+            format!("'{text}' is not a byte count: give one such as 4096, 64k or 2m")
+        }
+    })
+}
+
+fn parse_count(text: &str) -> Result<usize, String> {
+    text.trim().parse().map_err(|_| format!("'{text}' is not a count: give a whole number, 0 or more"))
 }
 
 fn noise_floor(bytes: Option<u64>) -> NoiseFloor {

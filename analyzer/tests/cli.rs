@@ -485,6 +485,11 @@ fn growth_below_the_noise_floor_is_said_and_a_lower_floor_ranks_it() {
 fn usage_errors_are_one_line() {
     assert_one_line_error(&analyzer(&["frobnicate".as_ref()]), "frobnicate");
     assert_one_line_error(&analyzer(&["report".as_ref(), "--top".as_ref(), "many".as_ref()]), "many");
+    let top = analyzer(&["report".as_ref(), "--top".as_ref(), "-1".as_ref()]);
+    assert_one_line_error(&top, "'-1' is not a count");
+    assert!(!stderr(&top).contains("tip"), "clap's tip to write `-- -1` does not work here: {}", stderr(&top));
+    let floor = analyzer(&["report".as_ref(), "--noise-floor".as_ref(), "99999999999g".as_ref()]);
+    assert_one_line_error(&floor, "more bytes than a 64-bit count holds");
     let out = analyzer(&["--help".as_ref()]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("report") && stdout(&out).contains("flamegraph"));

@@ -87,11 +87,8 @@ impl<R: Read> RecordReader<R> {
             return Err(ReadError::NotATrace);
         }
         if got < FILE_HEADER_LEN {
-            return Err(if header[..got] == MAGIC[..got.min(MAGIC.len())] {
-                ReadError::TooShort
-            } else {
-                ReadError::NotATrace
-            });
+            let magic = got.min(MAGIC.len());
+            return Err(if header[..magic] == MAGIC[..magic] { ReadError::TooShort } else { ReadError::NotATrace });
         }
         let version = u16::from_le_bytes([header[8], header[9]]);
         if version > FORMAT_VERSION {

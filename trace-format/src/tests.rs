@@ -123,6 +123,11 @@ fn every_flipped_byte_is_detected() {
 fn header_errors() {
     assert!(matches!(RecordReader::new(&b""[..]), Err(ReadError::TooShort)));
     assert!(matches!(RecordReader::new(&b"LEAK"[..]), Err(ReadError::TooShort)));
+    // The magic whole and part of the rest of the header: a trace cut short.
+    let header = file_header();
+    for cut in [MAGIC.len(), MAGIC.len() + 2, header.len() - 1] {
+        assert!(matches!(RecordReader::new(&header[..cut]), Err(ReadError::TooShort)), "cut at {cut}");
+    }
     assert!(matches!(RecordReader::new(&b"hello world, not a trace"[..]), Err(ReadError::NotATrace)));
     assert!(matches!(RecordReader::new(&b"\x7fELF"[..]), Err(ReadError::NotATrace)));
     let mut newer = file_header();
