@@ -323,6 +323,13 @@ pub fn exit_group(status: i32) -> ! {
 /// The `[start, end)` of the memory mapping holding `address`, read from
 /// /proc/self/maps through a stack buffer: no allocation, no lock of glibc's.
 pub fn mapping_containing(address: u64) -> Option<(u64, u64)> {
+    maps_line_containing(address, parse_range).flatten()
+}
+
+/// `read` applied to the line of /proc/self/maps (without its newline)
+/// whose range holds `address`, read through a stack buffer: no
+/// allocation, no lock of glibc's, so that a hook may call it.
+pub fn maps_line_containing<R>(address: u64, read: impl FnOnce(&[u8]) -> R) -> Option<R> {
     // SAFETY: the path is NUL-terminated; the descriptor is closed below.
     let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd < 0 {
@@ -330,6 +337,7 @@ pub fn mapping_containing(address: u64) -> Option<(u64, u64)> {
     }
     let mut buf = [0u8; 4096];
     let mut filled = 0;
+    let mut read = Some(read);
     let mut found = None;
     loop {
         // SAFETY: the pointer and length describe the unfilled part of `buf`.
@@ -343,10 +351,9 @@ pub fn mapping_containing(address: u64) -> Option<(u64, u64)> {
         let complete =
             if at_end { filled } else { buf[..filled].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
         for line in buf[..complete].split(|&b| b == b'\n') {
-            if let Some((start, end)) = parse_range(line) {
-                if start <= address && address < end {
-                    found = Some((start, end));
-                }
+            if parse_range(line).is_some_and(|(start, end)| start <= address && address < end) {
+                found = read.take().map(|read| read(line));
+                break;
             }
         }
         if found.is_some() || at_end || complete == 0 {
