@@ -7,8 +7,9 @@
 //! made it, however it is cut or moved. A mapping counts as one live object
 //! until its last page is gone. When sampling, a recorded mapping stands
 //! for more than itself ([`crate::sampling::Sampling::scale`]): each page
-//! taken away takes its share of the bytes it stands for, and the pages a
-//! `mremap` grows it by stand for as many as its own.
+//! taken away takes its share of the bytes it stands for. The pages a
+//! `mremap` grows a mapping by are a mapping of their own, made by that
+//! call and drawn by their own bytes, whether or not the old pages were.
 //!
 //! Mapping calls are rare next to malloc, so one ordered map under a mutex
 //! does. The session holds the lock across the real system call, so that a
@@ -22,7 +23,7 @@ use trace_format::SiteCounters;
 
 use crate::sampling::scaled;
 use crate::sites::{Scope, Sites, Totals, ANY_THREAD};
-use crate::stacks::StackId;
+use crate::stacks::{StackId, StackKind};
 
 /// The table's lock orders every mapping change: one stripe of counters.
 const MAPPING_STRIPE: u8 = 0;
@@ -73,8 +74,6 @@ struct Call {
     counted_bytes: u64,
     /// The mappings the call stands for: one unless it was sampled.
     counted: u64,
-    /// How many of its kind the call stands for.
-    scale: f64,
 }
 
 /// The table, locked, with the counters it keeps up to date.
@@ -117,7 +116,7 @@ impl Locked<'_> {
         table.next_mapping += 1;
         let bytes = (end - start) as u64;
         let (counted, counted_bytes) = scaled(bytes, scale);
-        table.calls.insert(mapping, Call { pieces: 0, bytes, counted_bytes, counted, scale });
+        table.calls.insert(mapping, Call { pieces: 0, bytes, counted_bytes, counted });
         table.insert(start, end, Owner { stack, birth_epoch, mapping });
         // Mapping calls are rare: the shared slot of the live totals serves.
         self.sites.born(MAPPING_STRIPE, ANY_THREAD, stack, birth_epoch, counted, counted_bytes);
@@ -127,18 +126,18 @@ impl Locked<'_> {
     /// that is not recorded.
     pub fn unmapped(&mut self, start: usize, len: usize) {
         let end = start.saturating_add(self.table.page_rounded(len));
+        if start == end {
+            return;
+        }
         for piece in self.table.cut(start, end) {
             let (count, bytes) = self.table.release(piece.owner.mapping, (piece.end - piece.start) as u64);
             self.sites.released(MAPPING_STRIPE, ANY_THREAD, piece.owner.stack, piece.owner.birth_epoch, count, bytes);
         }
     }
 
-    /// The stack of the recorded mapping the page at `address` belongs to,
-    /// and how many of its kind the call that made it stands for.
-    pub fn owner_at(&self, address: usize) -> Option<(StackId, f64)> {
-        let (_, range) = self.table.range_at(address)?;
-        let scale = self.table.calls.get(&range.owner.mapping).map_or(1.0, |call| call.scale);
-        Some((range.owner.stack, scale))
+    /// The stack of the recorded mapping the page at `address` belongs to.
+    pub fn owner_at(&self, address: usize) -> Option<StackId> {
+        self.table.range_at(address).map(|(_, range)| range.owner.stack)
     }
 
     /// `mremap` moved `[old, old + len)` to `new`: the recorded pieces move
@@ -152,6 +151,36 @@ impl Locked<'_> {
             let start = new + (piece.start - old);
             self.table.insert(start, start + (piece.end - piece.start), piece.owner);
         }
+    }
+}
+
+/// What a mapping the table does not hold would have been recorded as,
+/// read from its line of /proc/self/maps ("start-end perms offset dev inode
+/// path"), by the rules of the `mmap` hook: anonymous memory that can be
+/// accessed (private, or shared, which shows as "/dev/zero (deleted)"), or
+/// a file mapped shared and writable (shared memory). Other file mappings,
+/// `PROT_NONE` reservations and the kernel's own areas ("[stack]", "[vdso]")
+/// are not recorded. The protection is the mapping's now, not its first.
+pub fn kind_in_maps_line(line: &[u8]) -> Option<StackKind> {
+    let mut fields = line.split(|&b| b == b' ').filter(|field| !field.is_empty());
+    let perms = fields.nth(1)?;
+    let inode = fields.nth(2)?;
+    let path_start = inode.as_ptr() as usize - line.as_ptr() as usize + inode.len();
+    let path = line[path_start..].trim_ascii();
+    let &[read, write, execute, sharing] = perms else { return None };
+    if [read, write, execute] == *b"---" {
+        return None;
+    }
+    let anonymous = match sharing {
+        b's' => path.starts_with(b"/dev/zero"),
+        _ => inode == b"0" && (path.is_empty() || path.starts_with(b"[anon:")),
+    };
+    if anonymous {
+        Some(StackKind::Mapping)
+    } else if sharing == b's' && write == b'w' {
+        Some(StackKind::SharedMapping)
+    } else {
+        None
     }
 }
 
@@ -286,7 +315,7 @@ mod tests {
     fn moved_pieces_keep_owner_and_counts() {
         let mappings = Mappings::new(PAGE);
         mappings.lock().mapped(0x10000, 4 * PAGE, 1, 3, 1.0);
-        assert!(mappings.lock().owner_at(0x13fff) == Some((1, 1.0)) && mappings.lock().owner_at(0x14000).is_none());
+        assert!(mappings.lock().owner_at(0x13fff) == Some(1) && mappings.lock().owner_at(0x14000).is_none());
         mappings.lock().moved(0x10000, 4 * PAGE, 0x80000);
         assert_eq!(ranges(&mappings), [(0x80000, 0x84000, 1)]);
         assert_eq!(live(&mappings).0, Totals { live_bytes: 4 * PAGE as u64, live_count: 1 });
@@ -305,9 +334,9 @@ mod tests {
         // A page out of the middle takes its third, and the pieces left keep the rest.
         mappings.lock().unmapped(0x11000, PAGE);
         assert_eq!(live(&mappings).0, Totals { live_bytes: 20 * 1024, live_count: 3 });
-        // Moved, its pieces keep what they stand for: an mremap grows it by as much again.
+        // Moved, its pieces keep their owner and what they stand for.
         mappings.lock().moved(0x12000, PAGE, 0x40000);
-        assert_eq!(mappings.lock().owner_at(0x40000), Some((4, 2.5)));
+        assert_eq!(mappings.lock().owner_at(0x40000), Some(4));
         assert_eq!(live(&mappings).0, Totals { live_bytes: 20 * 1024, live_count: 3 });
         // The last page takes all that is left, whatever was rounded on the way.
         mappings.lock().unmapped(0x10000, PAGE);
@@ -331,5 +360,46 @@ mod tests {
         }
         assert_eq!(released, whole);
         assert_eq!(live(&mappings).0, Totals::default());
+    }
+
+    #[test]
+    fn an_empty_range_unmapped_leaves_the_table_alone() {
+        let mappings = Mappings::new(PAGE);
+        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 0, 1.0);
+        mappings.lock().unmapped(0x12000, 0);
+        assert_eq!(ranges(&mappings), [(0x10000, 0x14000, 1)]);
+    }
+
+    #[test]
+    fn the_kind_of_an_unrecorded_mapping_is_read_from_its_maps_line() {
+        let kind = |line: &str| kind_in_maps_line(line.as_bytes());
+        assert_eq!(kind("7f3c00000000-7f3c00010000 rw-p 00000000 00:00 0 "), Some(StackKind::Mapping));
+        assert_eq!(kind("7f3c00000000-7f3c00010000 rw-p 00000000 00:00 0"), Some(StackKind::Mapping));
+        assert_eq!(kind("7f3c0000-7f3d0000 r--p 00000000 00:00 0      [anon:pool]"), Some(StackKind::Mapping));
+        assert_eq!(kind("7f3c0000-7f3d0000 rw-s 00000000 00:01 2051   /dev/zero (deleted)"), Some(StackKind::Mapping));
+        let shm = "7f3c0000-7f3d0000 rw-s 00000000 00:1a 77     /dev/shm/torch_1_2 (deleted)";
+        assert_eq!(kind(shm), Some(StackKind::SharedMapping));
+        assert_eq!(
+            kind("7f3c0000-7f3d0000 rw-s 00000000 00:01 5 /memfd:batch (deleted)"),
+            Some(StackKind::SharedMapping)
+        );
+        // Not recorded: reservations, private or read-only files, the kernel's areas.
+        assert_eq!(kind("7f3c0000-7f3d0000 ---p 00000000 00:00 0 "), None);
+        assert_eq!(kind("7f3c0000-7f3d0000 r--s 00000000 08:01 1234 /data/x.bin"), None);
+        assert_eq!(kind("7f3c0000-7f3d0000 rw-p 00001000 08:01 1234 /usr/lib/libc.so.6"), None);
+        assert_eq!(kind("7ffd0000-7ffd1000 rw-p 00000000 00:00 0      [stack]"), None);
+        assert_eq!(kind("55550000-55560000 rw-p 00000000 00:00 0      [heap]"), None);
+        assert_eq!(kind("garbage"), None);
+        assert_eq!(kind(""), None);
+    }
+
+    #[test]
+    fn fresh_anonymous_mappings_read_as_such() {
+        // Four pages each, left mapped: the test process ends soon.
+        for sharing in [libc::MAP_PRIVATE, libc::MAP_SHARED] {
+            let address = crate::sys::map_anonymous(4 * PAGE, sharing).expect("a mapping").as_ptr() as u64;
+            let kind = crate::sys::maps_line_containing(address + PAGE as u64, kind_in_maps_line);
+            assert_eq!(kind, Some(Some(StackKind::Mapping)), "sharing {sharing}");
+        }
     }
 }

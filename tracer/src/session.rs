@@ -17,7 +17,7 @@ use crate::config::{
     self, Config, AUTO_EPOCHS_VAR, PARENT_IMAGE_VAR, PYTHON_OBJECTS_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR,
     SAMPLE_VAR, WARM_UP_SAMPLE_VAR, WORKER_TRACES_VAR,
 };
-use crate::mappings::{Locked, Mappings};
+use crate::mappings::{self, Locked, Mappings};
 use crate::modules::{self, ModuleMap};
 use crate::python::{Glance, LoaderFrames, PyStack, Python};
 use crate::recorder::Recorder;
@@ -539,11 +539,17 @@ pub fn unmapping(address: *mut std::ffi::c_void, len: usize, call: impl FnOnce()
 }
 
 /// `mremap(old, old_len, new_len, flags, ...)`: the pages kept move with
-/// their owners, pages cut off are unmapped, and pages a recorded mapping
-/// grows by belong to the `mremap` call, born in the current epoch, of the
-/// mapping's kind (shared memory stays shared memory). With
+/// their owners (recorded or not), pages cut off are unmapped, and the
+/// pages a mapping grows by are the call's own new memory: they belong to
+/// the `mremap` call, born in the current epoch, of the mapping's kind
+/// (shared memory stays shared memory), and when sampling they are drawn by
+/// their own bytes, whether or not the old pages were drawn. With
 /// `MREMAP_DONTUNMAP` (or an `old_len` of 0, which duplicates a shared
 /// mapping) the old pages stay and the new range belongs to the call.
+///
+/// The kind of a mapping the table does not hold (one the warm-up did not
+/// draw, or made before the tracer started) is read from /proc/self/maps,
+/// and only for pages that are to be recorded: `mremap` is rare.
 pub fn remapping(
     old: *mut std::ffi::c_void,
     old_len: usize,
@@ -554,36 +560,40 @@ pub fn remapping(
 ) -> *mut std::ffi::c_void {
     let (old, fixed_at) = (old as usize, fixed_at as usize);
     let keeps_old = flags & libc::MREMAP_DONTUNMAP != 0 || old_len == 0;
-    // What the new pages are is what the recorded mapping's stack made; an
-    // unrecorded mapping needs no stack.
+    // The call's own new memory: the whole new range when the old one
+    // stays, else what it grows by.
+    let grown = if keeps_old { new_len } else { new_len.saturating_sub(old_len) };
+    // Drawn before anything is looked up, as a new mapping is.
+    let scale = if grown > 0 { mapping_scale(grown) } else { None };
     let grown_kind = |session: &Session| {
-        let grows = new_len > old_len || keeps_old;
-        let owner = if grows { session.mappings.lock().owner_at(old) } else { None };
-        owner.map(|(stack, _)| session.stacks.kind(stack))
+        scale?;
+        let recorded = session.mappings.lock().owner_at(old);
+        match recorded {
+            Some(stack) => Some(session.stacks.kind(stack)),
+            None => sys::maps_line_containing(old as u64, mappings::kind_in_maps_line).flatten(),
+        }
     };
     change_mappings(grown_kind, call, |new, table, stack, epoch| {
         if new == libc::MAP_FAILED {
             return;
         }
+        let new = new as usize;
         if flags & libc::MREMAP_FIXED != 0 {
             // The kernel unmapped whatever was at the target first.
             table.unmapped(fixed_at, new_len);
         }
-        // The pages a mapping grows by stand for as many as its own.
-        let Some((_, scale)) = table.owner_at(old) else {
-            return; // not a mapping the tracer records
+        let grown_at = if keeps_old {
+            new
+        } else {
+            table.unmapped(old.saturating_add(new_len), old_len.saturating_sub(new_len));
+            table.moved(old, old_len.min(new_len), new);
+            new.saturating_add(old_len)
         };
-        let new = new as usize;
-        match (keeps_old, stack) {
-            (true, Some(stack)) => table.mapped(new, new_len, stack, epoch, scale),
-            (true, None) => {}
-            (false, stack) => {
-                table.unmapped(old.saturating_add(new_len), old_len.saturating_sub(new_len));
-                table.moved(old, old_len.min(new_len), new);
-                if let Some(stack) = stack {
-                    table.mapped(new + old_len, new_len - old_len, stack, epoch, scale);
-                }
-            }
+        match (stack, scale) {
+            (Some(stack), Some(scale)) => table.mapped(grown_at, grown, stack, epoch, scale),
+            // Not drawn, or not memory the tracer records: whatever the
+            // table still held there is gone.
+            _ => table.unmapped(grown_at, grown),
         }
     })
 }
