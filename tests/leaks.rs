@@ -410,6 +410,46 @@ fn small_mappings_are_sampled_by_their_bytes_and_large_ones_stay_exact() {
     }
 }
 
+/// Mappings made in the warm-up and grown by mremap a fixed amount every
+/// epoch after it: the pages each grows by are the mremap call's own, at
+/// its line, exact after the warm-up whether or not the warm-up drew the
+/// mapping (and standing for no more than themselves if it did), and of
+/// the mapping's kind; sampled for the whole run, drawn by their own bytes.
+#[test]
+fn mappings_grown_by_mremap_after_the_warm_up_are_ranked_at_the_mremap() {
+    let program = compile("mapped_growth.c");
+    let source = "programs/mapped_growth.c";
+    const KIB: f64 = 1024.0;
+    let grown = [
+        ("grow_page", "/* grows a page */", 256.0 * KIB, "mapped"),
+        ("grow_block", "/* grows a block */", 64.0 * KIB, "mapped"),
+        ("grow_shared", "/* grows shared memory */", 128.0 * KIB, "shared"),
+    ];
+    for (env, exact) in [(None, true), (Some(FULL_CAPTURE), true), (Some(("TRACER_SAMPLE_BYTES", "16k")), false)] {
+        let run = run_traced_with(&program, &[], env.as_slice()).succeeded();
+        assert_eq!(
+            run.stdout(),
+            format!("mapped_growth: {} {} {}\n", 4096 + 7 * 256 * 1024, 64 * 1024 * 8, 4096 + 7 * 128 * 1024)
+        );
+        let report = report_json(&run.trace);
+        for (function, needle, bytes, memory) in grown {
+            let suspect = suspect_at(&report, function, line_of(source, needle));
+            assert_eq!(suspect["memory"], memory, "{env:?}: {suspect:#}");
+            let estimate = suspect["growth_bytes_per_epoch"].as_f64().unwrap();
+            if exact {
+                assert_eq!(estimate, bytes, "{env:?} {function}: {suspect:#}");
+            } else {
+                // 256 and 128 KiB are always drawn at 16 KiB, each standing
+                // for about itself; 64 KiB is drawn 98 times in 100.
+                assert!((0.5 * bytes..=1.5 * bytes).contains(&estimate), "{env:?} {function}: {estimate} for {bytes}");
+            }
+        }
+        if exact {
+            assert_eq!(report["suspect_count"], 3, "{env:?}: {report:#}");
+        }
+    }
+}
+
 /// Two calls of malloc on one line leave two suspects, ranked around a
 /// third leak of a size between theirs; the report sums the two as one
 /// leaking line, ranked first, and the verdict names it.
