@@ -598,6 +598,14 @@ pub fn remapping(
     })
 }
 
+/// `dlclose` is about to run: the objects loaded now are listed (see
+/// [`ModuleMap::refresh`]) before it may unload some, so that the stacks
+/// captured in a library loaded and unloaded between two snapshots are
+/// still named when the next one writes them.
+pub fn objects_unloading() {
+    record(|session, _| lock(&session.output).modules.refresh());
+}
+
 /// `tracer_mark`: the program closes the current epoch.
 pub fn mark(label: Option<String>) {
     record(|session, _| {

@@ -1,12 +1,14 @@
 //! `dlopen` and `dlclose`: the fast unwinder reads the loaded objects' unwind
 //! tables in place, so it must learn of every change to the set of objects,
 //! and must never read an object's memory once `dlclose` has unmapped it.
+//! The module map lists the objects loaded before each `dlclose`, so that
+//! the trace names the ones it unloads.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::unwind::{self, module_set};
-use crate::{gate, thread_state};
+use crate::{gate, session, thread_state};
 
 target_stub!(
     /// `dlopen` looks at its return address to find the calling object (whose
@@ -48,6 +50,9 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     }
     // SAFETY: `real` is glibc's dlclose, whose C signature Dlclose spells.
     let real: Dlclose = unsafe { std::mem::transmute::<usize, Dlclose>(real) };
+    // Listed before they may go: a library loaded and unloaded within an
+    // epoch still names the stacks that ran through it.
+    session::objects_unloading();
     let waited = thread_state::inside(|ordinal| {
         // Inside the gate, so that fork never copies a half-done wait.
         let _pass = gate::pass(ordinal);
