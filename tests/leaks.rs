@@ -113,6 +113,27 @@ fn cxx_objects_of_a_library_loaded_locally_are_recorded_and_its_new_still_throws
     }
 }
 
+/// A plugin loaded, called and unloaded within every epoch: no snapshot
+/// sees it loaded, yet its module is in the trace and its leak is named
+/// by function, file and line.
+#[test]
+fn a_library_unloaded_between_two_snapshots_still_names_its_frames() {
+    let program = compile("loads_and_unloads.c");
+    let plugin = compile_library("unloaded_plugin.c");
+    for env in [&[][..], &[FULL_CAPTURE]] {
+        let run = run_traced_with(&program, &[plugin.to_str().unwrap()], env).succeeded();
+        assert_eq!(run.stdout(), "loads_and_unloads: done\n");
+        let report = report_json(&run.trace);
+        let top = &report["suspects"][0];
+        assert_eq!(top["growth_bytes_per_epoch"], 20 * 1500, "{env:?}: {report:#}");
+        let own = top["frames"].as_array().unwrap().iter().find(|f| f["function"] == "unloaded_plugin_leak");
+        let own = own.unwrap_or_else(|| panic!("{env:?}: no frame names the plugin's function: {top:#}"));
+        assert!(own["file"].as_str().unwrap_or_default().ends_with("unloaded_plugin.c"), "{own}");
+        assert_eq!(own["line"], line_of("programs/unloaded_plugin.c", "/* the plugin's leak */"), "{own}");
+        assert_eq!(own["module"], plugin.display().to_string(), "{own}");
+    }
+}
+
 #[test]
 fn rss_growth_outside_the_heap_is_said_plainly() {
     let program = compile("shared_memory.c");
