@@ -57,9 +57,26 @@ impl ModuleMap {
             .flat_map(|(index, module)| module.segments.iter().map(move |&(start, end)| (start, end, index)))
             .collect();
         ranges.sort_unstable();
+        // A library unloaded may leave its addresses to one loaded later:
+        // the one seen last holds them, as it did when the stacks captured
+        // since the last snapshot ran through it (the analyzer, too, lets a
+        // later record win). The furthest end of the ranges up to each one
+        // bounds the look back, a step or two where nothing overlaps.
+        let reach: Vec<u64> = ranges
+            .iter()
+            .scan(0, |furthest, r| {
+                *furthest = r.1.max(*furthest);
+                Some(*furthest)
+            })
+            .collect();
         let holder = |address: u64| {
-            let (_, end, index) = *ranges.get(ranges.partition_point(|r| r.0 <= address).checked_sub(1)?)?;
-            (address < end).then_some(index)
+            let below = ranges.partition_point(|r| r.0 <= address);
+            (0..below)
+                .rev()
+                .take_while(|&i| reach[i] > address)
+                .filter(|&i| address < ranges[i].1)
+                .map(|i| ranges[i].2)
+                .max()
         };
         let mut needed = vec![false; self.seen.len()];
         for &address in return_addresses {
@@ -210,6 +227,32 @@ mod tests {
         map.seen.push(gone);
         let found = map.holding(&[0x400]);
         assert_eq!(found.iter().map(|m| m.path.as_str()).collect::<Vec<_>>(), ["/opt/plugin.so"]);
+    }
+
+    #[test]
+    fn addresses_a_later_library_reuses_are_its_own() {
+        let mut map = ModuleMap::default();
+        let module = |path: &str, segments: Vec<(u64, u64)>| Module {
+            path: path.into(),
+            load_bias: segments[0].0,
+            segments,
+            build_id: vec![],
+        };
+        // Seen in this order: the second reuses the first's addresses, and
+        // a longer one before it reaches over both.
+        for m in [
+            module("/opt/wide.so", vec![(0x1000, 0x2000), (0x8000, 0x20000)]),
+            module("/opt/first.so", vec![(0x10000, 0x14000)]),
+            module("/opt/second.so", vec![(0x10000, 0x12000), (0x13000, 0x13800)]),
+        ] {
+            map.seen_keys.insert((m.path.clone(), m.load_bias));
+            map.seen.push(m);
+        }
+        let paths = |modules: Vec<Module>| modules.into_iter().map(|m| m.path).collect::<Vec<_>>();
+        assert_eq!(paths(map.holding(&[0x11000])), ["/opt/second.so"]);
+        assert_eq!(paths(map.holding(&[0x12800])), ["/opt/first.so"], "between the second's segments");
+        assert_eq!(paths(map.holding(&[0x18000, 0x1800])), ["/opt/wide.so"]);
+        assert!(map.holding(&[0x13400, 0x5000]).is_empty(), "written already, and no module");
     }
 
     #[test]
