@@ -1,6 +1,7 @@
 //! The planted leak is found, and none of the decoys next to it is reported.
 
 use integration_tests::*;
+use trace_format::{Frame, Record};
 
 const DECOYS: [&str; 4] = ["warm_up_once", "fill_cache", "rotate_buffer", "step_temporaries"];
 
@@ -132,6 +133,40 @@ fn a_library_unloaded_between_two_snapshots_still_names_its_frames() {
         assert_eq!(own["line"], line_of("programs/unloaded_plugin.c", "/* the plugin's leak */"), "{own}");
         assert_eq!(own["module"], plugin.display().to_string(), "{own}");
     }
+}
+
+/// The first `operator new` looks up the operators' next definitions
+/// (`dlopen` of the caller's object, `dladdr`, lookups in its scope): what
+/// that allocates is the tracer's, not the program's, and no recorded stack
+/// holds a frame of the tracer's own.
+#[test]
+fn the_tracers_own_lookups_for_operator_new_are_not_recorded() {
+    let program = compile("loads_cxx_plugin.c");
+    let plugin = compile_library("cxx_plugin.cpp");
+    let run = run_traced_with(&program, &[plugin.to_str().unwrap()], &[FULL_CAPTURE]).succeeded();
+    let (records, _) = read_trace(&run.trace);
+    let own: Vec<(u64, u64)> = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::Module(module) if module.path.ends_with("libtracer.so") => Some(module.segments.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let inside_tracer: Vec<u64> = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::StackNodes(nodes) => Some(nodes.nodes.iter()),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|node| match node.frame {
+            Frame::Native(address) => Some(address),
+            _ => None,
+        })
+        .filter(|&address| own.iter().any(|&(start, end)| start <= address && address < end))
+        .collect();
+    assert!(inside_tracer.is_empty(), "return addresses inside libtracer.so {own:x?}: {inside_tracer:x?}");
 }
 
 #[test]

@@ -167,15 +167,23 @@ fn resolve_once(stack_pointer: u64) {
     if !RESOLVED.load(Ordering::Acquire) {
         // SAFETY: the stub passed the stack pointer at the program's call,
         // which points at the return address the call pushed.
-        resolve(unsafe { *(stack_pointer as *const u64) } as usize);
+        let return_address = unsafe { *(stack_pointer as *const u64) } as usize;
+        // The loader's work in the lookups (`dlopen` of the caller's object
+        // allocates) is the tracer's: quiet, so that none of it is recorded
+        // as the program's, with the tracer's frames in its stack. The
+        // caller's reference is given back after it: a `dlclose` made inside
+        // the tracer could not wait for the stack captures in progress.
+        let caller = crate::thread_state::quietly(|| resolve(return_address));
+        drop(caller);
     }
 }
 
 /// Looks up every operator's next definition and points its stub at it,
 /// unless it is the other allocator's (see the module comment). Threads
-/// racing here find the same definitions.
+/// racing here find the same definitions. Returns the reference to the
+/// caller's object taken for the lookups, to be given back.
 #[cold]
-fn resolve(return_address: usize) {
+fn resolve(return_address: usize) -> CallerScope {
     let allocator = next::other_allocator_object();
     let own = next::object_of(resolve as *const () as usize);
     let caller = CallerScope(reference_to(crate::sys::loaded_object(return_address)));
@@ -199,6 +207,7 @@ fn resolve(return_address: usize) {
         }
     }
     RESOLVED.store(true, Ordering::Release);
+    caller
 }
 
 /// A reference to the loaded object dladdr described, null when there is
