@@ -848,7 +848,7 @@ impl Session {
         }
         let next = now + (seconds * 1e9) as u64;
         if self.slice_deadline_ns.compare_exchange(deadline, next, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            let label = format!("{:.0}s", (now - self.started_ns) as f64 / 1e9);
+            let label = slice_label(now - self.started_ns, seconds);
             self.close_epoch(EpochCause::Timer, label);
         }
     }
@@ -1153,5 +1153,38 @@ impl Session {
         if !self.stop_reported.swap(true, Ordering::Relaxed) {
             sys::print_stderr(&format!("tracer: {why}; recording stopped, the program continues\n"));
         }
+    }
+}
+
+/// The label of a time slice ending `elapsed_ns` into the run, with as many
+/// decimals as the slice length `seconds` has (up to three): slices of 10 s
+/// end at `10s`, `20s`, slices of 0.2 s at `0.2s`, `0.4s`, slices of 0.25 s
+/// at `0.25s`, `0.50s`.
+fn slice_label(elapsed_ns: u64, seconds: f64) -> String {
+    let decimals = (0..3).find(|&d| {
+        let scaled = seconds * 10f64.powi(d);
+        (scaled - scaled.round()).abs() < 1e-6 * scaled.max(1.0)
+    });
+    let decimals = decimals.unwrap_or(3) as usize;
+    format!("{:.*}s", decimals, elapsed_ns as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_slices_are_labelled_as_precisely_as_their_length_needs() {
+        let ms = 1_000_000;
+        assert_eq!(slice_label(10_004 * ms, 10.0), "10s");
+        assert_eq!(slice_label(20_600 * ms, 10.0), "21s");
+        assert_eq!(slice_label(201 * ms, 0.2), "0.2s");
+        assert_eq!(slice_label(402 * ms, 0.2), "0.4s");
+        assert_eq!(slice_label(1_003 * ms, 0.2), "1.0s");
+        assert_eq!(slice_label(3_001 * ms, 1.5), "3.0s");
+        assert_eq!(slice_label(251 * ms, 0.25), "0.25s");
+        assert_eq!(slice_label(101 * ms, 0.1), "0.1s");
+        assert_eq!(slice_label(2_001 * ms, 0.001), "2.001s");
+        assert_eq!(slice_label(2_000_400_000, 0.0001), "2.000s", "at most three decimals");
     }
 }
