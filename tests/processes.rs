@@ -473,6 +473,29 @@ fn time_slices_cut_epochs_in_a_program_that_never_marks_however_it_is_sampled() 
     }
 }
 
+/// A slice is cut at the program's next allocation after its time, even
+/// where the program allocates twenty times a second; its label tells
+/// slices of a fraction of a second apart.
+#[test]
+fn time_slices_cut_a_program_that_allocates_rarely() {
+    let program = compile("allocates_rarely.c");
+    let run = run_traced_with(&program, &[], &[("TRACER_EPOCH_SECONDS", "0.1")]).succeeded();
+    let (records, _) = read_trace(&run.trace);
+    let labels: Vec<&str> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Snapshot(s) if s.cause == trace_format::EpochCause::Timer => Some(s.label.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(labels.len() >= 7, "time slices of 0.1 s in 1 s of allocations 50 ms apart: {labels:?}");
+    let tenths: Vec<f64> = labels.iter().map(|label| label.strip_suffix('s').unwrap().parse().unwrap()).collect();
+    assert!(
+        labels.iter().all(|label| label.len() == "0.1s".len()) && tenths.windows(2).all(|w| w[0] < w[1]),
+        "labelled in tenths of a second: {labels:?}"
+    );
+}
+
 #[test]
 fn a_snapshot_naming_many_new_stack_nodes_writes_them_in_several_records() {
     let program = compile("many_stacks.c");

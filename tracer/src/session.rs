@@ -40,8 +40,12 @@ static SESSION: OnceLock<Session> = OnceLock::new();
 /// many (about 1.5 MiB encoded).
 const NODES_PER_RECORD: usize = 1 << 16;
 
-/// Allocations between two looks at the clock, per thread (a power of two, minus one).
-const CLOCK_CHECK_MASK: u32 = 255;
+/// How often a thread looks at the clock for the end of a time slice: as
+/// many allocations apart as it makes in this time (a thread that
+/// allocates rarely looks at each allocation), and at most
+/// [`CLOCK_CHECK_MOST`] apart (a thread making millions a second).
+const CLOCK_CHECK_NS: u64 = 1_000_000;
+const CLOCK_CHECK_MOST: u32 = 256;
 /// When sampling, allocations per thread between two walks of the Python
 /// frames (a power of two, minus one) that look for the module defining
 /// `DataLoader` while it is imported; it runs for thousands of allocations.
@@ -311,8 +315,7 @@ fn allocated_as(address: *mut std::ffi::c_void, size: usize, entry: Entry, block
         Block::Heap => session.recorder.sampling(),
         Block::PythonObject => session.recorder.object_sampling(),
     };
-    let (count, counted) = thread_state::count_allocation(size as u64, sampling.is_some());
-    let clock_due = count & CLOCK_CHECK_MASK == 0;
+    let (count, counted, clock_due) = thread_state::count_allocation(size as u64, sampling.is_some());
     let glances = match block {
         Block::Heap => true,
         Block::PythonObject => count & OBJECT_GLANCE_MASK == 0,
@@ -361,7 +364,8 @@ fn record_allocation(
     if !recorded && may_walk {
         look_for_pass(session, count);
     }
-    if !recorded && !clock_due && !parent_closed_epoch {
+    let slice_due = clock_due && session.look_at_clock(count);
+    if !recorded && !slice_due && !parent_closed_epoch {
         return;
     }
     let sample = sampling.is_some();
@@ -376,7 +380,7 @@ fn record_allocation(
             let epoch = session.epoch.load(Ordering::Relaxed);
             session.recorder.allocated(ordinal, address as usize, size, sample, stack_id, epoch);
         }
-        if clock_due {
+        if slice_due {
             session.close_slice_if_due();
         }
     });
@@ -834,6 +838,15 @@ impl Session {
 
     fn elapsed_ns(&self) -> u64 {
         sys::monotonic_ns().saturating_sub(self.started_ns)
+    }
+
+    /// At this thread's allocation number `count`, due to look at the
+    /// clock: whether the time slice is over, and when the thread looks next.
+    fn look_at_clock(&self, count: u32) -> bool {
+        let deadline = self.slice_deadline_ns.load(Ordering::Relaxed);
+        let now = (deadline != 0).then(sys::monotonic_ns);
+        thread_state::clock_checked(count, now, CLOCK_CHECK_NS, CLOCK_CHECK_MOST);
+        now.is_some_and(|now| now >= deadline)
     }
 
     fn close_slice_if_due(&self) {

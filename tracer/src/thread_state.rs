@@ -20,6 +20,12 @@ struct ThreadFlags {
     forking: Cell<bool>,
     /// Allocations made on this thread, to pace the epoch clock checks.
     allocations: Cell<u32>,
+    /// The count at which the thread's next allocation looks at the clock
+    /// (see [`clock_check_due`]); 0 at first, so the first one does.
+    clock_check_at: Cell<u32>,
+    /// The thread's count and the monotonic time at its latest look.
+    clock_checked_count: Cell<u32>,
+    clock_checked_ns: Cell<u64>,
     /// The DataLoader pass this thread's latest complete walk was in (see
     /// `auto_epochs`); 0 for none.
     loader_pass: Cell<u64>,
@@ -89,6 +95,9 @@ fn flags() -> &'static ThreadFlags {
                 inside_tracer: Cell::new(false),
                 forking: Cell::new(false),
                 allocations: Cell::new(0),
+                clock_check_at: Cell::new(0),
+                clock_checked_count: Cell::new(0),
+                clock_checked_ns: Cell::new(0),
                 loader_pass: Cell::new(0),
                 bytes_until_sample: Cell::new(0),
                 random: Cell::new(0),
@@ -186,26 +195,61 @@ impl Counted {
 
 /// Counts an allocation of `size` bytes on this thread, with loads and
 /// stores only (this runs at every allocation). Returns how many it has
-/// made (wrapping) and whether it is one to record. A call made inside the
+/// made (wrapping), whether it is one to record, and whether it is due to
+/// look at the clock (see [`clock_checked`]). A call made inside the
 /// tracer (or [`quietly`]) is never recorded and leaves the sampling gap
 /// alone: its bytes are not the program's, or are counted by the hook
 /// around it.
 #[inline]
-pub fn count_allocation(size: u64, sampling: bool) -> (u32, Counted) {
+pub fn count_allocation(size: u64, sampling: bool) -> (u32, Counted, bool) {
     let flags = flags();
     let n = flags.allocations.get().wrapping_add(1);
     flags.allocations.set(n);
-    if flags.inside_tracer.get() {
-        return (n, Counted::Unrecorded);
-    }
-    if !sampling {
-        return (n, Counted::Recorded);
-    }
-    if short_of_sample_gap(flags, size) {
-        (n, Counted::Unrecorded)
+    let clock_due = clock_check_due(flags, n);
+    let counted = if flags.inside_tracer.get() {
+        Counted::Unrecorded
+    } else if !sampling {
+        Counted::Recorded
+    } else if short_of_sample_gap(flags, size) {
+        Counted::Unrecorded
     } else {
-        (n, Counted::AtSampleGap)
-    }
+        Counted::AtSampleGap
+    };
+    (n, counted, clock_due)
+}
+
+/// Whether this thread's allocation number `count` is due to look at the
+/// clock: one load and a compare. Past the due count it stays due (the
+/// look may be skipped, the thread being inside the tracer) until
+/// [`clock_checked`] sets the next.
+#[inline(always)]
+fn clock_check_due(flags: &ThreadFlags, count: u32) -> bool {
+    count.wrapping_sub(flags.clock_check_at.get()) as i32 >= 0
+}
+
+/// Sets when this thread next looks at the clock, having looked at
+/// allocation `count` and seen `now_ns` (`None`: there is no clock to
+/// watch, and it looks again `most` allocations on). The allocations
+/// between two looks are as many as the thread made in `interval_ns` at its
+/// rate since the previous look, from 1 (a thread allocating rarely looks
+/// at each allocation) to `most` (a busy one looks rarely), and at most
+/// twice as many as since the previous look: a burst of allocations (a
+/// program's start) does not leave the thread looking only hundreds of
+/// allocations on when it then allocates rarely.
+pub fn clock_checked(count: u32, now_ns: Option<u64>, interval_ns: u64, most: u32) {
+    let flags = flags();
+    let stride = match now_ns {
+        None => most,
+        Some(now) => {
+            let since = count.wrapping_sub(flags.clock_checked_count.get()).max(1);
+            let elapsed = now.saturating_sub(flags.clock_checked_ns.get()).max(1);
+            flags.clock_checked_count.set(count);
+            flags.clock_checked_ns.set(now);
+            let at_rate = u64::from(since).saturating_mul(interval_ns) / elapsed;
+            at_rate.min(2 * u64::from(since)).clamp(1, u64::from(most)) as u32
+        }
+    };
+    flags.clock_check_at.set(count.wrapping_add(stride));
 }
 
 /// Whether `size` bytes the program maps (outside the allocation hooks)
@@ -315,6 +359,40 @@ mod tests {
             assert_eq!(count_allocation(49, true).1, Counted::Unrecorded, "the quiet call left 50 bytes");
             assert_eq!(count_allocation(49, false).1, Counted::Recorded, "without sampling every call is");
             assert_eq!(allocations_counted(), 6);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_thread_looks_at_the_clock_as_often_as_its_allocation_rate_needs() {
+        std::thread::spawn(|| {
+            const MS: u64 = 1_000_000;
+            let checks = |allocations: u32, ns_apart: u64, start_ns: u64| {
+                let mut looked = 0;
+                for i in 0..allocations {
+                    let (count, _, due) = count_allocation(8, false);
+                    if due {
+                        looked += 1;
+                        clock_checked(count, Some(start_ns + u64::from(i) * ns_apart), MS, 256);
+                    }
+                }
+                looked
+            };
+            assert_eq!(checks(30, 100 * MS, 1_000 * MS), 30, "allocations 100 ms apart each look");
+            let busy = checks(100_000, 10, 10_000 * MS);
+            assert!((390..=420).contains(&busy), "one in 256 at 100 million a second, after the ramp: {busy}");
+            // Only the look one stride after the burst sees the rate fall.
+            let after_burst = checks(300, 100 * MS, 20_000 * MS);
+            assert!(after_burst >= 300 - 256, "each allocation looks from the first look on: {after_burst}");
+            // No clock to watch: one look in `most`.
+            let (count, _, _) = count_allocation(8, false);
+            clock_checked(count, None, MS, 256);
+            let due = || (0..300).map(|_| count_allocation(8, false).2).collect::<Vec<_>>();
+            let looks = due();
+            assert_eq!(looks.iter().position(|&due| due), Some(255), "one look in 256");
+            // A look that was due and not taken is due at each allocation after it.
+            assert!(looks[255..].iter().all(|&due| due));
         })
         .join()
         .unwrap();
