@@ -151,7 +151,7 @@ fn a_program_started_beside_a_traced_one_writes_a_trace_of_its_own() {
     assert_eq!(
         String::from_utf8_lossy(&beside.stderr),
         format!(
-            "tracer: another traced process is writing {}; this one (pid {pid}) writes {}\n",
+            "tracer: {} is the trace of another traced process started beside this one; this one (pid {pid}) writes {}\n",
             trace.display(),
             own.display()
         )
@@ -176,6 +176,48 @@ fn a_program_started_beside_a_traced_one_writes_a_trace_of_its_own() {
     let report = report_json(&trace);
     assert_eq!(report["trace_end"], "complete", "{report:#}");
     assert!(mentions(&suspects(&report)[0], "leak_per_epoch"), "{report:#}");
+}
+
+/// `first | second` where `first` ends before `second`'s tracer starts:
+/// `second` started first, so the trace it finds was written beside it,
+/// not by an earlier run, and it writes its own beside that one.
+#[test]
+fn a_program_started_first_keeps_the_trace_of_one_started_beside_it_that_ended_first() {
+    let leaky = compile("leaky.c");
+    // Started now, traced from its exec a second on.
+    let (mut later, dir) = traced_command(Path::new("sh"));
+    let late = later
+        .env_remove("LD_PRELOAD")
+        .env("PRELOAD_LATER", tracer_lib())
+        .args(["-c", "sleep 1; LD_PRELOAD=$PRELOAD_LATER exec \"$0\" 6"])
+        .arg(&leaky)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let trace = dir.path().join("trace.bin");
+    let (mut first, _elsewhere) = traced_command(&leaky);
+    let first = first.env("TRACER_OUTPUT", &trace).arg("6").spawn().unwrap();
+    let first_pid = first.id();
+    assert!(first.wait_with_output().unwrap().status.success());
+    let late_pid = late.id();
+    let late = late.wait_with_output().unwrap();
+    assert!(late.status.success(), "{}", String::from_utf8_lossy(&late.stderr));
+    assert_eq!(process_record(&trace).pid, first_pid, "the trace of the program that ended first is kept");
+    let own = dir.path().join(format!("trace.bin.{late_pid}"));
+    assert_eq!(
+        String::from_utf8_lossy(&late.stderr),
+        format!(
+            "tracer: {} is the trace of another traced process started beside this one; this one (pid {late_pid}) writes {}\n",
+            trace.display(),
+            own.display()
+        )
+    );
+    let report = report_json(&own);
+    assert_eq!(report["trace_end"], "complete", "{report:#}");
+    assert!(mentions(&suspects(&report)[0], "leak_per_epoch"), "{report:#}");
+    let listed = &report_json(&trace)["descendant_traces"][0];
+    assert_eq!((listed["pid"].as_u64(), listed["started_beside"].as_bool()), (Some(u64::from(late_pid)), Some(true)));
 }
 
 #[test]

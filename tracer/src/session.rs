@@ -126,7 +126,9 @@ fn image_name() -> String {
 
 /// Whether a process that is no descendant of a traced one writes `path`
 /// rather than the named file: another traced process held it as this one
-/// started (two programs started side by side with the tracer preloaded).
+/// started, or wrote it having started after this one (two programs
+/// started side by side with the tracer preloaded, one of which may have
+/// ended already).
 fn named_output_in_use(config: &Config, forked_from: Option<u32>, path: &Path) -> bool {
     !config.is_descendant && forked_from.is_none() && path != config.base_output
 }
@@ -197,7 +199,7 @@ fn begin(allocators: Allocators) {
         return;
     }
     let candidates = config.output_candidates(config.is_descendant, sys::pid());
-    let writer = match TraceWriter::create(candidates) {
+    let writer = match TraceWriter::create(candidates, sys::process_start_unix_ns()) {
         Ok(writer) => writer,
         Err((path, err)) => {
             if config.ancestor_reported.as_deref() != Some(REPORTED_FAILURE) {
@@ -214,7 +216,7 @@ fn begin(allocators: Allocators) {
     std::env::set_var(REPORTED_VAR, REPORTED_OK);
     if named_output_in_use(&config, None, writer.path()) {
         sys::print_stderr(&format!(
-            "tracer: another traced process is writing {}; this one (pid {}) writes {}\n",
+            "tracer: {} is the trace of another traced process started beside this one; this one (pid {}) writes {}\n",
             config.base_output.display(),
             sys::pid(),
             writer.path().display()
@@ -1003,7 +1005,7 @@ impl Session {
     /// A forked child's own file: header, process, every module.
     fn open_child_file(&self, output: &mut Output) -> bool {
         let candidates = self.config.output_candidates(true, sys::pid());
-        match TraceWriter::create(candidates) {
+        match TraceWriter::create(candidates, None) {
             Ok(writer) => {
                 output.writer = Some(writer);
                 output.written.clear();
@@ -1031,7 +1033,10 @@ impl Session {
             ("sampling".to_string(), self.sampling_setting()),
         ];
         if path.is_some_and(|path| named_output_in_use(&self.config, output.forked_from, path)) {
-            let why = format!("{}, which another traced process was writing", self.config.base_output.display());
+            let why = format!(
+                "{}, the trace of another traced process started beside this one",
+                self.config.base_output.display()
+            );
             settings.push((NAMED_OUTPUT_IN_USE_SETTING.to_string(), why));
         }
         if let Some(allocator) = &self.other_allocator {

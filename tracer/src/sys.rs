@@ -22,6 +22,32 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
+/// When this process started (its fork, or its clone), in nanoseconds since
+/// the Unix epoch, to the kernel's clock tick (10 ms), rounded down;
+/// `None` when /proc/self/stat cannot be read. The kernel counts it on
+/// the boot-time clock: the distance from now on that clock, taken from
+/// the wall clock now.
+pub fn process_start_unix_ns() -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    let len = read_small_file(c"/proc/self/stat", &mut buf);
+    let ticks = start_ticks(&buf[..len])?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&t| t > 0)?;
+    let since_boot_ns = ticks.checked_mul(1_000_000_000)? / ticks_per_second;
+    let ago_ns = clock_ns(libc::CLOCK_BOOTTIME).checked_sub(since_boot_ns)?;
+    unix_ns().checked_sub(ago_ns)
+}
+
+/// The start time field (the 22nd) of a /proc/<pid>/stat line, in clock
+/// ticks since boot. The second field, the command's name in parentheses,
+/// may hold spaces and parentheses itself: the fields are counted from
+/// the last `)`.
+fn start_ticks(stat: &[u8]) -> Option<u64> {
+    let after_name = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+    let field = std::str::from_utf8(after_name).ok()?.split_ascii_whitespace().nth(22 - 3)?;
+    field.parse().ok()
+}
+
 pub fn pid() -> u32 {
     // SAFETY: getpid has no preconditions.
     unsafe { libc::getpid() as u32 }
@@ -226,19 +252,44 @@ pub enum Claim {
 /// Opens a trace file for writing as `claim` says, close-on-exec so that an
 /// exec'd program does not inherit it. A file another process holds fails
 /// with `WouldBlock`, one that exists when `Exclusive` with `AlreadyExists`.
-pub fn create_file(path: &Path, claim: Claim) -> io::Result<i32> {
+/// A `Locked` file that no process holds is emptied, unless `keep`, asked
+/// with the locked descriptor, says that it must be kept: it then fails
+/// with `AlreadyExists`.
+pub fn create_file(path: &Path, claim: Claim, keep: impl FnOnce(i32) -> bool) -> io::Result<i32> {
     let mut flags = libc::O_WRONLY | libc::O_CREAT;
     if claim == Claim::Exclusive {
         flags |= libc::O_EXCL;
     }
     let fd = open(path, flags)?;
     if claim == Claim::Locked {
-        if let Err(err) = lock_and_empty(fd) {
+        if let Err(err) = lock_and_empty(fd, keep) {
             close(fd);
             return Err(err);
         }
     }
     Ok(fd)
+}
+
+/// The file `fd` is open on, opened again for reading (through
+/// /proc/self/fd, whatever its path is now), close-on-exec.
+pub fn open_to_read(fd: i32) -> io::Result<i32> {
+    open(Path::new(&format!("/proc/self/fd/{fd}")), libc::O_RDONLY)
+}
+
+/// Reads from `fd` at `offset` into `buf`, without moving the descriptor's
+/// offset; the bytes read (0 at the end of the file).
+pub fn read_at(fd: i32, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    loop {
+        // SAFETY: the pointer and length describe `buf`, writable for the call.
+        let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as libc::off_t) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
 }
 
 /// Opens `path` with `flags`, close-on-exec (created files get mode 0644).
@@ -267,8 +318,9 @@ pub fn reopen_to_append(path: &Path) -> io::Result<i32> {
 /// file is closed (a forked child closes its copy at once), and empties
 /// the file. Where the file system has no locks, the file is emptied all
 /// the same, as it was before locks were taken. Anything but a regular
-/// file (`/dev/null`, a pipe) is written as it is.
-fn lock_and_empty(fd: i32) -> io::Result<()> {
+/// file (`/dev/null`, a pipe) is written as it is. A file that `keep`
+/// says must be kept is left as it is, and unlocked again.
+fn lock_and_empty(fd: i32, keep: impl FnOnce(i32) -> bool) -> io::Result<()> {
     if fstat(fd).is_none_or(|status| status.st_mode & libc::S_IFMT != libc::S_IFREG) {
         return Ok(());
     }
@@ -278,6 +330,9 @@ fn lock_and_empty(fd: i32) -> io::Result<()> {
         if err.kind() == io::ErrorKind::WouldBlock {
             return Err(err);
         }
+    }
+    if keep(fd) {
+        return Err(io::Error::new(io::ErrorKind::AlreadyExists, "written by a process started beside this one"));
     }
     // SAFETY: as above.
     if unsafe { libc::ftruncate(fd, 0) } != 0 {
@@ -470,6 +525,16 @@ mod tests {
         // SAFETY: unmaps the mapping made above, which nothing uses any more.
         unsafe { libc::syscall(libc::SYS_munmap, address, len) };
         assert!(after >= before + (12 << 20), "{before} -> {after}");
+    }
+
+    #[test]
+    fn a_process_start_is_read_after_its_name() {
+        let stat = b"4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 50\n";
+        assert_eq!(start_ticks(stat), Some(987654));
+        assert_eq!(start_ticks(b"4242 (cut"), None);
+        let started = process_start_unix_ns().expect("this process's start");
+        let now = unix_ns();
+        assert!(started <= now && now - started < 24 * 3600 * 1_000_000_000, "{started} {now}");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use trace_format::{file_header, frame_record, snapshot_frame, EncodedCounters, Record, Snapshot};
+use trace_format::{
+    file_header, frame_record, snapshot_frame, EncodedCounters, Record, RecordReader, Snapshot, FILE_HEADER_LEN,
+};
 
 use crate::sys::{self, Claim};
 
@@ -21,11 +23,20 @@ pub struct TraceWriter {
 
 impl TraceWriter {
     /// Opens the first candidate path that no other process holds, and
-    /// writes the file header.
-    pub fn create(candidates: impl Iterator<Item = (PathBuf, Claim)>) -> Result<TraceWriter, (PathBuf, io::Error)> {
+    /// writes the file header. A `Locked` candidate (the named trace file)
+    /// holding a trace that a process started at `started_unix_ns` or later
+    /// began is passed over too: this process started first, so that one
+    /// ran beside it (the other end of a pipeline, which may have ended
+    /// already) and its trace is kept. `None` when this process's start is
+    /// not known: the file is taken for an earlier run's.
+    pub fn create(
+        candidates: impl Iterator<Item = (PathBuf, Claim)>,
+        started_unix_ns: Option<u64>,
+    ) -> Result<TraceWriter, (PathBuf, io::Error)> {
         let mut last_error = None;
         for (path, claim) in candidates {
-            match sys::create_file(&path, claim) {
+            let written_beside = |fd| started_unix_ns.is_some_and(|started| trace_started_since(fd, started));
+            match sys::create_file(&path, claim, written_beside) {
                 Ok(fd) => {
                     let file = sys::file_id(fd).unwrap_or_default();
                     let mut writer = TraceWriter { fd, file, path, pending: file_header().to_vec() };
@@ -106,10 +117,46 @@ impl Drop for TraceWriter {
 }
 
 /// Whether opening a file as `claim` failed only because another process
-/// has that file: the next candidate may be free.
+/// has that file (or, `Locked`, wrote it beside this one): the next
+/// candidate may be free.
 fn held_by_another(claim: Claim, err: &io::Error) -> bool {
     match claim {
-        Claim::Locked => err.kind() == io::ErrorKind::WouldBlock,
+        Claim::Locked => matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::AlreadyExists),
         Claim::Exclusive => err.kind() == io::ErrorKind::AlreadyExists,
+    }
+}
+
+/// A process record larger than this (a command line of megabytes) is
+/// not read: the file is taken for an earlier run's.
+const MOST_PROCESS_RECORD_BYTES: usize = 1 << 20;
+
+/// Whether the file `fd` is open on holds a trace whose process started at
+/// `since` (ns since the Unix epoch) or later, as its first record says.
+fn trace_started_since(fd: i32, since: u64) -> bool {
+    let Ok(reading) = sys::open_to_read(fd) else { return false };
+    let started = trace_start(reading);
+    sys::close(reading);
+    started.is_some_and(|started| started >= since)
+}
+
+/// When the process whose trace `fd` holds started its trace: the first
+/// record's `start_unix_ns`, read whole and checked; `None` for anything
+/// but a trace starting with a sound process record.
+fn trace_start(fd: i32) -> Option<u64> {
+    let mut head = [0u8; FILE_HEADER_LEN + 5];
+    if sys::read_at(fd, &mut head, 0).ok()? < head.len() {
+        return None;
+    }
+    let payload = u32::from_le_bytes(head[FILE_HEADER_LEN..FILE_HEADER_LEN + 4].try_into().ok()?) as usize;
+    if payload > MOST_PROCESS_RECORD_BYTES {
+        return None;
+    }
+    let mut bytes = vec![0u8; head.len() + payload + 4];
+    if sys::read_at(fd, &mut bytes, 0).ok()? < bytes.len() {
+        return None;
+    }
+    match RecordReader::new(&bytes[..]).ok()?.next()? {
+        Record::Process(process) => Some(process.start_unix_ns),
+        _ => None,
     }
 }
