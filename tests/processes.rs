@@ -433,6 +433,29 @@ fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     assert!(stderr.starts_with("tracer: cannot create the trace file /nonexistent/dir/trace.bin"), "{stderr}");
 }
 
+/// Switches with values other than 0 and 1 are each told on one line and
+/// keep their default; a directory named with a slash is made.
+#[test]
+fn unreadable_switches_are_told_and_an_output_directory_is_made() {
+    let program = compile("leaky.c");
+    let (mut command, dir) = traced_command(&program);
+    let output_dir = dir.path().join("runs/today");
+    let output = command
+        .env("TRACER_OUTPUT", format!("{}/", output_dir.display()))
+        .env("TRACER_PYTHON_FRAMES", "maybe")
+        .env("TRACER_UNWIND_CHECK", "2")
+        .arg("8")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let expected = "tracer: TRACER_PYTHON_FRAMES=\"maybe\" is neither 0 nor 1 (0 leaves Python frames out); it stays on\n\
+                    tracer: TRACER_UNWIND_CHECK=\"2\" is neither 0 nor 1 (1 compares each capture with libgcc's); it stays off\n";
+    assert_eq!(stderr, expected);
+    let report = report_json(&output_dir.join("trace.bin"));
+    assert_eq!(report["verdict"]["kind"], "heap_leak", "traced all the same");
+}
+
 #[test]
 fn output_to_a_device_is_written_as_it_is() {
     // Not a file of records to empty or guard: two programs may both write /dev/null.

@@ -34,6 +34,10 @@ pub const AUTO_EPOCHS_VAR: &str = "TRACER_AUTO_EPOCHS";
 /// [`SAMPLE_VAR`] or the warm-up's (objects come by the million an epoch,
 /// too many to record each one), and the arenas are no longer recorded.
 pub const PYTHON_OBJECTS_VAR: &str = "TRACER_PYTHON_OBJECTS";
+/// `0` leaves Python frames out of the stacks.
+pub const PYTHON_FRAMES_VAR: &str = "TRACER_PYTHON_FRAMES";
+/// `1` compares each fast capture with libgcc's (read where the check runs).
+pub const UNWIND_CHECK_VAR: &str = "TRACER_UNWIND_CHECK";
 /// Samples allocations by bytes for the whole run.
 pub const SAMPLE_VAR: &str = "TRACER_SAMPLE_BYTES";
 /// Samples the warm-up (the first epoch) and records every allocation
@@ -94,6 +98,8 @@ pub struct Config {
     pub sample_warm_up_only: bool,
     /// Passes over a PyTorch DataLoader close epochs (`TRACER_AUTO_EPOCHS`, on unless `0`).
     pub auto_epochs: bool,
+    /// Python frames are read into the stacks (`TRACER_PYTHON_FRAMES`, on unless `0`).
+    pub python_frames: bool,
     /// Python's small objects are traced through its object allocator's
     /// hooks, sampled (`TRACER_PYTHON_OBJECTS`, off unless `1`).
     pub python_objects: bool,
@@ -147,8 +153,12 @@ impl Config {
         let sample_warm_up_only = sample_bytes.is_none() && warm_up_sample_bytes.is_some();
         let sample_bytes = sample_bytes.or(warm_up_sample_bytes);
         let auto_epochs = switch_var(AUTO_EPOCHS_VAR, true, "0 turns DataLoader epochs off", &mut warnings);
+        let python_frames = switch_var(PYTHON_FRAMES_VAR, true, "0 leaves Python frames out", &mut warnings);
         let python_objects =
             switch_var(PYTHON_OBJECTS_VAR, false, "1 traces Python's small objects, sampled", &mut warnings);
+        // Only told here when unreadable: the unwinder reads it itself, as
+        // it may capture before the session has its settings.
+        switch_var(UNWIND_CHECK_VAR, false, "1 compares each capture with libgcc's", &mut warnings);
         let worker_traces = count_var(WORKER_TRACES_VAR, DEFAULT_WORKER_TRACES, "workers", &mut warnings);
         let exec_traces = count_var(EXEC_TRACES_VAR, DEFAULT_EXEC_TRACES, "traces", &mut warnings);
         Config {
@@ -161,6 +171,7 @@ impl Config {
             sample_bytes,
             sample_warm_up_only,
             auto_epochs,
+            python_frames,
             python_objects,
             worker_traces,
             exec_traces,
@@ -343,8 +354,14 @@ fn traces_since(base: &Path, since: std::time::SystemTime, enough: u32) -> u32 {
 /// The trace's path from `TRACER_OUTPUT`, made absolute: a directory (one
 /// that exists, or a name ending with `/`) gets [`DEFAULT_OUTPUT`] in it.
 fn output_path(named: std::ffi::OsString) -> PathBuf {
-    let names_directory = named.as_encoded_bytes().ends_with(b"/") || Path::new(&named).is_dir();
+    let ends_with_slash = named.as_encoded_bytes().ends_with(b"/");
+    let names_directory = ends_with_slash || Path::new(&named).is_dir();
     let path = PathBuf::from(named);
+    if ends_with_slash {
+        // Made when missing, as `mkdir -p` would; where it cannot be, opening
+        // the trace in it says why.
+        let _ = std::fs::create_dir_all(&path);
+    }
     absolute(&if names_directory { path.join(DEFAULT_OUTPUT) } else { path })
 }
 
@@ -370,6 +387,7 @@ mod tests {
             sample_bytes: None,
             sample_warm_up_only: false,
             auto_epochs: true,
+            python_frames: true,
             python_objects: false,
             worker_traces: Some(DEFAULT_WORKER_TRACES),
             exec_traces: Some(DEFAULT_EXEC_TRACES),
@@ -435,8 +453,14 @@ mod tests {
     fn an_output_naming_a_directory_gets_the_default_name_in_it() {
         let dir = std::env::temp_dir();
         assert_eq!(output_path(dir.clone().into_os_string()), dir.join(DEFAULT_OUTPUT));
-        assert_eq!(output_path("/nonexistent/runs/".into()), Path::new("/nonexistent/runs/trace.bin"));
+        // A missing directory named with its slash is made, as mkdir -p would.
+        let missing = tempfile_dir().join("runs/today");
+        let mut named = missing.clone().into_os_string();
+        named.push("/");
+        assert_eq!(output_path(named), missing.join(DEFAULT_OUTPUT));
+        assert!(missing.is_dir());
         assert_eq!(output_path("/nonexistent/run.bin".into()), Path::new("/nonexistent/run.bin"));
+        assert!(!Path::new("/nonexistent").exists(), "a file's directory is not made");
         assert!(output_path("run.bin".into()).is_absolute());
     }
 

@@ -234,7 +234,7 @@ fn begin(allocators: Allocators) {
     let now = sys::monotonic_ns();
     let slice_deadline_ns = config.epoch_seconds.map_or(0, |s| now + (s * 1e9) as u64);
     let command_line = sys::command_line();
-    let python = Python::detect(config.python_objects, &command_line);
+    let python = Python::detect(config.python_frames, config.python_objects, &command_line);
     let auto_epochs = AutoEpochs::new(config.auto_epochs && python.walks_frames());
     let session = Session {
         config,

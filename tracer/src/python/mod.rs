@@ -35,12 +35,9 @@ use trace_format::{PyCode, PyFrame, PYMALLOC_OBJECTS_TRACED, PYMALLOC_OBJECTS_UN
 use self::codes::{CodeTable, FrameKey, Types, WalkCache};
 pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
-use crate::config::PYTHON_OBJECTS_VAR as OBJECTS_VAR;
+use crate::config::{PYTHON_FRAMES_VAR, PYTHON_OBJECTS_VAR as OBJECTS_VAR};
 use crate::sys;
 use crate::thread_state;
-
-/// `TRACER_PYTHON_FRAMES=0` leaves Python frames out (stacks stay native).
-const DISABLE_VAR: &str = "TRACER_PYTHON_FRAMES";
 
 /// Deeper Python stacks keep their innermost frames only.
 pub const MAX_PY_FRAMES: usize = 64;
@@ -221,11 +218,12 @@ fn allocator_setting(objects: Objects) -> String {
 
 impl Python {
     /// Looks for a CPython interpreter in the process; says on stderr, once,
-    /// when one is there whose frames cannot be read. `objects_wanted`: its
+    /// when one is there whose frames cannot be read. `frames_wanted`: its
+    /// frames are to be read (not `TRACER_PYTHON_FRAMES=0`). `objects_wanted`: its
     /// small objects are to be traced (`TRACER_PYTHON_OBJECTS=1`), which
     /// needs its frames and pymalloc. `command_line`: the process's
     /// arguments, whose interpreter options may ask for `-X dev`.
-    pub fn detect(objects_wanted: bool, command_line: &[String]) -> Python {
+    pub fn detect(frames_wanted: bool, objects_wanted: bool, command_line: &[String]) -> Python {
         let Some(get_version) = symbol(c"Py_GetVersion") else {
             return Python { walker: None, settings: Vec::new(), traces_objects: false };
         };
@@ -244,11 +242,7 @@ impl Python {
                 full.split_whitespace().next().unwrap_or("?").to_string()
             }
         };
-        let walker = if std::env::var_os(DISABLE_VAR).is_some_and(|v| v == "0") {
-            Err(None)
-        } else {
-            Walker::new(version).map_err(Some)
-        };
+        let walker = if !frames_wanted { Err(None) } else { Walker::new(version).map_err(Some) };
         let objects = match (walker.is_ok(), objects_use_pymalloc(command_line)) {
             (false, _) => Objects::NoFrames,
             (true, false) => Objects::HooksReplaced,
@@ -257,7 +251,7 @@ impl Python {
         };
         let frames = match &walker {
             Ok(_) => format!("{text} frames"),
-            Err(None) => format!("{text} frames off ({DISABLE_VAR}=0)"),
+            Err(None) => format!("{text} frames off ({PYTHON_FRAMES_VAR}=0)"),
             Err(Some(why)) => {
                 sys::print_stderr(&format!(
                     "tracer: Python {text} frames unavailable: {why}; stacks are native only\n"
