@@ -48,7 +48,7 @@ pub const NOISE_FLOOR_HEAP_DIVISOR: u64 = 1000;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum NoiseFloor {
     /// [`NOISE_FLOOR_MIN`], or 1/[`NOISE_FLOOR_HEAP_DIVISOR`] of the memory
-    /// traced at the first analysis epoch if more: in a large process the
+    /// traced at analysis epoch 1 if more: in a large process the
     /// caches that settle slowly stay out of the ranking.
     #[default]
     Scaled,

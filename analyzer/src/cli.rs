@@ -44,8 +44,8 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 10, allow_negative_numbers = true, value_parser = parse_count)]
         top: usize,
         /// Growth per epoch a stack must exceed to be a suspect, as 4096,
-        /// 64k or 2m [default: 4k, or 0.1% of the memory traced at the first
-        /// analysis epoch if more].
+        /// 64k or 2m [default: 4k, or 0.1% of the memory traced at analysis
+        /// epoch 1 if more].
         #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
         noise_floor: Option<u64>,
     },
@@ -55,7 +55,7 @@ enum Command {
         /// The trace file, or a directory holding trace.bin.
         #[arg(default_value = trace_format::DEFAULT_TRACE_FILE)]
         trace: PathBuf,
-        /// What the width of a frame shows.
+        /// What the width of a frame shows [default: leaked].
         #[arg(long, value_enum)]
         weigh: Option<Weigh>,
         /// The epoch for --weigh live or allocated [default: the last].
