@@ -128,6 +128,34 @@ fn sigkilled_run_still_reports_up_to_its_last_snapshot() {
     assert_ne!(report["trace_end"], "complete");
 }
 
+/// A process that ends by sending itself a fatal signal (CPython does so
+/// after an unhandled KeyboardInterrupt) completes its trace first.
+#[test]
+fn a_process_that_signals_itself_to_death_completes_its_trace() {
+    use std::os::unix::process::ExitStatusExt;
+    let program = compile("kills_itself.c");
+    let run = run_traced(&program, &[]);
+    assert_eq!(run.output.status.signal(), Some(15), "SIGTERM: {:?}", run.output.status);
+    assert_eq!(run.stdout(), "kills_itself: 300 blocks kept\n");
+    let (records, end) = read_trace(&run.trace);
+    assert_eq!(end, TraceEnd::EndOfFile);
+    assert!(matches!(records.last(), Some(Record::End(_))), "the trace has its end record");
+    let report = report_json(&run.trace);
+    assert_eq!(report["trace_end"], "complete");
+    assert!(mentions(&suspects(&report)[0], "leak_before_the_signal"), "{report:#}");
+
+    let python = python_interpreter("3.12");
+    let script = python_script("interrupted.py");
+    let run = run_traced(&python, &[script.to_str().unwrap()]);
+    assert_eq!(run.output.status.signal(), Some(2), "Python dies of SIGINT: {:?}", run.output.status);
+    assert_eq!(run.stdout(), "interrupted: 384 blocks kept\n");
+    let report = report_json(&run.trace);
+    assert_eq!(report["trace_end"], "complete", "{:#}", report["warnings"]);
+    let line = &report["lines"][0];
+    let leak_line = line_of("python/interrupted.py", "the leaking line");
+    assert_eq!((&line["frame"]["function"], &line["frame"]["line"]), (&"keep_blocks".into(), &leak_line.into()));
+}
+
 #[test]
 fn a_program_started_beside_a_traced_one_writes_a_trace_of_its_own() {
     let (mut holder_command, dir) = traced_command(&compile("killed.c"));

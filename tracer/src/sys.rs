@@ -366,6 +366,33 @@ pub fn close(fd: i32) {
     unsafe { libc::close(fd) };
 }
 
+/// Whether `signal`, sent to this process by the calling thread, ends it
+/// now: `SIGKILL`, or a signal that ends a process by default, left to its
+/// default action and not blocked by this thread. A signal blocked here may
+/// go to another thread, or wait: it is not taken to end the process.
+pub fn signal_ends_process(signal: i32) -> bool {
+    const STOP_OR_IGNORED: [i32; 7] =
+        [libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU, libc::SIGCHLD, libc::SIGCONT, libc::SIGURG];
+    if signal == libc::SIGKILL {
+        return true;
+    }
+    if signal <= 0 || signal == libc::SIGWINCH || STOP_OR_IGNORED.contains(&signal) {
+        return false;
+    }
+    // SAFETY: both structures are plain data, for which all zeroes is a
+    // valid value; sigaction with a null new action and pthread_sigmask
+    // with a null new set only read the current disposition and mask.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(signal, std::ptr::null(), &mut action) != 0 || action.sa_sigaction != libc::SIG_DFL {
+            return false;
+        }
+        let mut blocked: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut blocked) == 0
+            && libc::sigismember(&blocked, signal) == 0
+    }
+}
+
 /// Ends the process at once, as `_exit` does, without running exit handlers.
 pub fn exit_group(status: i32) -> ! {
     loop {

@@ -5,6 +5,7 @@ use std::ffi::{c_char, c_int, CStr};
 
 use trace_format::EndReason;
 
+use super::NextSymbol;
 use crate::{session, sys};
 
 /// Runs when the library is loaded, before the program's `main`.
@@ -64,4 +65,23 @@ pub extern "C" fn _exit(status: c_int) -> ! {
 #[no_mangle]
 pub extern "C" fn _Exit(status: c_int) -> ! {
     _exit(status)
+}
+
+static NEXT_KILL: NextSymbol = NextSymbol::new(c"kill");
+
+/// A process that sends itself a signal that ends it never reaches `exit`:
+/// CPython, after an unhandled KeyboardInterrupt (Ctrl-C), finalizes and
+/// then sends itself SIGINT with its default action, so that the shell
+/// sees it die of it. The trace is completed first.
+#[no_mangle]
+pub extern "C" fn kill(pid: libc::pid_t, signal: c_int) -> c_int {
+    if u32::try_from(pid).is_ok_and(|pid| pid == sys::pid()) && sys::signal_ends_process(signal) {
+        session::finish(EndReason::ImmediateExit);
+    }
+    match NEXT_KILL.get::<unsafe extern "C" fn(libc::pid_t, c_int) -> c_int>() {
+        // SAFETY: glibc's kill (the next definition), with the caller's arguments.
+        Some(next) => unsafe { next(pid, signal) },
+        // SAFETY: the kill system call with the caller's arguments.
+        None => unsafe { libc::syscall(libc::SYS_kill, pid as libc::c_long, signal as libc::c_long) as c_int },
+    }
 }
