@@ -54,6 +54,23 @@ pub struct DescendantReport {
     pub finding: Option<Finding>,
     /// Its snapshots; 0 when it was not looked at or could not be read.
     pub snapshots: usize,
+    /// How long it ran, to its last snapshot; 0 when not looked at.
+    pub lifetime_ns: u64,
+    /// A forked DataLoader worker, closing an epoch each time its parent
+    /// does (see [`trace_format::FOLLOWS_PARENTS_EPOCHS`]).
+    pub follows_parent: bool,
+}
+
+impl DescendantReport {
+    /// It ran for at least a quarter of `parent_ns` in too few epochs of its
+    /// own to be analysed, not following its parent's: a worker of a
+    /// multiprocessing pool or a spawned one, whose leak shows nowhere.
+    pub fn unanalysed_long_life(&self, parent_ns: u64) -> bool {
+        !self.trace.started_beside
+            && !self.follows_parent
+            && (1..MIN_EPOCHS).contains(&self.snapshots)
+            && self.lifetime_ns >= parent_ns / 4
+    }
 }
 
 /// The descendants' traces, the first [`LOOKED_AT`] analysed.
@@ -65,9 +82,15 @@ pub fn look_at(descendants: Vec<Descendant>, floor: NoiseFloor) -> Vec<Descendan
             // Counting first: most descendants' traces are too short to
             // analyse (a worker forked for one pass has its exit snapshot
             // only), and counting reads less than loading.
-            let snapshots = if i < LOOKED_AT { snapshot_count(&trace.path) } else { 0 };
-            let finding = if snapshots >= MIN_EPOCHS { finding(&trace.path, floor) } else { None };
-            DescendantReport { trace, finding, snapshots }
+            let glance = if i < LOOKED_AT { glance(&trace.path) } else { Glance::default() };
+            let finding = if glance.snapshots >= MIN_EPOCHS { finding(&trace.path, floor) } else { None };
+            DescendantReport {
+                trace,
+                finding,
+                snapshots: glance.snapshots,
+                lifetime_ns: glance.lifetime_ns,
+                follows_parent: glance.follows_parent,
+            }
         })
         .collect()
 }
@@ -82,9 +105,36 @@ pub fn program_trace(descendants: &[DescendantReport]) -> Option<&DescendantRepo
     own().find(|d| d.finding.is_some()).or_else(|| own().filter(|d| d.snapshots > 0).rev().max_by_key(|d| d.snapshots))
 }
 
-/// The snapshots in the trace at `path`; 0 when it cannot be read.
-fn snapshot_count(path: &Path) -> usize {
-    RecordReader::open(path).map_or(0, |records| records.filter(|r| matches!(r, Record::Snapshot(_))).count())
+/// What counting a trace's records tells, without loading it.
+#[derive(Default)]
+struct Glance {
+    snapshots: usize,
+    lifetime_ns: u64,
+    follows_parent: bool,
+}
+
+/// A look at the trace at `path`: its snapshots (a worker forked for one
+/// pass has its exit snapshot only, and counting reads less than loading),
+/// how long it ran and whether it follows its parent's epochs; nothing
+/// when it cannot be read.
+fn glance(path: &Path) -> Glance {
+    let Ok(records) = RecordReader::open(path) else { return Glance::default() };
+    let mut glance = Glance::default();
+    for record in records {
+        match record {
+            Record::Process(process) => {
+                glance.follows_parent = process
+                    .setting(trace_format::EPOCHS_SETTING)
+                    .is_some_and(|how| how.starts_with(trace_format::FOLLOWS_PARENTS_EPOCHS));
+            }
+            Record::Snapshot(snapshot) => {
+                glance.snapshots += 1;
+                glance.lifetime_ns = snapshot.elapsed_ns;
+            }
+            _ => {}
+        }
+    }
+    glance
 }
 
 /// What the trace at `path`, which has the snapshots an analysis needs,
@@ -204,6 +254,31 @@ mod tests {
             line: Some("Samples.__getitem__ (dataset.py)".into()),
         };
         assert_eq!(found[0].finding, Some(leak));
+    }
+
+    /// A pool's worker lives through the run with its exit snapshot only;
+    /// a DataLoader worker of one pass follows its parent's epochs, and a
+    /// command the job ran was over at once: only the first is told.
+    #[test]
+    fn a_long_lived_descendant_too_short_to_analyse_is_told_apart() {
+        let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
+        let mut loader_worker = Sim::new("/opt/app/train");
+        loader_worker.process_mut().pid = 4501;
+        loader_worker.process_mut().forked_from = Some(4242);
+        let follows = format!(
+            "{}: this forked DataLoader worker closes one each time its parent does",
+            trace_format::FOLLOWS_PARENTS_EPOCHS
+        );
+        loader_worker.process_mut().settings.push((trace_format::EPOCHS_SETTING.into(), follows));
+        loader_worker.exit();
+        write_beside(&parent, &[("4500", worker(4500, 1, true)), ("4501", loader_worker.bytes())]);
+        let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
+        let (pool_worker, loader_worker) = (&found[0], &found[1]);
+        assert!(pool_worker.lifetime_ns > 0 && !pool_worker.follows_parent && loader_worker.follows_parent);
+        let run_ns = pool_worker.lifetime_ns;
+        assert!(pool_worker.unanalysed_long_life(run_ns));
+        assert!(!pool_worker.unanalysed_long_life(5 * run_ns), "over within a fifth of the run");
+        assert!(!loader_worker.unanalysed_long_life(loader_worker.lifetime_ns), "a worker of one pass");
     }
 
     #[test]

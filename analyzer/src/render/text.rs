@@ -509,6 +509,15 @@ pub fn render(report: &Report<'_>) -> String {
     if let Some(note) = findings_note(&report.descendants) {
         let _ = writeln!(out, "Note: {note} (findings, under Run)");
     }
+    let run_ns = trace.snapshots.last().map_or(0, |s| s.elapsed_ns);
+    let unanalysed = report.descendants.iter().filter(|d| d.unanalysed_long_life(run_ns)).count();
+    if unanalysed > 0 && a.verdict.kind != VerdictKind::TooFewEpochs {
+        let (count, verb) = if unanalysed == 1 { ("one".to_string(), "was") } else { (unanalysed.to_string(), "were") };
+        let _ = writeln!(
+            out,
+            "Note: {count} of this process's descendants ran for much of its run but {verb} cut into too few epochs of their own to be analysed (workers of a multiprocessing pool, or spawned ones, do not follow this process's epochs): a leak in them shows in no report; call tracer_mark in them, or set TRACER_EPOCH_SECONDS shorter than their lives"
+        );
+    }
     // Only where growth on the heap was found: the small objects of a leak
     // may be missing from its count, which the note says how to add.
     let heap_growth = a.verdict.kind == VerdictKind::HeapLeak || a.growth_below_floor();
