@@ -274,8 +274,8 @@ pub enum EpochSource {
     Program,
     /// The tracer found the passes over a DataLoader.
     DataLoaderPasses,
-    /// A forked DataLoader worker, closing an epoch each time its parent
-    /// (the process of this pid, when known) does.
+    /// A worker closing an epoch each time its parent (the process of this
+    /// pid, when known) does: a forked DataLoader worker.
     ParentsEpochs { parent: Option<u32> },
 }
 
@@ -579,7 +579,7 @@ impl Analysis {
                         MIN_EPOCHS + 1
                     ),
                     EpochSource::ParentsEpochs { parent } => format!(
-                        "this forked DataLoader worker ended before its parent closed more epochs. A loader without persistent_workers=True forks its workers again for every pass, and what a worker allocates goes when it exits at the pass's end: it cannot pile up from epoch to epoch. Its parent's report covers the job{}",
+                        "this worker ended before its parent closed more epochs. A DataLoader without persistent_workers=True starts its workers again for every pass, and what a worker allocates goes when it exits at the pass's end: it cannot pile up from epoch to epoch. Its parent's report covers the job{}",
                         parent.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
                     ),
                 };
