@@ -18,6 +18,11 @@ pub const RUN_VAR: &str = "TRACER_RUN";
 /// Set by each traced program as it starts, for the programs it execs or
 /// spawns: its image (see [`trace_format::IMAGE_SETTING`]).
 pub const PARENT_IMAGE_VAR: &str = "TRACER_PARENT_IMAGE";
+/// Set by each traced Python process as it starts, for the children it
+/// spawns (Python's multiprocessing `spawn` start method): where the page
+/// of its shared counters is (see [`crate::sys::SharedCountersAddress`]);
+/// removed by a traced process that has no such page.
+pub const PARENT_COUNTERS_VAR: &str = "TRACER_PARENT_COUNTERS";
 /// Set by a traced process once it has printed what it had to say at start:
 /// `ok`, or `failed` when it could not create its trace. Its descendants
 /// read the same settings (the shells of a wrapper script such as a pyenv

@@ -14,8 +14,8 @@ use trace_format::{
 
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{
-    self, Config, AUTO_EPOCHS_VAR, PARENT_IMAGE_VAR, PYTHON_OBJECTS_VAR, REPORTED_FAILURE, REPORTED_OK, REPORTED_VAR,
-    SAMPLE_VAR, WARM_UP_SAMPLE_VAR, WORKER_TRACES_VAR,
+    self, Config, AUTO_EPOCHS_VAR, PARENT_COUNTERS_VAR, PARENT_IMAGE_VAR, PYTHON_OBJECTS_VAR, REPORTED_FAILURE,
+    REPORTED_OK, REPORTED_VAR, SAMPLE_VAR, WARM_UP_SAMPLE_VAR, WORKER_TRACES_VAR,
 };
 use crate::mappings::{self, Locked, Mappings};
 use crate::modules::{self, ModuleMap};
@@ -85,6 +85,12 @@ struct Session {
     epochs_closed: sys::SharedCounterSlot,
     /// In a DataLoader worker, its parent's `epochs_closed`.
     parent_epochs_closed: sys::SharedCounterSlot,
+    /// The worker following its parent's epochs is a child that Python's
+    /// multiprocessing spawned, not a forked DataLoader worker.
+    spawned_worker: AtomicBool,
+    /// Where the children this process spawns find `epochs_closed` (set
+    /// as it starts, in a Python process).
+    counters_address: OnceLock<sys::SharedCountersAddress>,
     /// How many of the parent's epochs this process has followed.
     parent_epochs_followed: AtomicU32,
     /// How many DataLoader workers this process forked, in a page they
@@ -222,6 +228,9 @@ fn begin(allocators: Allocators) {
             writer.path().display()
         ));
     }
+    // Read before this process hands its own on.
+    let parents_counters =
+        std::env::var(PARENT_COUNTERS_VAR).ok().and_then(|text| sys::SharedCountersAddress::from_env(&text));
     let image = image_name();
     if !config.is_descendant {
         // Descendants must not write this process's file; they add their pid.
@@ -251,6 +260,8 @@ fn begin(allocators: Allocators) {
         pid: AtomicU32::new(sys::pid()),
         epochs_closed: sys::SharedCounterSlot::default(),
         parent_epochs_closed: sys::SharedCounterSlot::default(),
+        spawned_worker: AtomicBool::new(false),
+        counters_address: OnceLock::new(),
         parent_epochs_followed: AtomicU32::new(0),
         workers_forked: sys::SharedCounterSlot::default(),
         untraced_workers_noted: AtomicBool::new(false),
@@ -273,7 +284,8 @@ fn begin(allocators: Allocators) {
         return;
     }
     let session = SESSION.get().expect("just set");
-    session.share_counters_with_forks();
+    session.share_counters_with_descendants();
+    session.follow_spawning_parent(parents_counters);
     let started = {
         let mut output = lock(&session.output);
         session.write_preamble(&mut output)
@@ -690,6 +702,12 @@ pub fn after_fork_in_child() {
 
 /// `after_fork_in_child`'s work, with the thread inside the tracer.
 fn adopt_child(session: &Session) {
+    // The children it spawns cannot reach its parent's counters (they look
+    // for their own parent's): its copy of the descriptor is closed, as
+    // long as it is still that page's.
+    if let Some(address) = session.counters_address.get().filter(|address| address.open_here()) {
+        sys::close(address.fd());
+    }
     // The pass state is the child's to update whatever the walk shows; the
     // walk finds the loader also when the program's marks turned the pass
     // detection off.
@@ -704,29 +722,7 @@ fn adopt_child(session: &Session) {
     }
     session.recorder.forked();
     if worker {
-        // A DataLoader worker's epochs are its parent's; the default time
-        // slices, inherited from a parent that had not yet seen its loader
-        // repeat, would cut the worker's trace by how long it ran.
-        session.end_default_time_slices();
-        // Nor does it start passes: the parent's loader frames stay on its
-        // stack for its whole life, and glancing for them at each of its
-        // allocations would only cost.
-        session.auto_epochs.stop();
-        if !session.config.epoch_seconds_explicit {
-            // Unless time slices were asked for, it closes an epoch each time
-            // its parent does: a persistent worker (one that lives through
-            // many passes) has its growth compared epoch by epoch, a worker
-            // of one pass has its exit snapshot. Recording each of its
-            // allocations, when the user let the warm-up be sampled, would
-            // cost as much again as the parent's own recording: its samples
-            // show what grows in it by tens of KiB an epoch and more.
-            let parents = session.epochs_closed.get();
-            session.parent_epochs_followed.store(parents.map_or(0, |c| c.load(Ordering::Relaxed)), Ordering::Relaxed);
-            session.parent_epochs_closed.set(parents);
-            if session.config.sample_warm_up_only {
-                session.recorder.sample_for_life();
-            }
-        }
+        session.become_worker(session.epochs_closed.get(), false);
     }
     // What this process closes is for its own children to follow, and its
     // workers are its own to count.
@@ -766,6 +762,67 @@ impl Session {
         let mut python_frames = PyStack::new();
         self.python.capture(&mut python_frames);
         python_frames.loader_frames()
+    }
+
+    /// Makes this process a worker following the epochs of its parent,
+    /// which closed as many as `parents_epochs` counts: a forked DataLoader
+    /// worker, or a child that Python's multiprocessing `spawned`.
+    fn become_worker(&self, parents_epochs: Option<&'static AtomicU32>, spawned: bool) {
+        // A DataLoader worker's epochs are its parent's; the default time
+        // slices, inherited from a parent that had not yet seen its loader
+        // repeat, would cut the worker's trace by how long it ran.
+        self.end_default_time_slices();
+        // Nor does it start passes: the parent's loader frames stay on its
+        // stack for its whole life, and glancing for them at each of its
+        // allocations would only cost.
+        self.auto_epochs.stop();
+        if !self.config.epoch_seconds_explicit {
+            // Unless time slices were asked for, it closes an epoch each time
+            // its parent does: a persistent worker (one that lives through
+            // many passes) has its growth compared epoch by epoch, a worker
+            // of one pass has its exit snapshot. Recording each of its
+            // allocations, when the user let the warm-up be sampled, would
+            // cost as much again as the parent's own recording: its samples
+            // show what grows in it by tens of KiB an epoch and more.
+            self.parent_epochs_followed
+                .store(parents_epochs.map_or(0, |c| c.load(Ordering::Relaxed)), Ordering::Relaxed);
+            self.parent_epochs_closed.set(parents_epochs);
+            self.spawned_worker.store(spawned, Ordering::Relaxed);
+            if self.config.sample_warm_up_only {
+                self.recorder.sample_for_life();
+            }
+        }
+    }
+
+    /// As it starts, in a child that Python's multiprocessing spawned (a
+    /// fresh interpreter run with `--multiprocessing-fork`: a DataLoader's
+    /// workers with `multiprocessing_context="spawn"`, a spawned `Pool`'s):
+    /// it follows its parent's epochs as a forked DataLoader worker does,
+    /// when it finds its parent's counter at `parents` (see
+    /// [`sys::parents_counters`]); otherwise it cuts its own epochs.
+    fn follow_spawning_parent(&self, parents: Option<sys::SharedCountersAddress>) {
+        if !self.command_line.iter().any(|argument| argument == "--multiprocessing-fork") {
+            return;
+        }
+        let Some([closed, _]) = parents.and_then(sys::parents_counters::<2>) else { return };
+        self.become_worker(Some(closed), true);
+    }
+
+    /// As it starts: gives this process the counters its forks share and, in
+    /// a Python process, puts them in a page that the children it spawns can
+    /// reach too, whose address it hands down in the environment. Falls back
+    /// to counters for its forks only.
+    fn share_counters_with_descendants(&self) {
+        let shared = if self.python.present() { sys::counters_shared_with_descendants::<2>() } else { None };
+        let Some(([closed, workers], address)) = shared else {
+            std::env::remove_var(PARENT_COUNTERS_VAR);
+            self.share_counters_with_forks();
+            return;
+        };
+        self.epochs_closed.set(Some(closed));
+        self.workers_forked.set(Some(workers));
+        std::env::set_var(PARENT_COUNTERS_VAR, address.to_env());
+        let _ = self.counters_address.set(address);
     }
 
     /// Gives this process counters of its own that its forked children
@@ -1109,7 +1166,8 @@ impl Session {
         match (self.config.sample_warm_up_only, self.recorder.sampling().is_some()) {
             (false, _) => format!("{poisson} ({SAMPLE_VAR}); counts and bytes are estimates"),
             (true, true) if self.recorder.samples_for_life() => format!(
-                "{poisson} for the whole life of this forked DataLoader worker ({WARM_UP_SAMPLE_VAR}=0 records it all); counts and bytes are estimates"
+                "{poisson} for the whole life of this {} ({WARM_UP_SAMPLE_VAR}=0 records it all); counts and bytes are estimates",
+                self.worker_kind()
             ),
             (true, true) => format!(
                 "{poisson} until the warm-up (the first epoch) ends, then every allocation ({WARM_UP_SAMPLE_VAR}=0 records it all); the warm-up's counts and bytes are estimates"
@@ -1120,12 +1178,22 @@ impl Session {
         }
     }
 
+    /// What kind of worker follows its parent's epochs.
+    fn worker_kind(&self) -> &'static str {
+        if self.spawned_worker.load(Ordering::Relaxed) {
+            "spawned multiprocessing child"
+        } else {
+            "forked DataLoader worker"
+        }
+    }
+
     /// How epochs are cut, as the Process record says.
     fn epochs_setting(&self) -> String {
         if self.parent_epochs_closed.get().is_some() {
             return format!(
-                "{}: this forked DataLoader worker closes one each time its parent does",
-                trace_format::FOLLOWS_PARENTS_EPOCHS
+                "{}: this {} closes one each time its parent does",
+                trace_format::FOLLOWS_PARENTS_EPOCHS,
+                self.worker_kind()
             );
         }
         let python = self.python.walks_frames();

@@ -121,12 +121,147 @@ pub fn map_anonymous(len: usize, sharing: libc::c_int) -> Option<std::ptr::NonNu
 pub fn counters_shared_with_forks<const N: usize>() -> Option<[&'static AtomicU32; N]> {
     const { assert!(N * std::mem::size_of::<AtomicU32>() <= 4096, "one page holds the counters") };
     let page = map_anonymous(page_size(), libc::MAP_SHARED)?;
+    // SAFETY: the page is zeroed, readable and writable, and never unmapped.
+    Some(unsafe { counters_in_page(page) })
+}
+
+/// The first `N` words of `page` as counters.
+///
+/// # Safety
+/// `page` is a page-aligned mapping of at least 4096 bytes that stays
+/// mapped for the life of the process, readable (and writable where a
+/// counter is ever added to), whose words are only ever accessed atomically.
+unsafe fn counters_in_page<const N: usize>(page: std::ptr::NonNull<u8>) -> [&'static AtomicU32; N] {
+    const { assert!(N * std::mem::size_of::<AtomicU32>() <= 4096, "one page holds the counters") };
     let first = page.as_ptr().cast::<AtomicU32>();
-    // SAFETY: the page is zeroed (AtomicU32s of 0), page-aligned, at least
-    // 4096 bytes (the counters fit, asserted above), readable and writable,
-    // and stays mapped for the life of the process and of its forks; each
-    // counter is only ever accessed atomically.
-    Some(std::array::from_fn(|i| unsafe { &*first.add(i) }))
+    // SAFETY: the caller's promise: aligned, mapped for good, only accessed
+    // atomically, and the counters fit (asserted above).
+    std::array::from_fn(|i| unsafe { &*first.add(i) })
+}
+
+/// The name a page of [`counters_shared_with_descendants`] is made under,
+/// which `/proc/<pid>/fd/<fd>` shows (`/memfd:tracer-counters (deleted)`).
+const SHARED_COUNTERS_NAME: &std::ffi::CStr = c"tracer-counters";
+
+/// Where the descendants of a process that are not its forks (a program
+/// it execs, a multiprocessing child it spawns) find a page of counters
+/// that it shares: an unnamed file in memory (a memfd), open in that
+/// process at a descriptor of its own, reachable by another process of
+/// the same user at `/proc/<pid>/fd/<fd>` for as long as it stays open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedCountersAddress {
+    pid: u32,
+    fd: i32,
+    file: FileId,
+}
+
+impl SharedCountersAddress {
+    /// As an environment variable's value: `pid:fd:device:inode`.
+    pub fn to_env(self) -> String {
+        format!("{}:{}:{}:{}", self.pid, self.fd, self.file.device, self.file.inode)
+    }
+
+    /// What [`SharedCountersAddress::to_env`] wrote; `None` for anything else.
+    pub fn from_env(text: &str) -> Option<SharedCountersAddress> {
+        let mut fields = text.split(':');
+        let pid = fields.next()?.parse().ok()?;
+        let fd = fields.next()?.parse().ok()?;
+        let device = fields.next()?.parse().ok()?;
+        let inode = fields.next()?.parse().ok()?;
+        fields.next().is_none().then_some(SharedCountersAddress { pid, fd, file: FileId { device, inode } })
+    }
+
+    /// Whether this process has the page's file open at its descriptor (a
+    /// forked child's copy of its parent's, unless the program closed it
+    /// or opened something else there since).
+    pub fn open_here(self) -> bool {
+        file_id(self.fd) == Some(self.file)
+    }
+
+    pub fn fd(self) -> i32 {
+        self.fd
+    }
+}
+
+/// `N` counters, 0 at first, shared as [`counters_shared_with_forks`]'s are
+/// and reachable by other descendants at the address returned (see
+/// [`parents_counters`]). The page's descriptor stays open in this process
+/// (closed at exec); forks inherit it. `None` when the kernel refuses.
+pub fn counters_shared_with_descendants<const N: usize>() -> Option<([&'static AtomicU32; N], SharedCountersAddress)> {
+    let size = page_size();
+    // SAFETY: memfd_create with a NUL-terminated name and flags; it makes a
+    // new descriptor and touches no memory of ours.
+    let fd = unsafe { libc::syscall(libc::SYS_memfd_create, SHARED_COUNTERS_NAME.as_ptr(), libc::MFD_CLOEXEC) };
+    let Ok(fd) = i32::try_from(fd) else { return None };
+    if fd < 0 {
+        return None;
+    }
+    let made = (|| {
+        // SAFETY: sizes the file just made; no memory is touched.
+        if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
+            return None;
+        }
+        let file = file_id(fd)?;
+        let page = map_file_page(fd, size, libc::PROT_READ | libc::PROT_WRITE)?;
+        // SAFETY: a new page of the file, zeroed, readable and writable,
+        // never unmapped; its words are only accessed as atomics.
+        let counters = unsafe { counters_in_page(page) };
+        Some((counters, SharedCountersAddress { pid: pid(), fd, file }))
+    })();
+    if made.is_none() {
+        close(fd);
+    }
+    made
+}
+
+/// A shared mapping of the first `len` bytes of the file open at `fd`,
+/// made by the raw system call (see [`map_anonymous`]).
+fn map_file_page(fd: i32, len: usize, protection: libc::c_int) -> Option<std::ptr::NonNull<u8>> {
+    // SAFETY: a new mapping at an address the kernel picks; no existing
+    // memory is touched.
+    let address =
+        unsafe { libc::syscall(libc::SYS_mmap, 0usize, len, protection, libc::MAP_SHARED, fd as libc::c_long, 0usize) };
+    if address == -1 {
+        return None;
+    }
+    std::ptr::NonNull::new(address as *mut u8)
+}
+
+/// The counters of the page at `address`, mapped read-only, when the
+/// process that made it is this one's parent and still holds it open at
+/// that descriptor; `None` otherwise (another process's address, handed
+/// down past a process that made none; a parent that closed it, or whose
+/// descriptor now names another file). Nothing but that page is opened:
+/// the descriptor's link must name it before it is opened (never waiting
+/// on what it names) and the file opened must be it.
+pub fn parents_counters<const N: usize>(address: SharedCountersAddress) -> Option<[&'static AtomicU32; N]> {
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } as u32 != address.pid {
+        return None;
+    }
+    let path = CString::new(format!("/proc/{}/fd/{}", address.pid, address.fd)).ok()?;
+    let mut target = [0u8; 64];
+    // SAFETY: `path` is NUL-terminated and readlink writes at most `target.len()` bytes.
+    let len = unsafe { libc::readlink(path.as_ptr(), target.as_mut_ptr().cast(), target.len()) };
+    let name = [b"/memfd:", SHARED_COUNTERS_NAME.to_bytes()].concat();
+    if len < 0 || !target[..len as usize].starts_with(&name) {
+        return None;
+    }
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: `path` is NUL-terminated; the descriptor is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    if fd < 0 {
+        return None;
+    }
+    let size = page_size();
+    let page = fstat(fd)
+        .filter(|status| FileId { device: status.st_dev, inode: status.st_ino } == address.file)
+        .filter(|status| status.st_size as usize >= size)
+        .and_then(|_| map_file_page(fd, size, libc::PROT_READ));
+    close(fd);
+    // SAFETY: the parent's page, mapped read-only here and never unmapped;
+    // the counters are only read, atomically.
+    page.map(|page| unsafe { counters_in_page(page) })
 }
 
 /// Holds one of the counters [`counters_shared_with_forks`] hands out, or
@@ -491,6 +626,35 @@ mod tests {
         // SAFETY: waits for the child just forked.
         assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
         assert_eq!(counter.load(Ordering::Relaxed), 5, "the child's increment is seen by its parent");
+    }
+
+    #[test]
+    fn a_counter_shared_with_descendants_is_found_by_a_child_only() {
+        let ([_, counter], address) = counters_shared_with_descendants::<2>().expect("a memfd");
+        counter.store(7, Ordering::Relaxed);
+        let text = address.to_env();
+        assert_eq!(SharedCountersAddress::from_env(&text), Some(address));
+        assert_eq!(SharedCountersAddress::from_env("1:2:3"), None);
+        assert!(address.open_here());
+        // This process is not its own parent.
+        assert!(parents_counters::<2>(address).is_none());
+        // SAFETY: the child only reads its parent's page through /proc and
+        // exits with the raw call, running no destructor or handler of the
+        // test harness.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let mut found = SharedCountersAddress::from_env(&text).unwrap();
+            found.pid = pid();
+            let ok = parents_counters::<2>(found).is_none()
+                && parents_counters::<2>(SharedCountersAddress { fd: found.fd + 1000, ..address }).is_none()
+                && parents_counters::<2>(SharedCountersAddress { file: FileId::default(), ..address }).is_none()
+                && parents_counters::<2>(address).is_some_and(|[_, c]| c.load(Ordering::Relaxed) == 7);
+            exit_group(if ok { 0 } else { 1 });
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just forked.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child did not find its parent's page");
     }
 
     #[test]

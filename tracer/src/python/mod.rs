@@ -275,6 +275,11 @@ impl Python {
         &self.settings
     }
 
+    /// Whether the process runs a CPython interpreter, whatever its frames.
+    pub fn present(&self) -> bool {
+        !self.settings.is_empty()
+    }
+
     /// Whether Python frames are read (and DataLoader passes can be seen).
     pub fn walks_frames(&self) -> bool {
         self.walker.is_some()
