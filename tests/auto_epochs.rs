@@ -3,7 +3,8 @@
 //! without worker processes, fully traced and sampled, and
 //! tests/python/stand_in_epochs.py (a stand-in for torch's module) on every
 //! supported interpreter. Also how TRACER_AUTO_EPOCHS=0 and the program's own
-//! marks turn them off.
+//! marks turn them off, and how a loader's workers spawned by multiprocessing
+//! follow the epochs their parent marks (tests/python/spawn_loader_epochs.py).
 //!
 //! Needs the venv with torch (scripts/setup-demo.sh) and the release builds;
 //! missing pieces fail the tests, they never skip.
@@ -492,4 +493,52 @@ fn stand_in_passes_cut_the_epochs_on_3_12() {
 #[test]
 fn stand_in_passes_cut_the_epochs_on_3_13() {
     stand_in_passes_cut_the_epochs("3.13");
+}
+
+/// A loader whose persistent workers Python's multiprocessing spawns
+/// (`multiprocessing_context="spawn"`), fresh interpreters that share no
+/// memory with the job: each follows the job's marked epochs all the same,
+/// and its own report ranks the leak in its Dataset first, which the job's
+/// report points at.
+#[test]
+fn spawned_persistent_workers_follow_their_parents_epochs() {
+    const MARKS: usize = 8;
+    let name = "spawn_loader_epochs.py";
+    let run = run_job(&venv_python(), name, &[], &[]);
+    let leak_line = line_of(&format!("python/{name}"), "self.kept.append(bytearray(64 * 1024))");
+    let spawned: Vec<PathBuf> = worker_traces(&run)
+        .into_iter()
+        .filter(|trace| {
+            let cmdline = report_json(trace)["process"]["cmdline"].clone();
+            cmdline.as_array().is_some_and(|args| args.iter().any(|a| a == "--multiprocessing-fork"))
+        })
+        .collect();
+    assert_eq!(spawned.len(), WORKERS, "{:?}", run.trace_files());
+    for worker in &spawned {
+        let report = report_json(worker);
+        assert_eq!(report["trace_end"], "complete", "{}", worker.display());
+        let epochs = report["process"]["settings"]["epochs"].as_str().unwrap_or_default();
+        assert!(epochs.starts_with("its parent's epochs: this spawned multiprocessing child"), "{epochs}");
+        let causes = causes(&report);
+        let (exit, followed) = causes.split_last().expect("at least the exit snapshot");
+        assert_eq!(exit, "exit", "{}", worker.display());
+        assert!(followed.len() >= MARKS - 2, "{}: {causes:?}", worker.display());
+        assert!(followed.iter().all(|c| c == "parent"), "{}: {causes:?}", worker.display());
+        let sampling = report["process"]["settings"]["sampling"].as_str().unwrap_or_default();
+        assert!(sampling.contains("for the whole life of this spawned multiprocessing child"), "{sampling}");
+        assert_eq!(report["verdict"]["kind"], "heap_leak", "{}: {:#}", worker.display(), report["verdict"]);
+        let line = &report["lines"][0]["frame"];
+        assert_eq!(line["function"], "Leaky.__getitem__", "{line}");
+        assert!(line["file"].as_str().unwrap_or_default().ends_with(name), "{line}");
+        assert_eq!(line["line"], leak_line, "{line}");
+    }
+    let report = report_json(&run.trace);
+    let named: Vec<&str> = report["descendant_traces"]
+        .as_array()
+        .expect("descendant traces")
+        .iter()
+        .filter_map(|d| d["finding"]["line"].as_str())
+        .collect();
+    let expected = format!("Leaky.__getitem__ ({name}:{leak_line})");
+    assert_eq!(named, vec![expected.as_str(); WORKERS], "the parent's report points at the workers' line");
 }
