@@ -275,7 +275,8 @@ pub enum EpochSource {
     /// The tracer found the passes over a DataLoader.
     DataLoaderPasses,
     /// A worker closing an epoch each time its parent (the process of this
-    /// pid, when known) does: a forked DataLoader worker.
+    /// pid, when known: a fork's) does: a forked DataLoader worker, or a
+    /// child that multiprocessing spawned.
     ParentsEpochs { parent: Option<u32> },
 }
 

@@ -63,8 +63,8 @@ pub struct DescendantReport {
 
 impl DescendantReport {
     /// It ran for at least a quarter of `parent_ns` in too few epochs of its
-    /// own to be analysed, not following its parent's: a worker of a
-    /// multiprocessing pool or a spawned one, whose leak shows nowhere.
+    /// own to be analysed, not following its parent's: a worker of a forked
+    /// multiprocessing pool, whose leak shows nowhere.
     pub fn unanalysed_long_life(&self, parent_ns: u64) -> bool {
         !self.trace.started_beside
             && !self.follows_parent
