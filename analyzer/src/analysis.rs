@@ -283,11 +283,13 @@ pub enum EpochSource {
 impl EpochSource {
     fn of(trace: &Trace) -> EpochSource {
         use trace_format::EpochCause;
+        let cut_by = |cause: EpochCause| trace.snapshots.iter().any(|s| s.cause == cause);
+        // A spawned child follows them only once its parent closed one.
         let follows = trace
             .process
             .setting(trace_format::EPOCHS_SETTING)
-            .is_some_and(|how| how.starts_with(trace_format::FOLLOWS_PARENTS_EPOCHS));
-        let cut_by = |cause: EpochCause| trace.snapshots.iter().any(|s| s.cause == cause);
+            .is_some_and(|how| how.starts_with(trace_format::FOLLOWS_PARENTS_EPOCHS))
+            && trace.process.forked_from.is_some();
         if follows || cut_by(EpochCause::Parent) {
             EpochSource::ParentsEpochs { parent: trace.process.forked_from }
         } else if cut_by(EpochCause::Auto) && !cut_by(EpochCause::Mark) {

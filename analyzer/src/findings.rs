@@ -123,13 +123,16 @@ fn glance(path: &Path) -> Glance {
     for record in records {
         match record {
             Record::Process(process) => {
+                // A spawned child follows them only once its parent closed one.
                 glance.follows_parent = process
                     .setting(trace_format::EPOCHS_SETTING)
-                    .is_some_and(|how| how.starts_with(trace_format::FOLLOWS_PARENTS_EPOCHS));
+                    .is_some_and(|how| how.starts_with(trace_format::FOLLOWS_PARENTS_EPOCHS))
+                    && process.forked_from.is_some();
             }
             Record::Snapshot(snapshot) => {
                 glance.snapshots += 1;
                 glance.lifetime_ns = snapshot.elapsed_ns;
+                glance.follows_parent |= snapshot.cause == trace_format::EpochCause::Parent;
             }
             _ => {}
         }

@@ -133,6 +133,12 @@ impl Recorder {
         }
     }
 
+    /// Undoes [`Recorder::sample_for_life`] before the warm-up ends: the
+    /// warm-up's end then ends sampling as in any process.
+    pub fn sample_warm_up_only(&self) {
+        self.sampling_for_life.store(false, Ordering::Relaxed);
+    }
+
     /// Whether [`Recorder::sample_for_life`] was called.
     pub fn samples_for_life(&self) -> bool {
         self.sampling_for_life.load(Ordering::Relaxed)

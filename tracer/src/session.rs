@@ -88,6 +88,10 @@ struct Session {
     /// The worker following its parent's epochs is a child that Python's
     /// multiprocessing spawned, not a forked DataLoader worker.
     spawned_worker: AtomicBool,
+    /// In a spawned child: it has become a worker (at the first epoch its
+    /// parent closed since it started), or gave up following its parent's
+    /// epochs (it closed one of its own first, by a mark or a pass).
+    spawned_settled: AtomicBool,
     /// Where the children this process spawns find `epochs_closed` (set
     /// as it starts, in a Python process).
     counters_address: OnceLock<sys::SharedCountersAddress>,
@@ -261,6 +265,7 @@ fn begin(allocators: Allocators) {
         epochs_closed: sys::SharedCounterSlot::default(),
         parent_epochs_closed: sys::SharedCounterSlot::default(),
         spawned_worker: AtomicBool::new(false),
+        spawned_settled: AtomicBool::new(false),
         counters_address: OnceLock::new(),
         parent_epochs_followed: AtomicU32::new(0),
         workers_forked: sys::SharedCounterSlot::default(),
@@ -722,7 +727,8 @@ fn adopt_child(session: &Session) {
     }
     session.recorder.forked();
     if worker {
-        session.become_worker(session.epochs_closed.get(), false);
+        session.spawned_worker.store(false, Ordering::Relaxed);
+        session.become_worker(session.epochs_closed.get());
     }
     // What this process closes is for its own children to follow, and its
     // workers are its own to count.
@@ -764,10 +770,21 @@ impl Session {
         python_frames.loader_frames()
     }
 
-    /// Makes this process a worker following the epochs of its parent,
-    /// which closed as many as `parents_epochs` counts: a forked DataLoader
-    /// worker, or a child that Python's multiprocessing `spawned`.
-    fn become_worker(&self, parents_epochs: Option<&'static AtomicU32>, spawned: bool) {
+    /// Makes this forked DataLoader worker follow the epochs of its
+    /// parent, which closed as many as `parents_epochs` counts.
+    fn become_worker(&self, parents_epochs: Option<&'static AtomicU32>) {
+        self.stop_cutting_own_epochs();
+        if !self.config.epoch_seconds_explicit {
+            // Unless time slices were asked for, it closes an epoch each time
+            // its parent does: a persistent worker (one that lives through
+            // many passes) has its growth compared epoch by epoch, a worker
+            // of one pass has its exit snapshot.
+            self.watch_parents_epochs(parents_epochs);
+        }
+    }
+
+    /// A worker cuts no epochs of its own.
+    fn stop_cutting_own_epochs(&self) {
         // A DataLoader worker's epochs are its parent's; the default time
         // slices, inherited from a parent that had not yet seen its loader
         // repeat, would cut the worker's trace by how long it ran.
@@ -776,36 +793,55 @@ impl Session {
         // stack for its whole life, and glancing for them at each of its
         // allocations would only cost.
         self.auto_epochs.stop();
-        if !self.config.epoch_seconds_explicit {
-            // Unless time slices were asked for, it closes an epoch each time
-            // its parent does: a persistent worker (one that lives through
-            // many passes) has its growth compared epoch by epoch, a worker
-            // of one pass has its exit snapshot. Recording each of its
-            // allocations, when the user let the warm-up be sampled, would
-            // cost as much again as the parent's own recording: its samples
-            // show what grows in it by tens of KiB an epoch and more.
-            self.parent_epochs_followed
-                .store(parents_epochs.map_or(0, |c| c.load(Ordering::Relaxed)), Ordering::Relaxed);
-            self.parent_epochs_closed.set(parents_epochs);
-            self.spawned_worker.store(spawned, Ordering::Relaxed);
-            if self.config.sample_warm_up_only {
-                self.recorder.sample_for_life();
-            }
+    }
+
+    /// Closes an epoch each time the parent, which closed as many as
+    /// `parents_epochs` counts, closes one from now on. Recording each of
+    /// a worker's allocations, when the user let the warm-up be sampled,
+    /// would cost as much again as the parent's own recording: its samples
+    /// show what grows in it by tens of KiB an epoch and more.
+    fn watch_parents_epochs(&self, parents_epochs: Option<&'static AtomicU32>) {
+        self.parent_epochs_followed.store(parents_epochs.map_or(0, |c| c.load(Ordering::Relaxed)), Ordering::Relaxed);
+        self.parent_epochs_closed.set(parents_epochs);
+        if self.config.sample_warm_up_only {
+            self.recorder.sample_for_life();
         }
     }
 
     /// As it starts, in a child that Python's multiprocessing spawned (a
     /// fresh interpreter run with `--multiprocessing-fork`: a DataLoader's
-    /// workers with `multiprocessing_context="spawn"`, a spawned `Pool`'s):
-    /// it follows its parent's epochs as a forked DataLoader worker does,
-    /// when it finds its parent's counter at `parents` (see
-    /// [`sys::parents_counters`]); otherwise it cuts its own epochs.
+    /// workers with `multiprocessing_context="spawn"`, a spawned `Pool`'s,
+    /// but also the ranks of `torch.multiprocessing.spawn`, which run
+    /// training loops of their own): when it finds its parent's counter at
+    /// `parents` (see [`sys::parents_counters`]), it watches it, sampled
+    /// for life, and becomes a worker following its parent's epochs at the
+    /// first its parent closes (see [`Session::follow_parent_epoch`]).
+    /// Until then it also cuts its own epochs as any process does, and for
+    /// good if it closes one by a mark or a DataLoader pass first (a rank,
+    /// whose parent waits for it). Otherwise it cuts its own epochs.
     fn follow_spawning_parent(&self, parents: Option<sys::SharedCountersAddress>) {
-        if !self.command_line.iter().any(|argument| argument == "--multiprocessing-fork") {
+        if self.config.epoch_seconds_explicit
+            || !self.command_line.iter().any(|argument| argument == "--multiprocessing-fork")
+        {
             return;
         }
         let Some([closed, _]) = parents.and_then(sys::parents_counters::<2>) else { return };
-        self.become_worker(Some(closed), true);
+        self.spawned_worker.store(true, Ordering::Relaxed);
+        self.watch_parents_epochs(Some(closed));
+    }
+
+    /// In a spawned child watching its parent's epochs, before it closes
+    /// one of its own (`cause`): a mark or a DataLoader pass makes it stop
+    /// watching, and sample only its warm-up as any process does.
+    fn settle_spawned_on_own_epoch(&self, cause: EpochCause) {
+        if !matches!(cause, EpochCause::Mark | EpochCause::Auto)
+            || !self.spawned_worker.load(Ordering::Relaxed)
+            || self.spawned_settled.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        self.parent_epochs_closed.set(None);
+        self.recorder.sample_warm_up_only();
     }
 
     /// As it starts: gives this process the counters its forks share and, in
@@ -891,6 +927,10 @@ impl Session {
                 .compare_exchange(followed, closed, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
+            if self.spawned_worker.load(Ordering::Relaxed) && !self.spawned_settled.swap(true, Ordering::Relaxed) {
+                // A spawned child's first: from now on it is a worker.
+                self.stop_cutting_own_epochs();
+            }
             self.close_epoch(EpochCause::Parent, format!("parent's epoch {closed}"));
         }
     }
@@ -961,6 +1001,7 @@ impl Session {
     }
 
     fn close_epoch(&self, cause: EpochCause, label: String) {
+        self.settle_spawned_on_own_epoch(cause);
         let mut output = lock(&self.output);
         if output.writer.is_none() && !self.open_child_file(&mut output) {
             return;
@@ -1166,8 +1207,13 @@ impl Session {
         match (self.config.sample_warm_up_only, self.recorder.sampling().is_some()) {
             (false, _) => format!("{poisson} ({SAMPLE_VAR}); counts and bytes are estimates"),
             (true, true) if self.recorder.samples_for_life() => format!(
-                "{poisson} for the whole life of this {} ({WARM_UP_SAMPLE_VAR}=0 records it all); counts and bytes are estimates",
-                self.worker_kind()
+                "{poisson} for the whole life of this {} ({WARM_UP_SAMPLE_VAR}=0 records it all){}; counts and bytes are estimates",
+                self.worker_kind(),
+                if self.spawned_worker.load(Ordering::Relaxed) {
+                    ", unless it closes an epoch by a mark or a DataLoader pass before its parent closes one: then until that epoch, and every allocation after it"
+                } else {
+                    ""
+                }
             ),
             (true, true) => format!(
                 "{poisson} until the warm-up (the first epoch) ends, then every allocation ({WARM_UP_SAMPLE_VAR}=0 records it all); the warm-up's counts and bytes are estimates"
@@ -1190,8 +1236,13 @@ impl Session {
     /// How epochs are cut, as the Process record says.
     fn epochs_setting(&self) -> String {
         if self.parent_epochs_closed.get().is_some() {
+            let spawned = if self.spawned_worker.load(Ordering::Relaxed) {
+                " from the first its parent closes after it started; until then it cuts its own, and keeps to them if it closes one by a mark or a DataLoader pass first"
+            } else {
+                ""
+            };
             return format!(
-                "{}: this {} closes one each time its parent does",
+                "{}: this {} closes one each time its parent does{spawned}",
                 trace_format::FOLLOWS_PARENTS_EPOCHS,
                 self.worker_kind()
             );
