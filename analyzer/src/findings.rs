@@ -68,8 +68,19 @@ impl DescendantReport {
     pub fn unanalysed_long_life(&self, parent_ns: u64) -> bool {
         !self.trace.started_beside
             && !self.follows_parent
+            && !self.is_multiprocessing_helper()
             && (1..MIN_EPOCHS).contains(&self.snapshots)
             && self.lifetime_ns >= parent_ns / 4
+    }
+}
+
+impl DescendantReport {
+    /// A process multiprocessing starts for itself beside the workers (its
+    /// resource tracker, a forkserver): it runs the whole job, and holds
+    /// none of the program's memory.
+    fn is_multiprocessing_helper(&self) -> bool {
+        const HELPERS: [&str; 2] = ["multiprocessing.resource_tracker", "multiprocessing.forkserver"];
+        self.trace.cmdline.iter().any(|argument| HELPERS.iter().any(|helper| argument.contains(helper)))
     }
 }
 
@@ -282,6 +293,11 @@ mod tests {
         assert!(pool_worker.unanalysed_long_life(run_ns));
         assert!(!pool_worker.unanalysed_long_life(5 * run_ns), "over within a fifth of the run");
         assert!(!loader_worker.unanalysed_long_life(loader_worker.lifetime_ns), "a worker of one pass");
+        let mut tracker = pool_worker.clone();
+        tracker.trace.cmdline = ["python", "-B", "-c", "from multiprocessing.resource_tracker import main;main(8)"]
+            .map(String::from)
+            .to_vec();
+        assert!(!tracker.unanalysed_long_life(run_ns), "multiprocessing's own helper");
     }
 
     #[test]
