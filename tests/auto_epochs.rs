@@ -542,3 +542,31 @@ fn spawned_persistent_workers_follow_their_parents_epochs() {
     let expected = format!("Leaky.__getitem__ ({name}:{leak_line})");
     assert_eq!(named, vec![expected.as_str(); WORKERS], "the parent's report points at the workers' line");
 }
+
+/// A spawned child whose parent closes no epoch (a launcher waiting for
+/// its rank, as torch.multiprocessing.spawn's is) keeps the epochs it cuts
+/// itself, here at its DataLoader passes, and its report ranks its leak.
+#[test]
+fn a_spawned_rank_whose_launcher_closes_no_epoch_cuts_its_own() {
+    let name = "spawned_rank.py";
+    let script = python_script(name);
+    let run = run_traced_with(&venv_python(), &[script.to_str().expect("UTF-8 path")], &[]).succeeded();
+    assert_eq!(run.stdout(), "rank: 336 buffers kept\nlauncher: rank exited with 0\n");
+    assert!(!run.stderr().contains("tracer:"), "the tracer complained: {}", run.stderr());
+    let rank = run
+        .trace_files()
+        .into_iter()
+        .find(|trace| {
+            let cmdline = report_json(trace)["process"]["cmdline"].clone();
+            cmdline.as_array().is_some_and(|args| args.iter().any(|a| a == "--multiprocessing-fork"))
+                && report_json(trace)["verdict"]["kind"] == "heap_leak"
+        })
+        .unwrap_or_else(|| panic!("no spawned rank's trace with a leak: {:?}", run.trace_files()));
+    let report = report_json(&rank);
+    let causes = causes(&report);
+    assert!(causes.iter().filter(|c| *c == "auto").count() >= 5, "its own DataLoader passes: {causes:?}");
+    assert!(!causes.iter().any(|c| c == "parent"), "{causes:?}");
+    let leak_line = line_of(&format!("python/{name}"), "the rank's leak");
+    let line = &report["lines"][0]["frame"];
+    assert_eq!((&line["function"], &line["line"]), (&"keep_step_buffers".into(), &leak_line.into()), "{line}");
+}
