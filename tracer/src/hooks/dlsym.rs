@@ -24,7 +24,7 @@
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{allocation, mapping, operator_new as op, NextSymbol};
+use super::{allocation, mapping, next_allocator as next, operator_new as op, NextSymbol};
 use crate::thread_state;
 
 type Dlsym = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
@@ -103,58 +103,32 @@ fn next_address(next: &NextSymbol) -> usize {
     })
 }
 
-/// Lists the names the tracer interposes, each with its hook.
-macro_rules! hooked {
-    ($($name:ident => $hook:path,)*) => {
-        /// The hook exported as `name`, with the next definition of the name
-        /// after it, if the tracer interposes `name`.
-        fn hooked(name: &[u8]) -> Option<(usize, &'static NextSymbol)> {
-            $(
-                if name == stringify!($name).as_bytes() {
-                    static NEXT: NextSymbol = NextSymbol::new(c_name!($name));
-                    return Some(($hook as *const () as usize, &NEXT));
-                }
-            )*
-            None
-        }
-    };
-}
-
-hooked! {
-    malloc => allocation::malloc,
-    free => allocation::free,
-    calloc => allocation::calloc,
-    realloc => allocation::realloc,
-    reallocarray => allocation::reallocarray,
-    posix_memalign => allocation::posix_memalign,
-    aligned_alloc => allocation::aligned_alloc,
-    memalign => allocation::memalign,
-    valloc => allocation::valloc,
-    pvalloc => allocation::pvalloc,
-    mmap => mapping::mmap,
-    mmap64 => mapping::mmap64,
-    munmap => mapping::munmap,
-    mremap => mapping::mremap,
-    _Znwm => op::_Znwm::_Znwm,
-    _Znam => op::_Znam::_Znam,
-    _ZnwmRKSt9nothrow_t => op::_ZnwmRKSt9nothrow_t::_ZnwmRKSt9nothrow_t,
-    _ZnamRKSt9nothrow_t => op::_ZnamRKSt9nothrow_t::_ZnamRKSt9nothrow_t,
-    _ZnwmSt11align_val_t => op::_ZnwmSt11align_val_t::_ZnwmSt11align_val_t,
-    _ZnamSt11align_val_t => op::_ZnamSt11align_val_t::_ZnamSt11align_val_t,
-    _ZnwmSt11align_val_tRKSt9nothrow_t => op::_ZnwmSt11align_val_tRKSt9nothrow_t::_ZnwmSt11align_val_tRKSt9nothrow_t,
-    _ZnamSt11align_val_tRKSt9nothrow_t => op::_ZnamSt11align_val_tRKSt9nothrow_t::_ZnamSt11align_val_tRKSt9nothrow_t,
-    _ZdlPv => op::_ZdlPv::_ZdlPv,
-    _ZdaPv => op::_ZdaPv::_ZdaPv,
-    _ZdlPvm => op::_ZdlPvm::_ZdlPvm,
-    _ZdaPvm => op::_ZdaPvm::_ZdaPvm,
-    _ZdlPvSt11align_val_t => op::_ZdlPvSt11align_val_t::_ZdlPvSt11align_val_t,
-    _ZdaPvSt11align_val_t => op::_ZdaPvSt11align_val_t::_ZdaPvSt11align_val_t,
-    _ZdlPvmSt11align_val_t => op::_ZdlPvmSt11align_val_t::_ZdlPvmSt11align_val_t,
-    _ZdaPvmSt11align_val_t => op::_ZdaPvmSt11align_val_t::_ZdaPvmSt11align_val_t,
-    _ZdlPvRKSt9nothrow_t => op::_ZdlPvRKSt9nothrow_t::_ZdlPvRKSt9nothrow_t,
-    _ZdaPvRKSt9nothrow_t => op::_ZdaPvRKSt9nothrow_t::_ZdaPvRKSt9nothrow_t,
-    _ZdlPvSt11align_val_tRKSt9nothrow_t => op::_ZdlPvSt11align_val_tRKSt9nothrow_t::_ZdlPvSt11align_val_tRKSt9nothrow_t,
-    _ZdaPvSt11align_val_tRKSt9nothrow_t => op::_ZdaPvSt11align_val_tRKSt9nothrow_t::_ZdaPvSt11align_val_tRKSt9nothrow_t,
+/// The hook the tracer exports as `name`, with the definition after it
+/// that the lookup is compared with, if the tracer interposes `name`: the
+/// hook's own next definition (an operator's, as its first call resolved
+/// it), or for `reallocarray` and `mmap64`, whose hooks pass their calls on
+/// to `realloc` and `mmap`, the next definition of their own name.
+fn hooked(name: &[u8]) -> Option<(usize, &'static NextSymbol)> {
+    static REALLOCARRAY: NextSymbol = NextSymbol::new(c"reallocarray");
+    static MMAP64: NextSymbol = NextSymbol::new(c"mmap64");
+    let functions: [(usize, &'static NextSymbol); 14] = [
+        (allocation::malloc as *const () as usize, &next::MALLOC),
+        (allocation::free as *const () as usize, &next::FREE),
+        (allocation::calloc as *const () as usize, &next::CALLOC),
+        (allocation::realloc as *const () as usize, &next::REALLOC),
+        (allocation::reallocarray as *const () as usize, &REALLOCARRAY),
+        (allocation::posix_memalign as *const () as usize, &next::POSIX_MEMALIGN),
+        (allocation::aligned_alloc as *const () as usize, &next::ALIGNED_ALLOC),
+        (allocation::memalign as *const () as usize, &next::MEMALIGN),
+        (allocation::valloc as *const () as usize, &next::VALLOC),
+        (allocation::pvalloc as *const () as usize, &next::PVALLOC),
+        (mapping::mmap as *const () as usize, &mapping::REAL_MMAP),
+        (mapping::mmap64 as *const () as usize, &MMAP64),
+        (mapping::munmap as *const () as usize, &mapping::REAL_MUNMAP),
+        (mapping::mremap as *const () as usize, &mapping::REAL_MREMAP),
+    ];
+    let operators = op::OPERATORS.iter().map(|operator| (operator.stub(), operator.next()));
+    functions.into_iter().chain(operators).find(|(_, next)| next.name().to_bytes() == name)
 }
 
 /// The dlsym after the tracer's; 0 until looked up, or where none was found.

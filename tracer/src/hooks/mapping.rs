@@ -15,9 +15,9 @@ type Mmap = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, c_int, libc::
 type Munmap = unsafe extern "C" fn(*mut c_void, usize) -> c_int;
 type Mremap = unsafe extern "C" fn(*mut c_void, usize, usize, c_int, ...) -> *mut c_void;
 
-static REAL_MMAP: NextSymbol = NextSymbol::new(c"mmap");
-static REAL_MUNMAP: NextSymbol = NextSymbol::new(c"munmap");
-static REAL_MREMAP: NextSymbol = NextSymbol::new(c"mremap");
+pub static REAL_MMAP: NextSymbol = NextSymbol::new(c"mmap");
+pub static REAL_MUNMAP: NextSymbol = NextSymbol::new(c"munmap");
+pub static REAL_MREMAP: NextSymbol = NextSymbol::new(c"mremap");
 
 #[no_mangle]
 pub unsafe extern "C" fn mmap(

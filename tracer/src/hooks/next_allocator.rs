@@ -22,15 +22,15 @@ const OTHER: u8 = 2;
 /// Whose functions come next: [`UNKNOWN`] until the process's first call.
 static NEXT_IS: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-static MALLOC: NextSymbol = NextSymbol::new(c"malloc");
-static FREE: NextSymbol = NextSymbol::new(c"free");
-static CALLOC: NextSymbol = NextSymbol::new(c"calloc");
-static REALLOC: NextSymbol = NextSymbol::new(c"realloc");
-static POSIX_MEMALIGN: NextSymbol = NextSymbol::new(c"posix_memalign");
-static ALIGNED_ALLOC: NextSymbol = NextSymbol::new(c"aligned_alloc");
-static MEMALIGN: NextSymbol = NextSymbol::new(c"memalign");
-static VALLOC: NextSymbol = NextSymbol::new(c"valloc");
-static PVALLOC: NextSymbol = NextSymbol::new(c"pvalloc");
+pub static MALLOC: NextSymbol = NextSymbol::new(c"malloc");
+pub static FREE: NextSymbol = NextSymbol::new(c"free");
+pub static CALLOC: NextSymbol = NextSymbol::new(c"calloc");
+pub static REALLOC: NextSymbol = NextSymbol::new(c"realloc");
+pub static POSIX_MEMALIGN: NextSymbol = NextSymbol::new(c"posix_memalign");
+pub static ALIGNED_ALLOC: NextSymbol = NextSymbol::new(c"aligned_alloc");
+pub static MEMALIGN: NextSymbol = NextSymbol::new(c"memalign");
+pub static VALLOC: NextSymbol = NextSymbol::new(c"valloc");
+pub static PVALLOC: NextSymbol = NextSymbol::new(c"pvalloc");
 
 thread_local! {
     // Const-initialized without a destructor: static TLS, never allocates.

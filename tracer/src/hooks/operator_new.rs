@@ -25,18 +25,30 @@ use super::next_allocator as next;
 use super::NextSymbol;
 use crate::session;
 
-/// An operator's jump target and next definition.
+/// An operator's jump target, its exported stub and next definition.
 #[repr(C)]
 pub struct Operator {
     /// Where the stub jumps; first, for the stub reads it at offset 0.
     target: AtomicPtr<()>,
+    /// The operator's exported stub, as the program's references reach it.
+    stub: AtomicPtr<()>,
     /// The next definition, set by [`resolve`].
     next: NextSymbol,
 }
 
 impl Operator {
-    const fn new(body: *mut (), name: &'static CStr) -> Operator {
-        Operator { target: AtomicPtr::new(body), next: NextSymbol::new(name) }
+    const fn new(body: *mut (), stub: *mut (), name: &'static CStr) -> Operator {
+        Operator { target: AtomicPtr::new(body), stub: AtomicPtr::new(stub), next: NextSymbol::new(name) }
+    }
+
+    /// The address of the operator's exported stub.
+    pub fn stub(&self) -> usize {
+        self.stub.load(Ordering::Relaxed) as usize
+    }
+
+    /// The definition the operator passes its calls on to.
+    pub fn next(&self) -> &NextSymbol {
+        &self.next
     }
 }
 
@@ -48,7 +60,7 @@ macro_rules! operator_new {
         pub mod $symbol {
             use super::*;
 
-            pub static OPERATOR: Operator = Operator::new(body as *mut (), c_name!($symbol));
+            pub static OPERATOR: Operator = Operator::new(body as *mut (), $symbol as *mut (), c_name!($symbol));
 
             entry_stub!($symbol($($arg: $ty),*) -> *mut c_void => through OPERATOR, $sp, $bp);
 
@@ -75,7 +87,7 @@ macro_rules! operator_delete {
         pub mod $symbol {
             use super::*;
 
-            pub static OPERATOR: Operator = Operator::new(body as *mut (), c_name!($symbol));
+            pub static OPERATOR: Operator = Operator::new(body as *mut (), $symbol as *mut (), c_name!($symbol));
 
             entry_stub!($symbol(ptr: *mut c_void $(, $arg: $ty)*) -> () => through OPERATOR, $sp, $bp);
 
@@ -125,7 +137,7 @@ operator_delete!(_ZdaPvRKSt9nothrow_t(ptr: *mut c_void, nothrow: Nothrow), "rdx"
 operator_delete!(_ZdlPvSt11align_val_tRKSt9nothrow_t(ptr: *mut c_void, alignment: usize, nothrow: Nothrow), "rcx", "r8");
 operator_delete!(_ZdaPvSt11align_val_tRKSt9nothrow_t(ptr: *mut c_void, alignment: usize, nothrow: Nothrow), "rcx", "r8");
 
-static OPERATORS: [&Operator; 20] = [
+pub static OPERATORS: [&Operator; 20] = [
     &_Znwm::OPERATOR,
     &_Znam::OPERATOR,
     &_ZnwmRKSt9nothrow_t::OPERATOR,
