@@ -96,19 +96,15 @@ pub fn page_size() -> usize {
 /// made by the raw system call: the library's own `mmap` is the hook that
 /// records the program's mappings. `None` when the kernel refuses.
 pub fn map_anonymous(len: usize, sharing: libc::c_int) -> Option<std::ptr::NonNull<u8>> {
-    // SAFETY: a new anonymous mapping at an address the kernel picks; no
-    // existing memory is touched.
-    let address = unsafe {
-        libc::syscall(
-            libc::SYS_mmap,
-            0usize,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            sharing | libc::MAP_ANONYMOUS,
-            -1 as libc::c_long,
-            0usize,
-        )
-    };
+    new_mapping(len, libc::PROT_READ | libc::PROT_WRITE, sharing | libc::MAP_ANONYMOUS, -1)
+}
+
+/// A new mapping of `len` bytes at an address the kernel picks, of the file
+/// open at `fd` (from its start) or anonymous, by the raw system call.
+fn new_mapping(len: usize, protection: libc::c_int, flags: libc::c_int, fd: i32) -> Option<std::ptr::NonNull<u8>> {
+    // SAFETY: a new mapping at an address the kernel picks; no existing
+    // memory is touched.
+    let address = unsafe { libc::syscall(libc::SYS_mmap, 0usize, len, protection, flags, fd as libc::c_long, 0usize) };
     if address == -1 {
         return None;
     }
@@ -217,14 +213,7 @@ pub fn counters_shared_with_descendants<const N: usize>() -> Option<([&'static A
 /// A shared mapping of the first `len` bytes of the file open at `fd`,
 /// made by the raw system call (see [`map_anonymous`]).
 fn map_file_page(fd: i32, len: usize, protection: libc::c_int) -> Option<std::ptr::NonNull<u8>> {
-    // SAFETY: a new mapping at an address the kernel picks; no existing
-    // memory is touched.
-    let address =
-        unsafe { libc::syscall(libc::SYS_mmap, 0usize, len, protection, libc::MAP_SHARED, fd as libc::c_long, 0usize) };
-    if address == -1 {
-        return None;
-    }
-    std::ptr::NonNull::new(address as *mut u8)
+    new_mapping(len, protection, libc::MAP_SHARED, fd)
 }
 
 /// The counters of the page at `address`, mapped read-only, when the
