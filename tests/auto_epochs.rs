@@ -140,6 +140,12 @@ fn descendant_findings(report: &Value) -> Vec<String> {
     descendants.iter().filter_map(|d| d["finding"]["kind"].as_str()).map(str::to_string).collect()
 }
 
+/// The lines the findings the report gives for its descendants' traces name.
+fn descendant_finding_lines(report: &Value) -> Vec<String> {
+    let descendants = report["descendant_traces"].as_array().expect("descendant traces");
+    descendants.iter().filter_map(|d| d["finding"]["line"].as_str()).map(str::to_string).collect()
+}
+
 /// The function of the report's top leaking line, if it has one.
 fn top_line_function(report: &Value) -> Option<String> {
     report["lines"].get(0).and_then(|line| line["frame"]["function"].as_str()).map(str::to_string)
@@ -315,12 +321,7 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
     let lines = report["lines"].as_array().expect("lines");
     assert!(lines.iter().all(|l| l["frame"]["function"] != "keep_sample_buffer"), "{lines:#?}");
     assert_eq!(descendant_findings(&report), vec!["heap_leak"; WORKERS], "the parent's report points at them");
-    let named: Vec<&str> = report["descendant_traces"]
-        .as_array()
-        .expect("descendant traces")
-        .iter()
-        .filter_map(|d| d["finding"]["line"].as_str())
-        .collect();
+    let named = descendant_finding_lines(&report);
     assert_eq!(named.len(), WORKERS, "each finding names its line: {named:?}");
     assert!(named.iter().all(|line| line.starts_with("keep_sample_buffer (loader_epochs.py:")), "{named:?}");
     assert_workers(&run, 2 * WORKERS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::Parents);
@@ -533,14 +534,12 @@ fn spawned_persistent_workers_follow_their_parents_epochs() {
         assert_eq!(line["line"], leak_line, "{line}");
     }
     let report = report_json(&run.trace);
-    let named: Vec<&str> = report["descendant_traces"]
-        .as_array()
-        .expect("descendant traces")
-        .iter()
-        .filter_map(|d| d["finding"]["line"].as_str())
-        .collect();
     let expected = format!("Leaky.__getitem__ ({name}:{leak_line})");
-    assert_eq!(named, vec![expected.as_str(); WORKERS], "the parent's report points at the workers' line");
+    assert_eq!(
+        descendant_finding_lines(&report),
+        vec![expected; WORKERS],
+        "the parent's report points at the workers' line"
+    );
 }
 
 /// A spawned child whose parent closes no epoch (a launcher waiting for
