@@ -70,6 +70,8 @@ pub struct RecordReader<R> {
     payload: Vec<u8>,
     /// The format version in the file header, which lays the payloads out.
     version: u16,
+    /// Payloads longer than this are taken for damage, not read.
+    payload_limit: u32,
 }
 
 impl RecordReader<BufReader<File>> {
@@ -100,7 +102,23 @@ impl<R: Read> RecordReader<R> {
         if version < OLDEST_READABLE_VERSION {
             return Err(ReadError::OlderVersion { found: version });
         }
-        Ok(RecordReader { input, offset: FILE_HEADER_LEN as u64, end: TraceEnd::Open, payload: Vec::new(), version })
+        Ok(RecordReader {
+            input,
+            offset: FILE_HEADER_LEN as u64,
+            end: TraceEnd::Open,
+            payload: Vec::new(),
+            version,
+            payload_limit: MAX_PAYLOAD_LEN,
+        })
+    }
+
+    /// Stops at a record whose payload is longer than `limit` bytes (at
+    /// most [`MAX_PAYLOAD_LEN`]) without reading it, as at a damaged one:
+    /// for a reader that wants only small records and must not be made to
+    /// allocate for a large one.
+    pub fn with_payload_limit(mut self, limit: u32) -> Self {
+        self.payload_limit = limit.min(MAX_PAYLOAD_LEN);
+        self
     }
 
     /// Why reading stopped; [`TraceEnd::Open`] until the iterator is exhausted.
@@ -124,8 +142,13 @@ impl<R: Read> RecordReader<R> {
             _ => return Err(truncated),
         }
         let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        if len > MAX_PAYLOAD_LEN {
-            return Err(TraceEnd::Damaged { offset: start, reason: format!("impossible record length {len}") });
+        if len > self.payload_limit {
+            let reason = if len > MAX_PAYLOAD_LEN {
+                format!("impossible record length {len}")
+            } else {
+                format!("record length {len} over this reader's limit of {}", self.payload_limit)
+            };
+            return Err(TraceEnd::Damaged { offset: start, reason });
         }
         self.payload.resize(len as usize + 4, 0);
         if read_full(&mut self.input, &mut self.payload).map_err(io_error)? < self.payload.len() {

@@ -69,6 +69,18 @@ fn encode(records: &[Record]) -> Vec<u8> {
     bytes
 }
 
+/// Each record framed on its own.
+fn frame_each(records: &[Record]) -> Vec<Vec<u8>> {
+    records
+        .iter()
+        .map(|record| {
+            let mut framed = Vec::new();
+            frame_record(record, &mut framed);
+            framed
+        })
+        .collect()
+}
+
 #[test]
 fn records_round_trip() {
     let records = sample_records();
@@ -84,9 +96,7 @@ fn every_truncation_is_detected_and_keeps_complete_records() {
     let records = sample_records();
     let bytes = encode(&records);
     let mut boundaries = vec![FILE_HEADER_LEN];
-    for record in &records {
-        let mut framed = Vec::new();
-        frame_record(record, &mut framed);
+    for framed in frame_each(&records) {
         boundaries.push(boundaries.last().unwrap() + framed.len());
     }
     for cut in FILE_HEADER_LEN..bytes.len() {
@@ -100,6 +110,27 @@ fn every_truncation_is_detected_and_keeps_complete_records() {
             assert_eq!(*reader.end(), TraceEnd::Truncated { offset: boundaries[complete] as u64 });
         }
     }
+}
+
+#[test]
+fn a_payload_limit_stops_before_the_first_longer_record() {
+    let records = sample_records();
+    let bytes = encode(&records);
+    let framed = frame_each(&records);
+    let payload_len = |framed: &Vec<u8>| (framed.len() - 9) as u32;
+    let longest = (0..records.len()).max_by_key(|&i| payload_len(&framed[i])).unwrap();
+    let limit = payload_len(&framed[longest]) - 1;
+    let first_over = (0..records.len()).find(|&i| payload_len(&framed[i]) > limit).unwrap();
+    let offset = FILE_HEADER_LEN + framed[..first_over].iter().map(Vec::len).sum::<usize>();
+
+    let mut reader = RecordReader::new(&bytes[..]).unwrap().with_payload_limit(limit);
+    let read: Vec<Record> = reader.by_ref().collect();
+    assert_eq!(read, records[..first_over]);
+    assert!(matches!(reader.end(), TraceEnd::Damaged { offset: at, .. } if *at == offset as u64), "{:?}", reader.end());
+
+    let mut reader = RecordReader::new(&bytes[..]).unwrap().with_payload_limit(limit + 1);
+    assert_eq!(reader.by_ref().collect::<Vec<_>>(), records);
+    assert_eq!(*reader.end(), TraceEnd::EndOfFile);
 }
 
 #[test]

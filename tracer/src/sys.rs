@@ -416,6 +416,27 @@ pub fn read_at(fd: i32, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     }
 }
 
+/// Reads a descriptor from its start with `pread`, leaving the
+/// descriptor's own offset where it is.
+pub struct ReaderAt {
+    fd: i32,
+    offset: u64,
+}
+
+impl ReaderAt {
+    pub fn from_start(fd: i32) -> ReaderAt {
+        ReaderAt { fd, offset: 0 }
+    }
+}
+
+impl io::Read for ReaderAt {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = read_at(self.fd, buf, self.offset)?;
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
 /// Opens `path` with `flags`, close-on-exec (created files get mode 0644).
 fn open(path: &Path, flags: libc::c_int) -> io::Result<i32> {
     let c_path = CString::new(path.as_os_str().as_bytes())

@@ -3,9 +3,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use trace_format::{
-    file_header, frame_record, snapshot_frame, EncodedCounters, Record, RecordReader, Snapshot, FILE_HEADER_LEN,
-};
+use trace_format::{file_header, frame_record, snapshot_frame, EncodedCounters, Record, RecordReader, Snapshot};
 
 use crate::sys::{self, Claim};
 
@@ -128,7 +126,7 @@ fn held_by_another(claim: Claim, err: &io::Error) -> bool {
 
 /// A process record larger than this (a command line of megabytes) is
 /// not read: the file is taken for an earlier run's.
-const MOST_PROCESS_RECORD_BYTES: usize = 1 << 20;
+const MOST_PROCESS_RECORD_BYTES: u32 = 1 << 20;
 
 /// Whether the file `fd` is open on holds a trace whose process started at
 /// `since` (ns since the Unix epoch) or later, as its first record says.
@@ -143,19 +141,8 @@ fn trace_started_since(fd: i32, since: u64) -> bool {
 /// record's `start_unix_ns`, read whole and checked; `None` for anything
 /// but a trace starting with a sound process record.
 fn trace_start(fd: i32) -> Option<u64> {
-    let mut head = [0u8; FILE_HEADER_LEN + 5];
-    if sys::read_at(fd, &mut head, 0).ok()? < head.len() {
-        return None;
-    }
-    let payload = u32::from_le_bytes(head[FILE_HEADER_LEN..FILE_HEADER_LEN + 4].try_into().ok()?) as usize;
-    if payload > MOST_PROCESS_RECORD_BYTES {
-        return None;
-    }
-    let mut bytes = vec![0u8; head.len() + payload + 4];
-    if sys::read_at(fd, &mut bytes, 0).ok()? < bytes.len() {
-        return None;
-    }
-    match RecordReader::new(&bytes[..]).ok()?.next()? {
+    let reader = RecordReader::new(sys::ReaderAt::from_start(fd)).ok()?;
+    match reader.with_payload_limit(MOST_PROCESS_RECORD_BYTES).next()? {
         Record::Process(process) => Some(process.start_unix_ns),
         _ => None,
     }
