@@ -4,7 +4,8 @@
 //! tests/python/stand_in_epochs.py (a stand-in for torch's module) on every
 //! supported interpreter. Also how TRACER_AUTO_EPOCHS=0 and the program's own
 //! marks turn them off, and how a loader's workers spawned by multiprocessing
-//! follow the epochs their parent marks (tests/python/spawn_loader_epochs.py).
+//! follow the epochs their parent marks (tests/python/spawn_loader_epochs.py),
+//! as the workers of a pool it forks do (tests/python/forked_pool.py).
 //!
 //! Needs the venv with torch (scripts/setup-demo.sh) and the release builds;
 //! missing pieces fail the tests, they never skip.
@@ -500,6 +501,51 @@ fn stand_in_passes_cut_the_epochs_on_3_13() {
     stand_in_passes_cut_the_epochs("3.13");
 }
 
+/// The traces of `run`'s multiprocessing children (`kind`, as their
+/// settings say it) followed `marks` epochs of their parent's but the first
+/// two or fewer, sampled for life, and each report ranks its leak at
+/// `leak` (function, file name, line) first, which the parent's report
+/// points at.
+fn assert_workers_found_their_leak(
+    run: &TracedRun,
+    workers: &[PathBuf],
+    kind: &str,
+    marks: usize,
+    leak: (&str, &str, u64),
+) {
+    for worker in workers {
+        assert_worker_found_its_leak(worker, kind, marks, leak);
+    }
+    let (function, file, line) = leak;
+    let expected = format!("{function} ({file}:{line})");
+    assert_eq!(
+        descendant_finding_lines(&report_json(&run.trace)),
+        vec![expected; workers.len()],
+        "the parent's report points at the workers' line"
+    );
+}
+
+/// One of [`assert_workers_found_their_leak`]'s workers.
+fn assert_worker_found_its_leak(worker: &std::path::Path, kind: &str, marks: usize, leak: (&str, &str, u64)) {
+    let report = report_json(worker);
+    assert_eq!(report["trace_end"], "complete", "{}", worker.display());
+    let epochs = report["process"]["settings"]["epochs"].as_str().unwrap_or_default();
+    assert!(epochs.starts_with(&format!("its parent's epochs: this {kind}")), "{epochs}");
+    let causes = causes(&report);
+    let (exit, followed) = causes.split_last().expect("at least the exit snapshot");
+    assert_eq!(exit, "exit", "{}", worker.display());
+    assert!(followed.len() >= marks - 2, "{}: {causes:?}", worker.display());
+    assert!(followed.iter().all(|c| c == "parent"), "{}: {causes:?}", worker.display());
+    let sampling = report["process"]["settings"]["sampling"].as_str().unwrap_or_default();
+    assert!(sampling.contains(&format!("for the whole life of this {kind}")), "{sampling}");
+    assert_eq!(report["verdict"]["kind"], "heap_leak", "{}: {:#}", worker.display(), report["verdict"]);
+    let line = &report["lines"][0]["frame"];
+    let (function, file, number) = leak;
+    assert_eq!(line["function"], function, "{line}");
+    assert!(line["file"].as_str().unwrap_or_default().ends_with(file), "{line}");
+    assert_eq!(line["line"], number, "{line}");
+}
+
 /// A loader whose persistent workers Python's multiprocessing spawns
 /// (`multiprocessing_context="spawn"`), fresh interpreters that share no
 /// memory with the job: each follows the job's marked epochs all the same,
@@ -519,30 +565,12 @@ fn spawned_persistent_workers_follow_their_parents_epochs() {
         })
         .collect();
     assert_eq!(spawned.len(), WORKERS, "{:?}", run.trace_files());
-    for worker in &spawned {
-        let report = report_json(worker);
-        assert_eq!(report["trace_end"], "complete", "{}", worker.display());
-        let epochs = report["process"]["settings"]["epochs"].as_str().unwrap_or_default();
-        assert!(epochs.starts_with("its parent's epochs: this spawned multiprocessing child"), "{epochs}");
-        let causes = causes(&report);
-        let (exit, followed) = causes.split_last().expect("at least the exit snapshot");
-        assert_eq!(exit, "exit", "{}", worker.display());
-        assert!(followed.len() >= MARKS - 2, "{}: {causes:?}", worker.display());
-        assert!(followed.iter().all(|c| c == "parent"), "{}: {causes:?}", worker.display());
-        let sampling = report["process"]["settings"]["sampling"].as_str().unwrap_or_default();
-        assert!(sampling.contains("for the whole life of this spawned multiprocessing child"), "{sampling}");
-        assert_eq!(report["verdict"]["kind"], "heap_leak", "{}: {:#}", worker.display(), report["verdict"]);
-        let line = &report["lines"][0]["frame"];
-        assert_eq!(line["function"], "Leaky.__getitem__", "{line}");
-        assert!(line["file"].as_str().unwrap_or_default().ends_with(name), "{line}");
-        assert_eq!(line["line"], leak_line, "{line}");
-    }
-    let report = report_json(&run.trace);
-    let expected = format!("Leaky.__getitem__ ({name}:{leak_line})");
-    assert_eq!(
-        descendant_finding_lines(&report),
-        vec![expected; WORKERS],
-        "the parent's report points at the workers' line"
+    assert_workers_found_their_leak(
+        &run,
+        &spawned,
+        "spawned multiprocessing child",
+        MARKS,
+        ("Leaky.__getitem__", name, leak_line),
     );
 }
 
@@ -574,3 +602,23 @@ fn a_spawned_rank_whose_launcher_closes_no_epoch_cuts_its_own() {
     assert_eq!((&line["function"], &line["line"]), (&"keep_step_buffers".into(), &leak_line.into()), "{line}");
 }
 
+/// The workers of a pool that Python's multiprocessing forks (not
+/// DataLoader workers) follow the epochs their parent marks from the
+/// first it closes after their fork, and their own reports rank the leak
+/// in their task first, which the job's report points at.
+#[test]
+fn forked_pool_workers_follow_their_parents_epochs() {
+    const MARKS: usize = 8;
+    let name = "forked_pool.py";
+    let run = run_job(&venv_python(), name, &[], &[]);
+    let leak_line = line_of(&format!("python/{name}"), "the workers' leak");
+    let workers = worker_traces(&run);
+    assert_eq!(workers.len(), WORKERS, "{:?}", run.trace_files());
+    assert_workers_found_their_leak(
+        &run,
+        &workers,
+        "forked multiprocessing child",
+        MARKS,
+        ("keep_task_buffers", name, leak_line),
+    );
+}

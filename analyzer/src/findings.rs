@@ -63,8 +63,8 @@ pub struct DescendantReport {
 
 impl DescendantReport {
     /// It ran for at least a quarter of `parent_ns` in too few epochs of its
-    /// own to be analysed, not following its parent's: a worker of a forked
-    /// multiprocessing pool, whose leak shows nowhere.
+    /// own to be analysed, not following its parent's (a child forked or run
+    /// by other means than Python's multiprocessing), whose leak shows nowhere.
     pub fn unanalysed_long_life(&self, parent_ns: u64) -> bool {
         !self.trace.started_beside
             && !self.follows_parent
@@ -270,7 +270,7 @@ mod tests {
         assert_eq!(found[0].finding, Some(leak));
     }
 
-    /// A pool's worker lives through the run with its exit snapshot only;
+    /// A worker of the job's own lives through the run with its exit snapshot only;
     /// a DataLoader worker of one pass follows its parent's epochs, and a
     /// command the job ran was over at once: only the first is told.
     #[test]
@@ -287,13 +287,13 @@ mod tests {
         loader_worker.exit();
         write_beside(&parent, &[("4500", worker(4500, 1, true)), ("4501", loader_worker.bytes())]);
         let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
-        let (pool_worker, loader_worker) = (&found[0], &found[1]);
-        assert!(pool_worker.lifetime_ns > 0 && !pool_worker.follows_parent && loader_worker.follows_parent);
-        let run_ns = pool_worker.lifetime_ns;
-        assert!(pool_worker.unanalysed_long_life(run_ns));
-        assert!(!pool_worker.unanalysed_long_life(5 * run_ns), "over within a fifth of the run");
+        let (own_worker, loader_worker) = (&found[0], &found[1]);
+        assert!(own_worker.lifetime_ns > 0 && !own_worker.follows_parent && loader_worker.follows_parent);
+        let run_ns = own_worker.lifetime_ns;
+        assert!(own_worker.unanalysed_long_life(run_ns));
+        assert!(!own_worker.unanalysed_long_life(5 * run_ns), "over within a fifth of the run");
         assert!(!loader_worker.unanalysed_long_life(loader_worker.lifetime_ns), "a worker of one pass");
-        let mut tracker = pool_worker.clone();
+        let mut tracker = own_worker.clone();
         tracker.trace.cmdline = ["python", "-B", "-c", "from multiprocessing.resource_tracker import main;main(8)"]
             .map(String::from)
             .to_vec();

@@ -57,6 +57,19 @@ const LEARNING_WALK_MASK: u32 = 63;
 /// other allocation there, so its start is still seen.
 const OBJECT_GLANCE_MASK: u32 = 31;
 
+/// How Python's multiprocessing started a process that follows its
+/// parent's epochs from the first its parent closes after it started.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum MultiprocessingChild {
+    /// Not started by multiprocessing (or not following its parent that way).
+    No,
+    /// A fresh interpreter run with `--multiprocessing-fork`.
+    Spawned,
+    /// Forked by the `fork` start method (`Popen._launch`).
+    Forked,
+}
+
 struct Session {
     config: Config,
     recorder: Recorder,
@@ -86,12 +99,13 @@ struct Session {
     /// In a DataLoader worker, its parent's `epochs_closed`.
     parent_epochs_closed: sys::SharedCounterSlot,
     /// The worker following its parent's epochs is a child that Python's
-    /// multiprocessing spawned, not a forked DataLoader worker.
-    spawned_worker: AtomicBool,
-    /// In a spawned child: it has become a worker (at the first epoch its
-    /// parent closed since it started), or gave up following its parent's
-    /// epochs (it closed one of its own first, by a mark or a pass).
-    spawned_settled: AtomicBool,
+    /// multiprocessing started (a [`MultiprocessingChild`]), not a forked
+    /// DataLoader worker.
+    multiprocessing_child: AtomicU8,
+    /// In a multiprocessing child: it has become a worker (at the first
+    /// epoch its parent closed since it started), or gave up following its
+    /// parent's epochs (it closed one of its own first, by a mark or a pass).
+    multiprocessing_settled: AtomicBool,
     /// Where the children this process spawns find `epochs_closed` (set
     /// as it starts, in a Python process).
     counters_address: OnceLock<sys::SharedCountersAddress>,
@@ -264,8 +278,8 @@ fn begin(allocators: Allocators) {
         pid: AtomicU32::new(sys::pid()),
         epochs_closed: sys::SharedCounterSlot::default(),
         parent_epochs_closed: sys::SharedCounterSlot::default(),
-        spawned_worker: AtomicBool::new(false),
-        spawned_settled: AtomicBool::new(false),
+        multiprocessing_child: AtomicU8::new(MultiprocessingChild::No as u8),
+        multiprocessing_settled: AtomicBool::new(false),
         counters_address: OnceLock::new(),
         parent_epochs_followed: AtomicU32::new(0),
         workers_forked: sys::SharedCounterSlot::default(),
@@ -412,7 +426,7 @@ fn record_allocation(
 #[inline(never)]
 fn look_for_pass(session: &'static Session, count: u32) {
     if session.loader_walk_due(count) {
-        record_in(session, |session, _| session.see_loader_frames(session.walk_for_loader()));
+        record_in(session, |session, _| session.see_loader_frames(session.walk_python().loader_frames()));
     }
 }
 
@@ -717,7 +731,8 @@ fn adopt_child(session: &Session) {
     // walk finds the loader also when the program's marks turned the pass
     // detection off.
     let inside_parents_pass = auto_epochs::forked_inside_parents_pass();
-    let worker = inside_parents_pass || matches!(session.walk_for_loader(), LoaderFrames::Present(_));
+    let python_frames = session.walk_python();
+    let worker = inside_parents_pass || matches!(python_frames.loader_frames(), LoaderFrames::Present(_));
     if worker && !session.takes_a_worker_trace() {
         // Its parent's next snapshot says so; the worker runs untraced,
         // and its copy of the parent's descriptor is closed.
@@ -727,8 +742,12 @@ fn adopt_child(session: &Session) {
     }
     session.recorder.forked();
     if worker {
-        session.spawned_worker.store(false, Ordering::Relaxed);
+        session.multiprocessing_child.store(MultiprocessingChild::No as u8, Ordering::Relaxed);
         session.become_worker(session.epochs_closed.get());
+    } else if let Some(parents_epochs) =
+        session.epochs_closed.get().filter(|_| session.python.forked_by_multiprocessing(&python_frames))
+    {
+        session.follow_multiprocessing_parent(MultiprocessingChild::Forked, parents_epochs);
     }
     // What this process closes is for its own children to follow, and its
     // workers are its own to count.
@@ -763,11 +782,11 @@ impl Session {
         self.stacks.intern_capture(kind, &stack, python_frames.words())
     }
 
-    /// What a walk of the calling thread's Python frames shows of a DataLoader pass.
-    fn walk_for_loader(&self) -> LoaderFrames {
+    /// The calling thread's Python frames.
+    fn walk_python(&self) -> PyStack {
         let mut python_frames = PyStack::new();
         self.python.capture(&mut python_frames);
-        python_frames.loader_frames()
+        python_frames
     }
 
     /// Makes this forked DataLoader worker follow the epochs of its
@@ -813,30 +832,50 @@ impl Session {
     /// workers with `multiprocessing_context="spawn"`, a spawned `Pool`'s,
     /// but also the ranks of `torch.multiprocessing.spawn`, which run
     /// training loops of their own): when it finds its parent's counter at
-    /// `parents` (see [`sys::parents_counters`]), it watches it, sampled
-    /// for life, and becomes a worker following its parent's epochs at the
-    /// first its parent closes (see [`Session::follow_parent_epoch`]).
-    /// Until then it also cuts its own epochs as any process does, and for
-    /// good if it closes one by a mark or a DataLoader pass first (a rank,
-    /// whose parent waits for it). Otherwise it cuts its own epochs.
+    /// `parents` (see [`sys::parents_counters`]), it follows it as
+    /// [`Session::follow_multiprocessing_parent`] says. Otherwise it cuts
+    /// its own epochs.
     fn follow_spawning_parent(&self, parents: Option<sys::SharedCountersAddress>) {
-        if self.config.epoch_seconds_explicit
-            || !self.command_line.iter().any(|argument| argument == "--multiprocessing-fork")
-        {
+        if !self.command_line.iter().any(|argument| argument == "--multiprocessing-fork") {
             return;
         }
         let Some([closed, _]) = parents.and_then(sys::parents_counters::<2>) else { return };
-        self.spawned_worker.store(true, Ordering::Relaxed);
-        self.watch_parents_epochs(Some(closed));
+        self.follow_multiprocessing_parent(MultiprocessingChild::Spawned, closed);
     }
 
-    /// In a spawned child watching its parent's epochs, before it closes
-    /// one of its own (`cause`): a mark or a DataLoader pass makes it stop
-    /// watching, and sample only its warm-up as any process does.
-    fn settle_spawned_on_own_epoch(&self, cause: EpochCause) {
+    /// In a child that Python's multiprocessing started, spawned or forked
+    /// (a `Pool`'s workers, a `Process`), whose parent closed as many epochs
+    /// as `parents_epochs` counts: unless time slices were asked for, it
+    /// watches that count, sampled for life, and becomes a worker following
+    /// its parent's epochs at the first its parent closes (see
+    /// [`Session::follow_parent_epoch`]). Until then it also cuts its own
+    /// epochs as any process does, and for good if it closes one by a mark
+    /// or a DataLoader pass first (a rank, whose parent waits for it).
+    fn follow_multiprocessing_parent(&self, child: MultiprocessingChild, parents_epochs: &'static AtomicU32) {
+        if self.config.epoch_seconds_explicit {
+            return;
+        }
+        self.multiprocessing_child.store(child as u8, Ordering::Relaxed);
+        self.multiprocessing_settled.store(false, Ordering::Relaxed);
+        self.watch_parents_epochs(Some(parents_epochs));
+    }
+
+    /// What started this process, as far as following its parent's epochs goes.
+    fn multiprocessing_child(&self) -> MultiprocessingChild {
+        match self.multiprocessing_child.load(Ordering::Relaxed) {
+            x if x == MultiprocessingChild::Spawned as u8 => MultiprocessingChild::Spawned,
+            x if x == MultiprocessingChild::Forked as u8 => MultiprocessingChild::Forked,
+            _ => MultiprocessingChild::No,
+        }
+    }
+
+    /// In a multiprocessing child watching its parent's epochs, before it
+    /// closes one of its own (`cause`): a mark or a DataLoader pass makes it
+    /// stop watching, and sample only its warm-up as any process does.
+    fn settle_multiprocessing_child_on_own_epoch(&self, cause: EpochCause) {
         if !matches!(cause, EpochCause::Mark | EpochCause::Auto)
-            || !self.spawned_worker.load(Ordering::Relaxed)
-            || self.spawned_settled.swap(true, Ordering::Relaxed)
+            || self.multiprocessing_child() == MultiprocessingChild::No
+            || self.multiprocessing_settled.swap(true, Ordering::Relaxed)
         {
             return;
         }
@@ -927,8 +966,10 @@ impl Session {
                 .compare_exchange(followed, closed, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
-            if self.spawned_worker.load(Ordering::Relaxed) && !self.spawned_settled.swap(true, Ordering::Relaxed) {
-                // A spawned child's first: from now on it is a worker.
+            if self.multiprocessing_child() != MultiprocessingChild::No
+                && !self.multiprocessing_settled.swap(true, Ordering::Relaxed)
+            {
+                // A multiprocessing child's first: from now on it is a worker.
                 self.stop_cutting_own_epochs();
             }
             self.close_epoch(EpochCause::Parent, format!("parent's epoch {closed}"));
@@ -1001,7 +1042,7 @@ impl Session {
     }
 
     fn close_epoch(&self, cause: EpochCause, label: String) {
-        self.settle_spawned_on_own_epoch(cause);
+        self.settle_multiprocessing_child_on_own_epoch(cause);
         let mut output = lock(&self.output);
         if output.writer.is_none() && !self.open_child_file(&mut output) {
             return;
@@ -1209,7 +1250,7 @@ impl Session {
             (true, true) if self.recorder.samples_for_life() => format!(
                 "{poisson} for the whole life of this {} ({WARM_UP_SAMPLE_VAR}=0 records it all){}; counts and bytes are estimates",
                 self.worker_kind(),
-                if self.spawned_worker.load(Ordering::Relaxed) {
+                if self.multiprocessing_child() != MultiprocessingChild::No {
                     ", unless it closes an epoch by a mark or a DataLoader pass before its parent closes one: then until that epoch, and every allocation after it"
                 } else {
                     ""
@@ -1226,23 +1267,23 @@ impl Session {
 
     /// What kind of worker follows its parent's epochs.
     fn worker_kind(&self) -> &'static str {
-        if self.spawned_worker.load(Ordering::Relaxed) {
-            "spawned multiprocessing child"
-        } else {
-            "forked DataLoader worker"
+        match self.multiprocessing_child() {
+            MultiprocessingChild::Spawned => "spawned multiprocessing child",
+            MultiprocessingChild::Forked => "forked multiprocessing child",
+            MultiprocessingChild::No => "forked DataLoader worker",
         }
     }
 
     /// How epochs are cut, as the Process record says.
     fn epochs_setting(&self) -> String {
         if self.parent_epochs_closed.get().is_some() {
-            let spawned = if self.spawned_worker.load(Ordering::Relaxed) {
+            let from_first = if self.multiprocessing_child() != MultiprocessingChild::No {
                 " from the first its parent closes after it started; until then it cuts its own, and keeps to them if it closes one by a mark or a DataLoader pass first"
             } else {
                 ""
             };
             return format!(
-                "{}: this {} closes one each time its parent does{spawned}",
+                "{}: this {} closes one each time its parent does{from_first}",
                 trace_format::FOLLOWS_PARENTS_EPOCHS,
                 self.worker_kind()
             );

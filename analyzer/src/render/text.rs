@@ -515,7 +515,7 @@ pub fn render(report: &Report<'_>) -> String {
         let (count, verb) = if unanalysed == 1 { ("one".to_string(), "was") } else { (unanalysed.to_string(), "were") };
         let _ = writeln!(
             out,
-            "Note: {count} of this process's descendants ran for much of its run but {verb} cut into too few epochs of their own to be analysed (only DataLoader workers and the children multiprocessing spawns follow this process's epochs, not the workers of a forked multiprocessing pool nor a spawned child that could not reach them): a leak in them shows in no report; call tracer_mark in them, or set TRACER_EPOCH_SECONDS shorter than their lives"
+            "Note: {count} of this process's descendants ran for much of its run but {verb} cut into too few epochs of their own to be analysed (DataLoader workers and the children Python's multiprocessing starts follow this process's epochs; other children, and one that could not reach them, cut their own): a leak in them shows in no report; call tracer_mark in them, or set TRACER_EPOCH_SECONDS shorter than their lives"
         );
     }
     // Only where growth on the heap was found: the small objects of a leak

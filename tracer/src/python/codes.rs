@@ -18,7 +18,9 @@
 //! qualified name: the walk then knows it from the cache without reading
 //! names. Its address is also found as soon as the module that defines it
 //! runs (its code object holds the class's, which holds the method's), so
-//! that a walk reading nothing but code pointers can look for it.
+//! that a walk reading nothing but code pointers can look for it. So is
+//! the method through which Python's `multiprocessing` forks, whose id a
+//! child forked under it looks for among its frames.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -30,6 +32,7 @@ use trace_format::PyCode;
 use super::data_loader::{is_data_loader_iter, is_data_loader_module, DATA_LOADER_CLASS, DATA_LOADER_ITER};
 use super::layout::Layout;
 use super::memory;
+use super::multiprocessing;
 use crate::fast_hash::BuildWordHasher;
 use crate::lock;
 
@@ -83,6 +86,8 @@ pub struct CodeTable {
     records: Mutex<Vec<PyCode>>,
     /// Address of the `DataLoader.__iter__` code object; 0 until it is known.
     data_loader_iter: AtomicU64,
+    /// One more than the id of `multiprocessing`'s fork launch; 0 until it is met.
+    fork_launch_id_plus_one: AtomicU64,
 }
 
 impl CodeTable {
@@ -142,7 +147,11 @@ impl CodeTable {
                 return Some(existing.get().code);
             }
         }
+        let fork_launch = multiprocessing::is_fork_launch(&record.filename, &record.qualname);
         let code = Code { id: self.queue(record)?, data_loader_iter };
+        if fork_launch {
+            self.fork_launch_id_plus_one.store(code.id + 1, Ordering::Relaxed);
+        }
         entry.insert(Cached { code, identity });
         Some(code)
     }
@@ -164,6 +173,12 @@ impl CodeTable {
     /// The address of `DataLoader.__iter__`'s code object, 0 while unknown.
     pub fn data_loader_iter(&self) -> u64 {
         self.data_loader_iter.load(Ordering::Relaxed)
+    }
+
+    /// The id of the code object through which `multiprocessing` forks,
+    /// once a walk met it.
+    pub fn fork_launch_id(&self) -> Option<u64> {
+        self.fork_launch_id_plus_one.load(Ordering::Relaxed).checked_sub(1)
     }
 
     /// The records of the code objects with these ids (the known ones).

@@ -18,6 +18,8 @@
 //! A walk also tells whether the thread is starting a pass over a PyTorch
 //! DataLoader (`data_loader`); a glance follows the same chain reading only
 //! the code pointers, for the allocations a sampling tracer does not record.
+//! A process just forked walks its frames once to tell whether Python's
+//! `multiprocessing` forked it (`multiprocessing`).
 //!
 //! Supported: CPython 3.11, 3.12 and 3.13 on x86_64, release builds with the
 //! GIL. Anything else gets native-only stacks and one line on stderr.
@@ -26,6 +28,7 @@ mod codes;
 mod data_loader;
 mod layout;
 mod memory;
+mod multiprocessing;
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::MaybeUninit;
@@ -308,6 +311,13 @@ impl Python {
             Some(walker) => walker.glance_for_data_loader(),
             None => Glance::Unknown,
         }
+    }
+
+    /// Whether `stack`, walked in a process just forked, holds the frame
+    /// through which Python's `multiprocessing` forks its children.
+    pub fn forked_by_multiprocessing(&self, stack: &PyStack) -> bool {
+        let Some(launch) = self.walker.as_ref().and_then(|w| w.codes.fork_launch_id()) else { return false };
+        stack.words().iter().any(|&word| unpack(word).code == launch)
     }
 
     /// The records of the code objects with these ids.

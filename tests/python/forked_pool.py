@@ -1,0 +1,38 @@
+"""A job whose work runs in the workers of a multiprocessing pool started
+with the `fork` method (Linux's default before Python 3.14).
+
+Each of its 8 epochs maps 8 tasks over the pool's 2 workers and ends with
+tracer_mark (scripts/tracer_mark.py); each task keeps 48 buffers of 16
+KiB in the worker that runs it (`keep_task_buffers`): a leak in the
+workers, none in the job itself. The pool is closed and joined, so that
+its workers exit as they do at the end of a job.
+
+Usage: forked_pool.py
+"""
+
+import multiprocessing
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from tracer_mark import mark  # noqa: E402
+
+EPOCHS = 8
+WORKERS = 2
+KEPT = []
+
+
+def keep_task_buffers(_task):
+    for _ in range(48):
+        KEPT.append(bytearray(16 * 1024))  # the workers' leak
+    return len(KEPT)
+
+
+if __name__ == "__main__":
+    pool = multiprocessing.get_context("fork").Pool(WORKERS)
+    for epoch in range(1, EPOCHS + 1):
+        pool.map(keep_task_buffers, range(4 * WORKERS), chunksize=1)
+        mark(f"epoch {epoch}")
+        print(f"epoch {epoch}: done", flush=True)
+    pool.close()
+    pool.join()
