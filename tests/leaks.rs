@@ -135,6 +135,39 @@ fn a_library_unloaded_between_two_snapshots_still_names_its_frames() {
     }
 }
 
+/// A plugin unloaded after six epochs, and a second one loaded at its
+/// addresses for seven more: each plugin's leak is named by its own module,
+/// function and line, though the second's code lies where the first's was.
+#[test]
+fn a_library_loaded_where_an_unloaded_one_was_names_only_its_own_stacks() {
+    let program = compile("replaces_plugin.c");
+    let (first, second) = (compile_library("first_plugin.c"), compile_library("second_plugin.c"));
+    let line = line_of("programs/replaced_plugin.h", "/* the plugin's leak */");
+    for env in [&[][..], &[FULL_CAPTURE]] {
+        let run = run_traced_with(&program, &[first.to_str().unwrap(), second.to_str().unwrap()], env);
+        assert_ne!(run.output.status.code(), Some(3), "the test needs the loader to reuse the range: {}", run.stderr());
+        let run = run.succeeded();
+        assert_eq!(run.stdout(), "replaces_plugin: the second plugin took the first's addresses\n");
+        let report = report_json(&run.trace);
+        // The first plugin leaks in epochs 0 to 5, the second from epoch 6 on.
+        let births = |suspect: &serde_json::Value| -> Vec<u64> {
+            suspect["survivors"].as_array().unwrap().iter().map(|s| s["birth_epoch"].as_u64().unwrap()).collect()
+        };
+        for (plugin, function, epochs) in [(&first, "first_plugin_leak", 0..6), (&second, "second_plugin_leak", 6..13)]
+        {
+            let suspects = report["suspects"].as_array().unwrap();
+            let of_its_epochs = suspects.iter().find(|s| births(s).iter().all(|birth| epochs.contains(birth)));
+            let suspect = of_its_epochs.unwrap_or_else(|| panic!("{env:?}: no suspect born in {epochs:?}: {report:#}"));
+            // The innermost frame, the allocator's trimmed: the plugin's own.
+            let own = &suspect["frames"][0];
+            assert_eq!(own["function"], function, "{env:?}: {suspect:#}");
+            assert_eq!(own["module"], plugin.display().to_string(), "{env:?}: {own}");
+            assert!(own["file"].as_str().unwrap_or_default().ends_with("replaced_plugin.h"), "{own}");
+            assert_eq!(own["line"], line, "{own}");
+        }
+    }
+}
+
 /// The first `operator new` looks up the operators' next definitions
 /// (`dlopen` of the caller's object, `dladdr`, lookups in its scope): what
 /// that allocates is the tracer's, not the program's, and no recorded stack

@@ -1,6 +1,7 @@
 //! The analyzer: reads a trace written by `libtracer.so` and finds what leaks.
 //!
-//! Data flows one way: [`trace`] loads records into a model, [`analysis`]
+//! Data flows one way: [`trace`] loads records into a model (its module
+//! records cut into generations by [`modules`]), [`analysis`]
 //! ranks leak suspects and gives the verdict, [`symbolize`] resolves the
 //! addresses and Python code locations that are shown, [`merge`] makes one
 //! stack of their native and Python frames, [`lines`] sums the suspects by
@@ -15,6 +16,7 @@ pub mod findings;
 pub mod format;
 pub mod lines;
 pub mod merge;
+pub mod modules;
 pub mod progress;
 pub mod pylines;
 pub mod render;

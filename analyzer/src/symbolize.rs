@@ -13,7 +13,8 @@ use std::rc::Rc;
 use object::{Object, ObjectSymbol, SymbolKind};
 use trace_format::{Module, Process, PyCode, PyFrame};
 
-use crate::trace::{IntMap, Stack};
+use crate::modules::{Generation, ModuleMap, ModuleRecords};
+use crate::trace::{IntMap, NativeFrame, Stack};
 
 /// One frame of a symbolized stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,63 +86,6 @@ pub fn demangle(name: &str) -> String {
         }
     }
     name.to_string()
-}
-
-/// The runtime address ranges of the modules; later records win on overlap.
-#[derive(Debug, Default)]
-pub struct ModuleMap {
-    /// Non-overlapping `[start, end)` ranges, sorted, with the module index.
-    ranges: Vec<(u64, u64, usize)>,
-    /// The lowest segment start of each module.
-    starts: Vec<u64>,
-}
-
-impl ModuleMap {
-    pub fn new(modules: &[Module]) -> Self {
-        let mut ranges: Vec<(u64, u64, usize)> = Vec::new();
-        let mut starts = Vec::with_capacity(modules.len());
-        for (index, module) in modules.iter().enumerate() {
-            starts.push(module.segments.iter().map(|s| s.0).min().unwrap_or(0));
-            for &(s, e) in &module.segments {
-                if e <= s {
-                    continue;
-                }
-                let mut kept = Vec::with_capacity(ranges.len() + 2);
-                for &(a, b, j) in &ranges {
-                    if b <= s || a >= e {
-                        kept.push((a, b, j));
-                        continue;
-                    }
-                    if a < s {
-                        kept.push((a, s, j));
-                    }
-                    if b > e {
-                        kept.push((e, b, j));
-                    }
-                }
-                kept.push((s, e, index));
-                ranges = kept;
-            }
-        }
-        ranges.sort_unstable();
-        ModuleMap { ranges, starts }
-    }
-
-    /// The module whose range holds `address`.
-    pub fn find(&self, address: u64) -> Option<usize> {
-        let at = self.ranges.partition_point(|r| r.0 <= address);
-        let (_, end, index) = *self.ranges.get(at.checked_sub(1)?)?;
-        (address < end).then_some(index)
-    }
-
-    /// The module of a return address and the address to look up in its
-    /// file: `ip - 1` (inside the call instruction) unless that would fall
-    /// before the module's start, minus the load bias.
-    pub fn locate(&self, modules: &[Module], ip: u64) -> Option<(usize, u64)> {
-        let index = self.find(ip).or_else(|| self.find(ip.checked_sub(1)?))?;
-        let probe = if ip > self.starts[index] { ip - 1 } else { ip };
-        Some((index, probe.wrapping_sub(modules[index].load_bias)))
-    }
 }
 
 /// Which frames are the program's own code.
@@ -366,25 +310,27 @@ fn load_module(module: &Module) -> Result<LoadedModule, String> {
 /// Resolves addresses and Python code locations of one trace, lazily and
 /// with caching.
 pub struct Symbolizer<'t> {
-    modules: &'t [Module],
+    modules: &'t ModuleRecords,
     pycode: &'t IntMap<u64, PyCode>,
     map: ModuleMap,
     own: OwnCode,
     loaded: Vec<Option<Option<LoadedModule>>>,
-    cache: IntMap<u64, Rc<[Frame]>>,
+    /// The frames of each (module record, return address) met; an address
+    /// outside every module under [`NO_MODULE`].
+    cache: IntMap<(u32, u64), Rc<[Frame]>>,
     /// Line of each (code, instruction) met.
     lines: IntMap<(u64, u32), Option<u32>>,
     warnings: Vec<String>,
 }
 
 impl<'t> Symbolizer<'t> {
-    pub fn new(process: &Process, modules: &'t [Module], pycode: &'t IntMap<u64, PyCode>) -> Self {
+    pub fn new(process: &Process, modules: &'t ModuleRecords, pycode: &'t IntMap<u64, PyCode>) -> Self {
         Symbolizer {
             modules,
             pycode,
-            map: ModuleMap::new(modules),
-            own: OwnCode::for_process(process, modules),
-            loaded: (0..modules.len()).map(|_| None).collect(),
+            map: ModuleMap::new(&modules.records),
+            own: OwnCode::for_process(process, &modules.records),
+            loaded: (0..modules.records.len()).map(|_| None).collect(),
             cache: IntMap::default(),
             lines: IntMap::default(),
             warnings: Vec::new(),
@@ -398,7 +344,7 @@ impl<'t> Symbolizer<'t> {
 
     fn module(&mut self, index: usize) -> Option<&LoadedModule> {
         if self.loaded[index].is_none() {
-            let module = &self.modules[index];
+            let module = &self.modules.records[index];
             let loaded = match load_module(module) {
                 Ok(m) => Some(m),
                 Err(why) => {
@@ -414,21 +360,27 @@ impl<'t> Symbolizer<'t> {
         self.loaded[index].as_ref().and_then(|m| m.as_ref())
     }
 
-    /// The frames (innermost first, inlined ones included) of one return address.
-    pub fn frames(&mut self, ip: u64) -> Rc<[Frame]> {
-        if let Some(frames) = self.cache.get(&ip) {
+    /// The frames (innermost first, inlined ones included) of one return
+    /// address, in the modules of the generation its stack node was written in.
+    fn frames(&mut self, ip: u64, generation: Generation) -> Rc<[Frame]> {
+        let records = &self.modules.records;
+        let located = self.map.locate(records, ip, self.modules.in_force(generation));
+        let key = (located.map_or(NO_MODULE, |(index, _)| index as u32), ip);
+        if let Some(frames) = self.cache.get(&key) {
             return frames.clone();
         }
-        let frames: Rc<[Frame]> = self.resolve(ip).into();
-        self.cache.insert(ip, frames.clone());
+        let frames: Rc<[Frame]> = match located {
+            Some((index, probe)) => self.resolve(ip, index, probe),
+            None => vec![Frame::named(ip, format!("0x{ip:x}"))],
+        }
+        .into();
+        self.cache.insert(key, frames.clone());
         frames
     }
 
-    fn resolve(&mut self, ip: u64) -> Vec<Frame> {
-        let Some((index, probe)) = self.map.locate(self.modules, ip) else {
-            return vec![Frame::named(ip, format!("0x{ip:x}"))];
-        };
-        let modules = self.modules;
+    /// The frames of return address `ip`, found at `probe` in module record `index`.
+    fn resolve(&mut self, ip: u64, index: usize, probe: u64) -> Vec<Frame> {
+        let modules = &self.modules.records;
         let own = self.own.is_own(Some(index), modules);
         let module_path = modules[index].path.clone();
         let base =
@@ -494,7 +446,11 @@ impl<'t> Symbolizer<'t> {
     /// trimmed from the innermost end, the Python frames merged in (see
     /// [`crate::merge::merge`]) and the own-code frames marked.
     pub fn stack(&mut self, stack: &Stack) -> Vec<Frame> {
-        let mut groups: Vec<Vec<Frame>> = stack.native.iter().map(|&ip| self.frames(ip).to_vec()).collect();
+        let mut groups: Vec<Vec<Frame>> = stack
+            .native
+            .iter()
+            .map(|&NativeFrame { address, generation }| self.frames(address, generation).to_vec())
+            .collect();
         let total: usize = groups.iter().map(Vec::len).sum();
         let mut trim = groups.iter().flatten().take_while(|f| is_allocator_frame(f)).count();
         // Keep at least one frame so a stack never draws empty.
@@ -518,6 +474,9 @@ impl<'t> Symbolizer<'t> {
     }
 }
 
+/// The cache's module index for an address outside every module.
+const NO_MODULE: u32 = u32::MAX;
+
 fn offset_name(path: &str, offset: u64) -> String {
     let name = path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("?");
     format!("{name}+0x{offset:x}")
@@ -539,34 +498,6 @@ mod dependency_source_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn module(path: &str, segments: Vec<(u64, u64)>) -> Module {
-        Module { path: path.into(), load_bias: segments[0].0, segments, build_id: vec![] }
-    }
-
-    #[test]
-    fn later_modules_win_overlaps() {
-        let modules = vec![module("a", vec![(100, 200)]), module("b", vec![(150, 160)])];
-        let map = ModuleMap::new(&modules);
-        assert_eq!(map.find(99), None);
-        assert_eq!(map.find(100), Some(0));
-        assert_eq!(map.find(149), Some(0));
-        assert_eq!(map.find(150), Some(1));
-        assert_eq!(map.find(159), Some(1));
-        assert_eq!(map.find(160), Some(0));
-        assert_eq!(map.find(199), Some(0));
-        assert_eq!(map.find(200), None);
-    }
-
-    #[test]
-    fn return_addresses_look_up_the_call() {
-        let modules = vec![module("a", vec![(0x1000, 0x2000)])];
-        let map = ModuleMap::new(&modules);
-        assert_eq!(map.locate(&modules, 0x1010), Some((0, 0xf)));
-        assert_eq!(map.locate(&modules, 0x1000), Some((0, 0)));
-        assert_eq!(map.locate(&modules, 0x2000), Some((0, 0xfff)));
-        assert_eq!(map.locate(&modules, 0x3000), None);
-    }
 
     #[test]
     fn runtime_modules() {
@@ -604,6 +535,37 @@ mod tests {
         assert_eq!(f.label(), "train_step (train.py)");
         f.python = false;
         assert_eq!(f.label(), "train_step");
+    }
+
+    #[test]
+    fn an_address_is_named_by_the_module_of_its_nodes_generation() {
+        let process = Process {
+            pid: 1,
+            forked_from: None,
+            start_unix_ns: 0,
+            exe: "/opt/app".into(),
+            cmdline: vec![],
+            settings: vec![],
+        };
+        let module = |path: &str| Module {
+            path: path.into(),
+            load_bias: 0x1000,
+            segments: vec![(0x1000, 0x2000)],
+            build_id: vec![],
+        };
+        let mut modules = ModuleRecords::default();
+        modules.push(module("/gone/first.so"));
+        modules.push(module("/gone/second.so"));
+        let pycode = IntMap::default();
+        let mut symbolizer = Symbolizer::new(&process, &modules, &pycode);
+        let named = |symbolizer: &mut Symbolizer, generation| {
+            let stack = Stack { native: vec![NativeFrame { address: 0x1234, generation }], ..Stack::default() };
+            let frame = symbolizer.stack(&stack).remove(0);
+            (frame.function, frame.module.unwrap_or_default())
+        };
+        assert_eq!(named(&mut symbolizer, 0), ("first.so+0x233".to_string(), "/gone/first.so".to_string()));
+        assert_eq!(named(&mut symbolizer, 1), ("second.so+0x233".to_string(), "/gone/second.so".to_string()));
+        assert_eq!(named(&mut symbolizer, 0).1, "/gone/first.so", "each (module, address) cached apart");
     }
 
     #[test]

@@ -15,11 +15,12 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 
 use trace_format::{
-    EpochCause, Frame, Module, Notice, Process, PyCode, PyFrame, ReadError, Record, RecordReader, SiteCounters,
-    Snapshot, StackNode, TraceEnd,
+    EpochCause, Frame, Notice, Process, PyCode, PyFrame, ReadError, Record, RecordReader, SiteCounters, Snapshot,
+    StackNode, TraceEnd,
 };
 
 use crate::error::Failure;
+use crate::modules::{Generation, ModuleRecords};
 use crate::progress::Progress;
 
 /// A small, fast hasher for integer keys (the pair maps are hot).
@@ -166,12 +167,20 @@ impl Memory {
     }
 }
 
+/// A native frame of a stack: its return address, and the module
+/// generation its node was written in (see [`crate::modules`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NativeFrame {
+    pub address: u64,
+    pub generation: Generation,
+}
+
 /// One stack put back together from the prefix tree: its frames as the
 /// trace records them, innermost first within each kind.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stack {
-    /// Native return addresses, innermost first.
-    pub native: Vec<u64>,
+    /// Native frames, innermost first.
+    pub native: Vec<NativeFrame>,
     /// Python frames, innermost first.
     pub python: Vec<PyFrame>,
     /// The walk to the root stopped at a node the trace lacks (or looped).
@@ -218,6 +227,11 @@ pub struct Stacks {
     value: Vec<u64>,
     /// Nodes whose ids are too large for the dense vectors.
     sparse: IntMap<u32, Packed>,
+    /// The module generation of each native node written after the first
+    /// generation, by id: empty in a trace where no library took another's
+    /// addresses, and no longer than the last such node's id.
+    generations: Vec<Generation>,
+    sparse_generations: IntMap<u32, Generation>,
     /// Code ids of the Python frames, by interned index.
     codes: Vec<u64>,
     code_index: IntMap<u64, u32>,
@@ -270,10 +284,11 @@ impl Stacks {
         self.sparse.get(&id).copied()
     }
 
-    /// Adds one node; a node given again must have the same contents (a
-    /// forked child's file repeats its parent's nodes), otherwise the first
-    /// one is kept and the conflict counted.
-    pub fn insert(&mut self, node: &StackNode) {
+    /// Adds one node, read while the module records of `generation` were
+    /// the latest; a node given again must have the same contents (a forked
+    /// child's file repeats its parent's nodes), otherwise the first one is
+    /// kept and the conflict counted.
+    pub fn insert(&mut self, node: &StackNode, generation: Generation) {
         if node.id == 0 {
             return;
         }
@@ -309,6 +324,31 @@ impl Stacks {
             self.value[i] = value;
         } else {
             self.sparse.insert(node.id, (node.parent, tag, value));
+        }
+        if tag == TAG_NATIVE {
+            self.set_generation(node.id, generation);
+        }
+    }
+
+    fn set_generation(&mut self, id: u32, generation: Generation) {
+        if generation == 0 {
+            return;
+        }
+        let i = id as usize;
+        if i < self.tag.len() {
+            if i >= self.generations.len() {
+                self.generations.resize(i + 1, 0);
+            }
+            self.generations[i] = generation;
+        } else {
+            self.sparse_generations.insert(id, generation);
+        }
+    }
+
+    fn generation(&self, id: u32) -> Generation {
+        match self.generations.get(id as usize) {
+            Some(&generation) => generation,
+            None => self.sparse_generations.get(&id).copied().unwrap_or(0),
         }
     }
 
@@ -359,7 +399,7 @@ impl Stacks {
                 break;
             }
             match tag {
-                TAG_NATIVE => stack.native.push(value),
+                TAG_NATIVE => stack.native.push(NativeFrame { address: value, generation: self.generation(at) }),
                 TAG_PYTHON_LEAF => python_leaf = python_leaf.or(Some(value as u32)),
                 TAG_MAPPING | TAG_SHARED_MAPPING => stack.memory = memory_of_tag(tag),
                 _ => stack.python.push(PyFrame {
@@ -379,8 +419,8 @@ impl Stacks {
 pub struct Trace {
     pub path: PathBuf,
     pub process: Process,
-    /// Module records in file order (later ones win where ranges overlap).
-    pub modules: Vec<Module>,
+    /// Module records in file order, by generation.
+    pub modules: ModuleRecords,
     pub stacks: Stacks,
     pub pycode: IntMap<u64, PyCode>,
     /// Every complete snapshot, in file order; index = position.
@@ -485,7 +525,7 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
     }
 
     let mut process: Option<Process> = None;
-    let mut modules = Vec::new();
+    let mut modules = ModuleRecords::default();
     let mut stacks = Stacks::default();
     let mut pycode: IntMap<u64, PyCode> = IntMap::default();
     let mut snapshots: Vec<SnapshotHeader> = Vec::new();
@@ -509,8 +549,9 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
             }
             Record::Module(m) => modules.push(m),
             Record::StackNodes(nodes) => {
+                let generation = modules.current_generation();
                 for node in &nodes.nodes {
-                    stacks.insert(node);
+                    stacks.insert(node, generation);
                 }
             }
             Record::PyCode(c) => {
@@ -654,6 +695,10 @@ mod tests {
         StackNode { id, parent, frame: Frame::Native(address) }
     }
 
+    fn addresses(stack: &Stack) -> Vec<u64> {
+        stack.native.iter().map(|frame| frame.address).collect()
+    }
+
     fn python(id: u32, parent: u32, code: u64, instruction: u32, entry: bool) -> StackNode {
         StackNode { id, parent, frame: Frame::Python(PyFrame { code, instruction, entry }) }
     }
@@ -670,7 +715,7 @@ mod tests {
             python(5, 1, 0x7f00_0000_3000, u32::MAX, false),
             native(6, 5, u64::MAX),
         ] {
-            stacks.insert(&node);
+            stacks.insert(&node, 0);
         }
         stacks
     }
@@ -680,7 +725,7 @@ mod tests {
         let stacks = tree();
         assert_eq!(stacks.len(), 6);
         let s = stacks.get(4).unwrap();
-        assert_eq!(s.native, vec![0x5000, 0x4000]);
+        assert_eq!(addresses(&s), vec![0x5000, 0x4000]);
         assert_eq!(
             s.python,
             vec![
@@ -690,9 +735,9 @@ mod tests {
         );
         assert_eq!(s.broken_at, None);
         let s = stacks.get(6).unwrap();
-        assert_eq!(s.native, vec![u64::MAX]);
+        assert_eq!(addresses(&s), vec![u64::MAX]);
         assert_eq!(s.python[0], PyFrame { code: 0x7f00_0000_3000, instruction: u32::MAX, entry: false });
-        assert_eq!(stacks.get(2).unwrap().native, Vec::<u64>::new());
+        assert_eq!(addresses(&stacks.get(2).unwrap()), Vec::<u64>::new());
         assert!(stacks.get(7).is_none());
         assert!(stacks.get(0).is_none());
         assert!(stacks.conflict_warning().is_none());
@@ -703,15 +748,15 @@ mod tests {
         let mut stacks = tree();
         // Native path 10 <- 11, Python path 1 <- 2 (from `tree`), joined by 12.
         for node in [native(10, 0, 0x100), native(11, 10, 0x200)] {
-            stacks.insert(&node);
+            stacks.insert(&node, 0);
         }
-        stacks.insert(&StackNode { id: 12, parent: 11, frame: Frame::PythonLeaf(2) });
+        stacks.insert(&StackNode { id: 12, parent: 11, frame: Frame::PythonLeaf(2) }, 0);
         let s = stacks.get(12).unwrap();
-        assert_eq!(s.native, vec![0x200, 0x100]);
+        assert_eq!(addresses(&s), vec![0x200, 0x100]);
         assert_eq!(s.python.iter().map(|f| f.instruction).collect::<Vec<_>>(), vec![7, 40]);
         assert_eq!(s.broken_at, None);
         // A leaf naming a node the trace lacks breaks the stack there.
-        stacks.insert(&StackNode { id: 13, parent: 11, frame: Frame::PythonLeaf(99) });
+        stacks.insert(&StackNode { id: 13, parent: 11, frame: Frame::PythonLeaf(99) }, 0);
         let s = stacks.get(13).unwrap();
         assert_eq!((s.native.len(), s.broken_at), (2, Some(99)));
     }
@@ -719,29 +764,29 @@ mod tests {
     #[test]
     fn a_mapping_marker_makes_a_mapping_stack() {
         let mut stacks = tree();
-        stacks.insert(&StackNode { id: 7, parent: 4, frame: Frame::Mapping });
+        stacks.insert(&StackNode { id: 7, parent: 4, frame: Frame::Mapping }, 0);
         assert_eq!(stacks.memory(7), Memory::Mapped);
         assert_eq!((stacks.memory(4), stacks.memory(99)), (Memory::Heap, Memory::Heap));
         let s = stacks.get(7).unwrap();
         assert_eq!(s.memory, Memory::Mapped);
-        assert_eq!(s.native, vec![0x5000, 0x4000], "the marker is not a frame");
+        assert_eq!(addresses(&s), vec![0x5000, 0x4000], "the marker is not a frame");
         assert_eq!(stacks.get(4).unwrap().memory, Memory::Heap);
-        stacks.insert(&StackNode { id: 8, parent: 4, frame: Frame::SharedMapping });
+        stacks.insert(&StackNode { id: 8, parent: 4, frame: Frame::SharedMapping }, 0);
         assert_eq!((stacks.memory(8), stacks.get(8).unwrap().memory), (Memory::Shared, Memory::Shared));
     }
 
     #[test]
     fn identical_duplicates_are_accepted_and_conflicts_keep_the_first() {
         let mut stacks = tree();
-        stacks.insert(&native(3, 2, 0x4000));
-        stacks.insert(&python(1, 0, 0x7f00_0000_1000, 40, true));
+        stacks.insert(&native(3, 2, 0x4000), 0);
+        stacks.insert(&python(1, 0, 0x7f00_0000_1000, 40, true), 0);
         assert_eq!(stacks.len(), 6);
         assert!(stacks.conflict_warning().is_none());
-        stacks.insert(&native(4, 3, 0x9999));
-        stacks.insert(&native(3, 1, 0x4000));
-        stacks.insert(&python(1, 0, 0x7f00_0000_1000, 40, false));
+        stacks.insert(&native(4, 3, 0x9999), 0);
+        stacks.insert(&native(3, 1, 0x4000), 0);
+        stacks.insert(&python(1, 0, 0x7f00_0000_1000, 40, false), 0);
         assert_eq!(stacks.len(), 6);
-        assert_eq!(stacks.get(4).unwrap().native, vec![0x5000, 0x4000]);
+        assert_eq!(addresses(&stacks.get(4).unwrap()), vec![0x5000, 0x4000]);
         let warning = stacks.conflict_warning().unwrap();
         assert!(warning.contains("3 stack nodes") && warning.contains("node 4"), "{warning}");
         assert!(!warning.contains('\n'));
@@ -750,22 +795,36 @@ mod tests {
     #[test]
     fn far_away_ids_and_missing_parents() {
         let mut stacks = Stacks::default();
-        stacks.insert(&native(u32::MAX, 0, 1));
-        stacks.insert(&native(u32::MAX - 1, u32::MAX, 2));
-        stacks.insert(&native(3, u32::MAX - 1, 3));
-        stacks.insert(&native(4, 77, 4));
+        stacks.insert(&native(u32::MAX, 0, 1), 0);
+        stacks.insert(&native(u32::MAX - 1, u32::MAX, 2), 0);
+        stacks.insert(&native(3, u32::MAX - 1, 3), 0);
+        stacks.insert(&native(4, 77, 4), 0);
         assert!(stacks.parent.len() < 1 << 22, "huge ids are not indexed densely");
-        assert_eq!(stacks.get(3).unwrap().native, vec![3, 2, 1]);
+        assert_eq!(addresses(&stacks.get(3).unwrap()), vec![3, 2, 1]);
         let s = stacks.get(4).unwrap();
-        assert_eq!((s.native, s.broken_at), (vec![4], Some(77)));
+        assert_eq!((addresses(&s), s.broken_at), (vec![4], Some(77)));
+    }
+
+    #[test]
+    fn each_native_node_keeps_the_module_generation_it_was_read_in() {
+        let mut stacks = Stacks::default();
+        stacks.insert(&native(1, 0, 0x100), 0);
+        stacks.insert(&native(2, 1, 0x200), 3);
+        stacks.insert(&native(u32::MAX, 2, 0x300), 5);
+        // Given again in a later generation: the first reading stands.
+        stacks.insert(&native(1, 0, 0x100), 4);
+        let generations = |id| stacks.get(id).unwrap().native.iter().map(|f| f.generation).collect::<Vec<_>>();
+        assert_eq!(generations(u32::MAX), vec![5, 3, 0]);
+        assert_eq!(generations(2), vec![3, 0]);
+        assert!(stacks.generations.len() <= 3, "only ids up to the last node of a later generation");
     }
 
     #[test]
     fn a_looping_chain_stops() {
         let mut stacks = Stacks::default();
         // Damage: node 1's parent is node 2, whose parent is node 1.
-        stacks.insert(&native(1, 2, 1));
-        stacks.insert(&native(2, 1, 2));
+        stacks.insert(&native(1, 2, 1), 0);
+        stacks.insert(&native(2, 1, 2), 0);
         let s = stacks.get(1).unwrap();
         assert!(s.native.len() <= 3 && s.broken_at.is_some(), "{s:?}");
     }
@@ -774,7 +833,7 @@ mod tests {
     fn a_million_nodes_take_little_memory() {
         let mut stacks = Stacks::default();
         for id in 1..=1_000_000u32 {
-            stacks.insert(&native(id, id - 1, u64::from(id) * 16));
+            stacks.insert(&native(id, id - 1, u64::from(id) * 16), 0);
         }
         let bytes = stacks.parent.capacity() * 4 + stacks.tag.capacity() + stacks.value.capacity() * 8;
         assert!(bytes < 30 << 20, "{bytes} bytes for a million nodes");

@@ -1,0 +1,2 @@
+#define PLUGIN_LEAK first_plugin_leak
+#include "replaced_plugin.h"
