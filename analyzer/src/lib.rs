@@ -1,16 +1,18 @@
 //! The analyzer: reads a trace written by `libtracer.so` and finds what leaks.
 //!
 //! Data flows one way: [`trace`] loads records into a model (its module
-//! records cut into generations by [`modules`]), [`analysis`]
-//! ranks leak suspects and gives the verdict, [`symbolize`] resolves the
-//! addresses and Python code locations that are shown, [`merge`] makes one
-//! stack of their native and Python frames, [`lines`] sums the suspects by
-//! their line of own code, [`findings`] looks at the traces of the process's
-//! descendants, and [`render`] writes the text report, the JSON and the
-//! flamegraphs. [`cli`] ties them to the command line.
+//! records cut into generations by [`modules`]), [`analysis`] ranks leak
+//! suspects and gives the verdict, [`symbolize`] resolves the addresses and
+//! Python code locations that are shown ([`demangle`] the names of Rust and
+//! C++ functions), [`merge`] makes one stack of their native and Python
+//! frames, [`lines`] sums the suspects by their line of own code,
+//! [`findings`] looks at the traces of the process's descendants, and
+//! [`render`] writes the text report, the JSON and the flamegraphs. [`cli`]
+//! ties them to the command line.
 
 pub mod analysis;
 pub mod cli;
+pub mod demangle;
 pub mod error;
 pub mod findings;
 pub mod format;

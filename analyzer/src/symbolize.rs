@@ -13,6 +13,7 @@ use std::rc::Rc;
 use object::{Object, ObjectSymbol, SymbolKind};
 use trace_format::{Module, Process, PyCode, PyFrame};
 
+use crate::demangle::demangle;
 use crate::modules::{Generation, ModuleMap, ModuleRecords};
 use crate::trace::{IntMap, NativeFrame, Stack};
 
@@ -71,21 +72,6 @@ impl Frame {
             (None, _) => self.function.clone(),
         }
     }
-}
-
-/// Demangles a Rust or C++ symbol name; other names come back unchanged.
-pub fn demangle(name: &str) -> String {
-    if let Ok(d) = rustc_demangle::try_demangle(name) {
-        return format!("{d:#}");
-    }
-    if name.starts_with("_Z") {
-        if let Ok(sym) = cpp_demangle::Symbol::new(name.as_bytes()) {
-            if let Ok(text) = sym.demangle() {
-                return text;
-            }
-        }
-    }
-    name.to_string()
 }
 
 /// Which frames are the program's own code.
@@ -566,13 +552,6 @@ mod tests {
         assert_eq!(named(&mut symbolizer, 0), ("first.so+0x233".to_string(), "/gone/first.so".to_string()));
         assert_eq!(named(&mut symbolizer, 1), ("second.so+0x233".to_string(), "/gone/second.so".to_string()));
         assert_eq!(named(&mut symbolizer, 0).1, "/gone/first.so", "each (module, address) cached apart");
-    }
-
-    #[test]
-    fn demangles_rust_and_cpp() {
-        assert_eq!(demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"), "core::ptr::drop_in_place");
-        assert_eq!(demangle("_Znwm"), "operator new(unsigned long)");
-        assert_eq!(demangle("plain_c"), "plain_c");
     }
 
     #[test]
