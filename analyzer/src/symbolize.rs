@@ -1,7 +1,8 @@
 //! Offline symbolization of the recorded return addresses.
 //!
 //! Each module file is opened only when an address in it needs resolving,
-//! and each distinct address is resolved once. DWARF (through `addr2line`)
+//! and each distinct address is resolved once in each module record that
+//! names it (see [`crate::modules`]). DWARF (through `addr2line`)
 //! gives function, file, line and inlined frames; without it the ELF symbol
 //! table (`.symtab`, else `.dynsym`) gives the function; when nothing
 //! resolves a frame reads `module+0xoffset`.
