@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 
 use integration_tests::*;
-use trace_format::{EndReason, Record, TraceEnd};
+use trace_format::{EndReason, EpochCause, Record, TraceEnd};
 
 #[test]
 fn forking_multithreaded_program_finishes_and_every_process_leaves_a_readable_trace() {
@@ -65,6 +65,35 @@ fn exec_through_a_list_form_completes_the_trace_and_passes_everything_on() {
         let kept = report["epochs"][0]["live_bytes"].as_u64().unwrap();
         assert!(kept >= 100 * 5000, "{form}: what the image kept until exec: {report:#}");
     }
+}
+
+/// An exec that fails (the program is missing) leaves the snapshot the
+/// tracer wrote before it in the trace, marked as an exec's, and the
+/// process goes on in the same epoch: the report has the epochs the
+/// program marked, and the exit's, no more.
+#[test]
+fn a_failed_exec_costs_no_epoch() {
+    let program = compile("failed_exec.c");
+    let run = run_traced(&program, &[]).succeeded();
+    assert_eq!(run.stdout(), "exec failed, going on\n");
+    let (records, end) = read_trace(&run.trace);
+    assert_eq!(end, TraceEnd::EndOfFile);
+    let epochs: Vec<(u32, EpochCause)> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Snapshot(s) => Some((s.epoch, s.cause)),
+            _ => None,
+        })
+        .collect();
+    let exec_at = epochs.iter().position(|&(_, cause)| cause == EpochCause::Exec).expect("the exec's snapshot");
+    assert_eq!(epochs[exec_at + 1], (epochs[exec_at].0, EpochCause::Mark), "the epoch went on: {epochs:?}");
+    let report = report_json(&run.trace);
+    let causes: Vec<&str> = report["epochs"].as_array().unwrap().iter().map(|e| e["cause"].as_str().unwrap()).collect();
+    assert_eq!(causes, ["mark", "mark", "mark", "mark", "mark", "mark", "exit"], "{report:#}");
+    let notes = report["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n["text"] == "exec failed; the process went on"), "{notes:?}");
+    assert_eq!(report["trace_end"], "complete", "{report:#}");
+    assert!(mentions(&suspects(&report)[0], "keep_blocks"), "{report:#}");
 }
 
 /// `_exit` from a signal handler that interrupted malloc on the same thread

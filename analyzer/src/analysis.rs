@@ -747,7 +747,7 @@ pub fn analysis_snapshot_count(total: usize, last_is_exit: bool) -> usize {
 pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     let first = trace.warm_up_snapshots();
     let total = trace.snapshots.len() - first;
-    let last_is_exit = trace.snapshots.last().is_some_and(|s| s.cause == trace_format::EpochCause::Exit);
+    let last_is_exit = trace.snapshots.last().is_some_and(|s| s.cause.ends_the_process());
     let k = analysis_snapshot_count(total, last_is_exit);
     let dropped_exit = k < total;
     let reference = first + k.saturating_sub(1);

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use trace_format::{
-    file_header, frame_record, End, EndReason, EpochCause, Frame, Module, Process, PyCode, Record, SiteCounters,
-    Snapshot, StackNode, StackNodes,
+    file_header, frame_record, End, EndReason, EpochCause, Frame, Module, Notice, Process, PyCode, Record,
+    SiteCounters, Snapshot, StackNode, StackNodes,
 };
 
 /// Ids of the synthetic stacks' outer nodes start here; a stack's innermost
@@ -195,6 +195,22 @@ impl Sim {
 
     /// Closes the current epoch with a snapshot.
     pub fn snapshot(&mut self, cause: EpochCause, label: &str) {
+        self.write_snapshot(cause, label);
+        self.epoch += 1;
+    }
+
+    /// An exec that fails, as the tracer writes it: the exec's snapshot,
+    /// which leaves the epoch open, its End record and the notice that the
+    /// process went on.
+    pub fn failed_exec(&mut self) {
+        self.write_snapshot(EpochCause::Exec, "exec");
+        self.records.push(Record::End(End { reason: EndReason::Exec, elapsed_ns: self.elapsed_ns }));
+        let text = "exec failed; the process went on".into();
+        self.records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns, text }));
+    }
+
+    /// A snapshot of the current epoch with the counters changed since the last.
+    fn write_snapshot(&mut self, cause: EpochCause, label: &str) {
         let (heap_bytes, heap_count) = self.live_heap();
         let (mapped_bytes, mapped_count) = self.live_totals(true);
         self.elapsed_ns += self.epoch_ns;
@@ -223,7 +239,6 @@ impl Sim {
             full: self.full_snapshots,
             counters,
         }));
-        self.epoch += 1;
     }
 
     pub fn mark(&mut self, label: &str) {

@@ -479,9 +479,36 @@ pub struct LoadOptions {
     pub capture: BTreeSet<usize>,
 }
 
+/// What brings the counters back to the state before the last snapshot.
 enum Undo {
+    /// Each pair the snapshot changed, with its counters before (`None`:
+    /// absent), in the order of the changes.
     Changes(Vec<(PairKey, Option<Counts>)>),
     Whole(IntMap<PairKey, Counts>),
+}
+
+impl Undo {
+    /// The undo of this snapshot and then `later`, back to the state before
+    /// both; `later`'s `Whole` is the state this snapshot left.
+    fn and_then(self, later: Undo) -> Undo {
+        match (self, later) {
+            (Undo::Whole(before), _) => Undo::Whole(before),
+            (Undo::Changes(mut changes), Undo::Changes(more)) => {
+                // A pair's first change holds its counters before both.
+                changes.extend(more);
+                Undo::Changes(changes)
+            }
+            (Undo::Changes(changes), Undo::Whole(mut state)) => {
+                for (key, old) in changes.into_iter().rev() {
+                    match old {
+                        Some(counts) => state.insert(key, counts),
+                        None => state.remove(&key),
+                    };
+                }
+                Undo::Whole(state)
+            }
+        }
+    }
 }
 
 /// Reads the trace at `path`.
@@ -560,6 +587,17 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
             Record::Notice(n) => notices.push(n),
             Record::End(_) => saw_end_record = true,
             Record::Snapshot(snap) => {
+                // A snapshot after an exec's: the exec failed and the process
+                // went on in the same epoch, which this snapshot closes in its
+                // place (its counters follow on from the exec's).
+                let after_failed_exec = snapshots.last().is_some_and(|last| last.cause == EpochCause::Exec);
+                let (undo_before_exec, dead_at_exec) = if after_failed_exec {
+                    snapshots.pop();
+                    saw_end_record = false;
+                    (Some(std::mem::replace(&mut undo, Undo::Changes(Vec::new()))), std::mem::take(&mut pending_dead))
+                } else {
+                    (None, Vec::new())
+                };
                 let index = snapshots.len();
                 // A full snapshot replaces everything; one that starts from
                 // nothing (a file's first, a million pairs in a full capture
@@ -607,6 +645,13 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                         .filter(|c| c.live_count == 0 && c.birth_epoch >= snap.epoch)
                         .map(|c| (c.stack, c.birth_epoch)),
                 );
+                // Those the exec's snapshot left so are of this epoch too,
+                // unless this snapshot changed them.
+                pending_dead
+                    .extend(dead_at_exec.into_iter().filter(|key| current.get(key).is_some_and(|c| c.live_count == 0)));
+                if let Some(before_exec) = undo_before_exec {
+                    undo = before_exec.and_then(undo);
+                }
                 snapshots.push(Snapshot { counters: Vec::new(), ..snap });
                 let after_first_mark = index >= 2
                     && is_first_mark(snapshots[..index - 1].iter().map(|s| s.cause), snapshots[index - 1].cause);

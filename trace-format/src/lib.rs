@@ -32,9 +32,9 @@ pub use records::*;
 /// The first bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"LEAKTRC\0";
 /// The format version this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u16 = 5;
-/// The oldest format version this crate reads. Versions 3 to 5 only added
-/// frame kinds, an epoch cause and snapshot fields (see `records.rs`), so an
+pub const FORMAT_VERSION: u16 = 6;
+/// The oldest format version this crate reads. Versions 3 to 6 only added
+/// frame kinds, epoch causes and snapshot fields (see `records.rs`), so an
 /// older trace reads as it did, the new fields as 0.
 pub const OLDEST_READABLE_VERSION: u16 = 2;
 /// Length of the file header (magic, version, reserved).

@@ -10,6 +10,8 @@ const VERSION_3: u16 = 3;
 const VERSION_4: u16 = 4;
 /// Version 5 added the resident pages of mapped files to [`Snapshot`].
 const VERSION_5: u16 = 5;
+/// Version 6 added [`EpochCause::Exec`].
+const VERSION_6: u16 = 6;
 
 /// The kind byte of each record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +252,7 @@ pub enum EpochCause {
     Mark,
     /// The time slice (`TRACER_EPOCH_SECONDS`) ran out.
     Timer,
-    /// The process ended (exit, `_exit` or `exec`).
+    /// The process ended (exit or `_exit`; `exec` before version 6).
     Exit,
     /// Detected automatically (a new pass over a data loader).
     Auto,
@@ -258,6 +260,11 @@ pub enum EpochCause {
     /// follows the epochs of the process that forked it. Format version 4
     /// and later.
     Parent,
+    /// The process called `exec`: the snapshot closes the epoch only if
+    /// the image is replaced. The epoch stays open meanwhile, so when the
+    /// exec fails and the process goes on, its next snapshot is of the same
+    /// epoch and takes this one's place. Format version 6 and later.
+    Exec,
 }
 
 impl EpochCause {
@@ -268,6 +275,7 @@ impl EpochCause {
             EpochCause::Exit => 2,
             EpochCause::Auto => 3,
             EpochCause::Parent => 4,
+            EpochCause::Exec => 5,
         }
     }
 
@@ -278,6 +286,7 @@ impl EpochCause {
             2 => EpochCause::Exit,
             3 => EpochCause::Auto,
             4 if version >= VERSION_4 => EpochCause::Parent,
+            5 if version >= VERSION_6 => EpochCause::Exec,
             _ => return Err(DecodeError::BadValue("epoch cause")),
         })
     }
@@ -289,7 +298,14 @@ impl EpochCause {
             EpochCause::Exit => "exit",
             EpochCause::Auto => "auto",
             EpochCause::Parent => "parent",
+            EpochCause::Exec => "exec",
         }
+    }
+
+    /// Whether the process ended or was replacing its image: the trace's
+    /// last snapshot, unless an exec failed.
+    pub fn ends_the_process(self) -> bool {
+        matches!(self, EpochCause::Exit | EpochCause::Exec)
     }
 }
 

@@ -274,6 +274,16 @@ fn a_parent_epoch_reads_back_in_version_4_and_is_damage_in_version_3() {
     assert_damage_in(3, &snapshot, "epoch cause");
 }
 
+#[test]
+fn an_exec_epoch_reads_back_in_version_6_and_is_damage_in_version_5() {
+    let snapshot = Record::Snapshot(Snapshot { cause: EpochCause::Exec, label: "exec".into(), ..Default::default() });
+    let mut bytes = file_header().to_vec();
+    frame_record(&snapshot, &mut bytes);
+    let read: Vec<Record> = RecordReader::new(&bytes[..]).unwrap().collect();
+    assert_eq!(read, std::slice::from_ref(&snapshot));
+    assert_damage_in(5, &snapshot, "epoch cause");
+}
+
 /// The snapshot among the sample records.
 fn sample_snapshot() -> Snapshot {
     let Some(Record::Snapshot(snapshot)) = sample_records().into_iter().find(|r| matches!(r, Record::Snapshot(_)))

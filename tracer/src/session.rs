@@ -655,7 +655,8 @@ pub fn mark(label: Option<String>) {
     });
 }
 
-/// The process is ending or replacing its image: write the final snapshot.
+/// The process is ending or replacing its image: write the final snapshot
+/// (an exec's leaves the epoch open, in case the exec fails).
 pub fn finish(reason: EndReason) {
     record(|session, _| {
         if session.pid.load(Ordering::Relaxed) != sys::pid() {
@@ -671,7 +672,8 @@ pub fn finish(reason: EndReason) {
             // this thread (see real_alloc::stop_using_malloc).
             real_alloc::stop_using_malloc();
         }
-        session.close_epoch(EpochCause::Exit, "exit".into());
+        let cause = if reason == EndReason::Exec { EpochCause::Exec } else { EpochCause::Exit };
+        session.close_epoch(cause, cause.name().into());
         let mut output = lock(&session.output);
         let elapsed_ns = session.elapsed_ns();
         session.write(&mut output, &[Record::End(End { reason, elapsed_ns })]);
@@ -1047,13 +1049,16 @@ impl Session {
         if output.writer.is_none() && !self.open_child_file(&mut output) {
             return;
         }
-        let closing = self.epoch.fetch_add(1, Ordering::Relaxed);
+        // An exec's snapshot leaves the epoch open: should the exec fail,
+        // the process goes on in it, and the next snapshot takes its place.
+        let opens_next = u32::from(cause != EpochCause::Exec);
+        let closing = self.epoch.fetch_add(opens_next, Ordering::Relaxed);
         // The first epoch, whatever closes it, is the warm-up: the analysis never
         // ranks what it allocated.
         let warm_up_ended =
-            self.config.sample_warm_up_only && cause != EpochCause::Exit && self.recorder.end_sampling();
+            self.config.sample_warm_up_only && !cause.ends_the_process() && self.recorder.end_sampling();
         let scope = Scope {
-            current_epoch: closing + 1,
+            current_epoch: closing + opens_next,
             everything: output.next_is_full,
             first_birth_epoch: output.first_birth_epoch,
         };
@@ -1082,7 +1087,7 @@ impl Session {
             records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text }));
         }
         records.extend(self.untraced_workers_notice().map(Record::Notice));
-        if cause == EpochCause::Exit {
+        if cause.ends_the_process() {
             records.extend(self.unrepeated_passes_notice().map(Record::Notice));
         }
         // The first snapshot of a process importing torch names millions of
@@ -1114,7 +1119,7 @@ impl Session {
             // process of a GB), and a DataLoader worker's parent waits for
             // its exit: reading it there took 90 ms of a 6 s PyTorch loop's
             // CPU time, on the path to each epoch's first batch.
-            private_dirty_bytes: if output.forked_from.is_some() && cause != EpochCause::Exit {
+            private_dirty_bytes: if output.forked_from.is_some() && !cause.ends_the_process() {
                 sys::private_dirty_bytes()
             } else {
                 0
@@ -1134,7 +1139,7 @@ impl Session {
             records.iter().for_each(|record| writer.append(record));
             writer.write_snapshot(&snapshot, &counters)
         });
-        if written && cause != EpochCause::Exit {
+        if written && !cause.ends_the_process() {
             if let Some(closed) = self.epochs_closed.get() {
                 closed.fetch_add(1, Ordering::Relaxed);
             }

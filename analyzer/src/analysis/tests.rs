@@ -701,6 +701,72 @@ fn state_before_the_last_snapshot_is_rebuilt() {
     }
 }
 
+/// A leak, buffers freed an epoch later and temporaries, over 8 marked
+/// epochs; an exec fails in each epoch of `failed_execs` (8: the one the
+/// exit closes), between two rounds of temporaries, the first freed
+/// before it.
+fn run_with_failed_execs(failed_execs: &[u32]) -> Sim {
+    let mut sim = Sim::new("/opt/app/train");
+    let mut buffers = Vec::new();
+    for e in 0..=8 {
+        sim.alloc_many(1, 100, 1024);
+        let temporaries = sim.alloc_many(4, 10, 65536);
+        sim.free_all(temporaries);
+        if failed_execs.contains(&e) {
+            sim.failed_exec();
+        }
+        if e % 2 == 0 {
+            let temporaries = sim.alloc_many(4, 10, 65536);
+            sim.free_all(temporaries);
+        }
+        let new_buffers = sim.alloc_many(3, 50, 8192);
+        sim.free_all(std::mem::replace(&mut buffers, new_buffers));
+        if e < 8 {
+            sim.mark(&format!("epoch {e}"));
+        }
+    }
+    sim.exit();
+    sim
+}
+
+#[test]
+fn a_failed_exec_costs_no_epoch() {
+    let load_all = |sim: &Sim| {
+        let path = write_temp("trace.bin", &sim.bytes());
+        load(&path, &LoadOptions { capture: (0..9).collect() }).unwrap()
+    };
+    let plain = load_all(&run_with_failed_execs(&[]));
+    let plain_analysis = analyze(&plain, NoiseFloor::Scaled);
+    for failed_execs in [&[0u32][..], &[3, 4], &[7], &[8], &[1, 8]] {
+        let trace = load_all(&run_with_failed_execs(failed_execs));
+        let epochs = |t: &Trace| t.snapshots.iter().map(|s| (s.epoch, s.cause)).collect::<Vec<_>>();
+        assert_eq!(epochs(&trace), epochs(&plain), "{failed_execs:?}");
+        assert!(trace.saw_end_record, "{failed_execs:?}");
+        assert!(trace.notices.iter().any(|n| n.text.starts_with("exec failed")), "{failed_execs:?}");
+        for i in 0..plain.snapshots.len() {
+            let sorted = |t: &Trace| {
+                let mut pairs = t.state(i).unwrap().pairs.clone();
+                pairs.sort();
+                pairs
+            };
+            assert_eq!(sorted(&trace), sorted(&plain), "{failed_execs:?}: state {i}");
+        }
+        let a = analyze(&trace, NoiseFloor::Scaled);
+        assert_eq!((a.snapshots, a.dropped_exit), (plain_analysis.snapshots, plain_analysis.dropped_exit));
+        assert_eq!(suspect_stacks(&a), [1], "{failed_execs:?}");
+        assert_eq!(a.suspects[0].survivors, plain_analysis.suspects[0].survivors, "{failed_execs:?}");
+    }
+    // Rebuilt from the undo log rather than captured: the state before an
+    // exit that follows a failed exec.
+    let path = write_temp("trace.bin", &run_with_failed_execs(&[8]).bytes());
+    let rebuilt = load(&path, &LoadOptions::default()).unwrap();
+    let mut pairs = rebuilt.state(7).unwrap().pairs.clone();
+    let mut expected = plain.state(7).unwrap().pairs.clone();
+    pairs.sort();
+    expected.sort();
+    assert_eq!(pairs, expected);
+}
+
 #[test]
 fn time_slices_before_the_first_mark_are_start_up() {
     // Five 10 s slices of start-up that keep growing (imports, a data set),

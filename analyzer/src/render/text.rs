@@ -29,6 +29,7 @@ fn how_epochs_were_cut(trace: &Trace) -> String {
             trace_format::EpochCause::Exit => "exit",
             trace_format::EpochCause::Auto => "auto-detected",
             trace_format::EpochCause::Parent => "the parent's epochs",
+            trace_format::EpochCause::Exec => "exec",
         };
         match causes.iter_mut().find(|c| c.0 == name) {
             Some(c) => c.1 += 1,
@@ -202,14 +203,18 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             continue;
         }
         let label: String = s.label.chars().filter(|c| !c.is_control()).take(label_width).collect();
-        let exit = s.cause == trace_format::EpochCause::Exit;
+        let exit = s.cause.ends_the_process();
         let note = if i < analysed.start {
             match trace.snapshots[analysed.start].cause {
                 trace_format::EpochCause::Auto => "  (start-up before the first auto-detected epoch)",
                 _ => "  (start-up before the first mark)",
             }
         } else if i >= analysed.end {
-            "  (not analysed: exit)"
+            if s.cause == trace_format::EpochCause::Exec {
+                "  (not analysed: exec)"
+            } else {
+                "  (not analysed: exit)"
+            }
         } else {
             ""
         };
