@@ -400,6 +400,12 @@ mod tests {
             beside.traces.iter().map(|d| d.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
         assert_eq!(names, ["trace.bin.100.1", "trace.bin.101", "trace.bin.102", "trace.bin.103"]);
         assert_eq!(beside.other_runs, 3);
+        let started_beside: Vec<bool> = beside.traces.iter().map(|d| d.started_beside).collect();
+        assert_eq!(
+            started_beside,
+            [false, false, true, true],
+            "the descendant of the one started beside is none of this run's"
+        );
 
         // A root from a tracer that wrote no run takes them all.
         std::fs::write(&*root, Sim::new("/opt/app/train").bytes()).unwrap();

@@ -894,8 +894,10 @@ pub struct Descendant {
     pub path: PathBuf,
     pub pid: u32,
     pub forked_from: Option<u32>,
-    /// A traced process started beside this one, not from it, that found
-    /// the named file in use (see [`trace_format::NAMED_OUTPUT_IN_USE_SETTING`]).
+    /// No descendant: a traced process started beside this one, not from
+    /// it, that found the named file in use (see
+    /// [`trace_format::NAMED_OUTPUT_IN_USE_SETTING`]), or a descendant of
+    /// such a process (a trace of its run, not this one's).
     pub started_beside: bool,
     pub cmdline: Vec<String>,
 }
@@ -959,6 +961,11 @@ pub fn descendant_traces(path: &Path) -> Beside {
         let of_these_runs = |process: &Process| process.run().is_some_and(|run| runs.iter().any(|r| r == run));
         other_runs = found.iter().filter(|(_, _, process)| !of_these_runs(process)).count();
         found.retain(|(_, _, process)| of_these_runs(process));
+        // The other runs are of processes started beside this one: their
+        // descendants are not this one's.
+        for (_, descendant, process) in &mut found {
+            descendant.started_beside |= process.run() != Some(run);
+        }
         if root.parent_image().is_some() {
             keep_descendants_of(&mut found, root);
         }

@@ -243,6 +243,43 @@ fn findings_of_a_process_started_beside_are_not_counted_as_a_descendants() {
     assert!(text.contains(both), "{text}");
 }
 
+/// What a process started beside the traced one forked (the other end of a
+/// pipeline's worker) is no descendant of the traced one either.
+#[test]
+fn findings_of_a_child_of_a_process_started_beside_are_not_a_descendants() {
+    let mut root = all_behaviours(8, true);
+    root.process_mut().settings.push((trace_format::RUN_SETTING.into(), "4242.1".into()));
+    let path = write_temp("trace.bin", &root.bytes());
+    let write = |pid: u32, forked_from: Option<u32>, copying: bool| {
+        let mut sim = Sim::new("/opt/app/other");
+        sim.process_mut().pid = pid;
+        sim.process_mut().forked_from = forked_from;
+        sim.process_mut().settings.push((trace_format::RUN_SETTING.into(), "4300.2".into()));
+        if forked_from.is_none() {
+            let named = path.display().to_string();
+            sim.process_mut().settings.push((trace_format::NAMED_OUTPUT_IN_USE_SETTING.into(), named));
+        }
+        for e in 0..8 {
+            sim.copied_from_parent = copying.then_some(e * (16 << 20));
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        std::fs::write(path.with_file_name(format!("trace.bin.{pid}")), sim.bytes()).unwrap();
+    };
+    write(4300, None, false);
+    write(4301, Some(4300), true);
+    let text = stdout(&report(&path, &[]));
+    assert!(text.contains("trace.bin.4301 (pid 4301, started beside it"), "{text}");
+    assert!(text.contains("trace.bin.4301: copy_on_write"), "{text}");
+    assert!(
+        text.contains("Note: a process started beside this one found more in its own trace (findings, under Run)"),
+        "{text}"
+    );
+    assert!(!text.contains("descendants found more"), "{text}");
+    let listed = json(&report(&path, &["--json"]))["descendant_traces"].as_array().unwrap().clone();
+    assert!(listed.iter().all(|d| d["started_beside"] == true), "{listed:?}");
+}
+
 #[test]
 fn a_trace_without_its_end_record_is_reported_unfinished() {
     let sim = all_behaviours(8, false);

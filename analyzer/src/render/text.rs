@@ -113,8 +113,8 @@ fn descendants_section(
 ) {
     let children = descendants.iter().map(|d| {
         let how = match (d.trace.forked_from, d.trace.started_beside) {
-            (Some(_), _) => "forked",
-            (None, true) => "started beside it",
+            (_, true) => "started beside it",
+            (Some(_), false) => "forked",
             (None, false) => "exec'd",
         };
         format!("{} (pid {}, {how}: {})", d.trace.path.display(), d.trace.pid, d.trace.cmdline.join(" "))
