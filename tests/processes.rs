@@ -595,6 +595,27 @@ fn time_slices_cut_epochs_in_a_program_that_never_marks_however_it_is_sampled() 
     }
 }
 
+/// A run that never closes an epoch is sampled to its end by default: its
+/// report says that its figures are estimates, which a run recording
+/// every allocation, or sampled as its settings say, is not told.
+#[test]
+fn a_run_that_closes_no_epoch_is_told_its_figures_are_estimates() {
+    let program = compile("unmarked.c");
+    let estimates = "no epoch closed before the exit, so the warm-up's sampling lasted until then: every count and byte of this trace up to here is an estimate";
+    for (env, told) in [(&[][..], true), (&[FULL_CAPTURE][..], false), (&[("TRACER_SAMPLE_BYTES", "64k")][..], false)] {
+        let run = run_traced_with(&program, &[], &[&[("TRACER_EPOCH_SECONDS", "0")], env].concat()).succeeded();
+        let report = report_json(&run.trace);
+        assert_eq!(report["epochs"].as_array().unwrap().len(), 1, "{env:?}: {report:#}");
+        let notes = report["notes"].as_array().unwrap();
+        assert_eq!(
+            notes.iter().any(|n| n["text"].as_str().unwrap().starts_with(estimates)),
+            told,
+            "{env:?}: {notes:?}"
+        );
+        assert_eq!(report_text(&run.trace).contains(estimates), told, "{env:?}");
+    }
+}
+
 /// A slice is cut at the program's next allocation after its time, even
 /// where the program allocates twenty times a second; its label tells
 /// slices of a fraction of a second apart.

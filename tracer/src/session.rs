@@ -944,6 +944,20 @@ impl Session {
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
 
+    /// At the end of a process whose warm-up never ended (it closed no
+    /// epoch): the sampling setting promises estimates for the warm-up
+    /// only, and here that was all of it.
+    fn unended_warm_up_notice(&self, cause: EpochCause) -> Option<Notice> {
+        if !self.config.sample_warm_up_only || self.recorder.sampling().is_none() || self.recorder.samples_for_life() {
+            return None;
+        }
+        let text = format!(
+            "no epoch closed before the {}, so the warm-up's sampling lasted until then: every count and byte of this trace up to here is an estimate ({WARM_UP_SAMPLE_VAR}=0 records every allocation)",
+            cause.name()
+        );
+        Some(Notice { elapsed_ns: self.elapsed_ns(), text })
+    }
+
     /// Whether this DataLoader worker's parent closed an epoch the worker
     /// has not followed yet. Two loads of words that change once an epoch:
     /// it runs at every allocation, so that a worker allocating little
@@ -1089,6 +1103,7 @@ impl Session {
         records.extend(self.untraced_workers_notice().map(Record::Notice));
         if cause.ends_the_process() {
             records.extend(self.unrepeated_passes_notice().map(Record::Notice));
+            records.extend(self.unended_warm_up_notice(cause).map(Record::Notice));
         }
         // The first snapshot of a process importing torch names millions of
         // nodes: they go out in records of a bounded size as they are found,
