@@ -466,6 +466,15 @@ impl Trace {
             .unwrap_or(0)
     }
 
+    /// The last epoch of a sampled warm-up, when the tracer noted its end:
+    /// the survivors born in it and before are estimates.
+    pub fn sampled_warm_up_end(&self) -> Option<u32> {
+        self.notices.iter().find_map(|notice| {
+            let rest = notice.text.strip_prefix(trace_format::WARM_UP_ENDED_NOTICE)?;
+            rest.split(':').next()?.parse().ok()
+        })
+    }
+
     /// The counters at snapshot `index`, when it was captured.
     pub fn state(&self, index: usize) -> Option<&State> {
         self.states.get(&index)

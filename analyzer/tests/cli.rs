@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use analyzer::synth::{all_behaviours, write_temp, Sim, TempFile};
-use trace_format::{file_header, frame_record, Frame, PyCode, PyFrame, Record, FORMAT_VERSION};
+use trace_format::{file_header, frame_record, Frame, Notice, PyCode, PyFrame, Record, FORMAT_VERSION};
 
 fn analyzer(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run the analyzer")
@@ -411,6 +411,22 @@ fn the_text_report_shows_the_run_epochs_suspects_and_verdict() {
     }
     let epoch_11 = text.lines().find(|l| l.trim_start().starts_with("11 ")).unwrap_or_default();
     assert!(epoch_11.ends_with("1.00 MiB"), "the tracer's own memory ends the epoch's row: {epoch_11:?}");
+}
+
+/// The leak's survivors born in the sampled warm-up are estimates, and
+/// "live now" counts them: the text report says how much of it they are.
+#[test]
+fn live_now_says_what_of_it_the_sampled_warm_up_estimated() {
+    let mut sim = all_behaviours(12, true);
+    let plain = stdout(&report(&write_temp("trace.bin", &sim.bytes()), &[]));
+    assert!(plain.contains("live now ") && !plain.contains("estimated"), "nothing sampled:\n{plain}");
+    let text = format!("{}0: every allocation is recorded from epoch 1 on", trace_format::WARM_UP_ENDED_NOTICE);
+    sim.push(Record::Notice(Notice { elapsed_ns: 1, text }));
+    let sampled = stdout(&report(&write_temp("trace.bin", &sim.bytes()), &[]));
+    // The leak keeps 100 KiB from each epoch, the warm-up's included.
+    let estimated = "live now 1.17 MiB (100 KiB of it estimated from the warm-up's samples)";
+    assert!(sampled.contains(&format!("+100 KiB/epoch   {estimated}   1 suspect: #1")), "the line:\n{sampled}");
+    assert!(sampled.contains(&format!("+100 KiB/epoch   {estimated} in 1,200 allocations")), "the suspect:\n{sampled}");
 }
 
 #[test]

@@ -107,6 +107,11 @@ pub const WARNING_SETTING: &str = "warning";
 /// trace then holds none of the heap.
 pub const HEAP_NOT_TRACED: &str = "heap does not reach the tracer";
 
+/// How the notice of the epoch that ended a sampled warm-up starts; the
+/// epoch's number follows, then a colon. The allocations born in that
+/// epoch and before were sampled: their counts and bytes are estimates.
+pub const WARM_UP_ENDED_NOTICE: &str = "the warm-up ended with epoch ";
+
 /// The setting saying how the process's epochs are cut.
 pub const EPOCHS_SETTING: &str = "epochs";
 /// How [`EPOCHS_SETTING`]'s value starts in a forked DataLoader worker,

@@ -1095,7 +1095,8 @@ impl Session {
         if warm_up_ended {
             let objects = if self.python.traces_objects() { ", Python's objects still sampled" } else { "" };
             let text = format!(
-                "the warm-up ended with epoch {closing}: every allocation is recorded from epoch {} on{objects}; the warm-up's counts and bytes are estimates ({WARM_UP_SAMPLE_VAR}=0 records it all)",
+                "{}{closing}: every allocation is recorded from epoch {} on{objects}; the warm-up's counts and bytes are estimates ({WARM_UP_SAMPLE_VAR}=0 records it all)",
+                trace_format::WARM_UP_ENDED_NOTICE,
                 closing + 1
             );
             records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text }));

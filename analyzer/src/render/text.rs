@@ -3,9 +3,10 @@
 use std::fmt::Write;
 
 use super::{names, Drawn, Report, ShownSuspect};
-use crate::analysis::{LineMemory, Survivor, VerdictKind};
+use crate::analysis::{LineMemory, Survivor, Suspect, VerdictKind};
 use crate::findings::{program_trace, DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
+use crate::lines::LeakLine;
 use crate::symbolize::Frame;
 use crate::trace::{Memory, Trace};
 
@@ -327,6 +328,24 @@ fn ranks_text(ranks: &[usize]) -> String {
     format!("{} {noun}: {text}", ranks.len())
 }
 
+/// "live now X", saying how much of it was born in the sampled warm-up,
+/// whose bytes are estimates (those after it are exact).
+fn live_now<'a>(live_bytes: u64, suspects: impl Iterator<Item = &'a Suspect>, trace: &Trace) -> String {
+    let estimated: u64 = trace
+        .sampled_warm_up_end()
+        .map_or(0, |end| suspects.flat_map(|s| &s.survivors).filter(|v| v.birth_epoch <= end).map(|v| v.bytes).sum());
+    if estimated == 0 {
+        format!("live now {}", bytes(live_bytes))
+    } else {
+        format!("live now {} ({} of it estimated from the warm-up's samples)", bytes(live_bytes), bytes(estimated))
+    }
+}
+
+/// The suspects of `line`, whose ranks are places in `suspects`.
+fn suspects_of<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> impl Iterator<Item = &'a Suspect> {
+    line.ranks.iter().map(|&rank| &suspects[rank - 1].suspect)
+}
+
 fn lines_section(out: &mut String, report: &Report<'_>) {
     let lines = &report.lines;
     let of = if report.symbolized.len() < report.analysis.suspects.len() {
@@ -340,9 +359,9 @@ fn lines_section(out: &mut String, report: &Report<'_>) {
         let memory = memory_label(line.memory);
         let _ = writeln!(
             out,
-            "  +{}/epoch{memory}   live now {}   {}",
+            "  +{}/epoch{memory}   {}   {}",
             bytes(line.growth_bytes_per_epoch),
-            bytes(line.live_bytes),
+            live_now(line.live_bytes, suspects_of(line, &report.symbolized), report.trace),
             ranks_text(&line.ranks)
         );
         match &line.frame {
@@ -376,10 +395,10 @@ fn below_floor_lines(out: &mut String, report: &Report<'_>) {
         let stacks = line.ranks.len();
         let _ = writeln!(
             out,
-            "    +{}/epoch{}   live now {}   {stacks} stack{}",
+            "    +{}/epoch{}   {}   {stacks} stack{}",
             bytes(line.growth_bytes_per_epoch),
             memory_label(line.memory),
-            bytes(line.live_bytes),
+            live_now(line.live_bytes, suspects_of(line, &report.below_floor), report.trace),
             if stacks == 1 { "" } else { "s" }
         );
         let innermost = report.below_floor[line.ranks[0] - 1].frames.first();
@@ -405,16 +424,16 @@ fn memory_label(memory: LineMemory) -> String {
     }
 }
 
-fn suspect_block(out: &mut String, s: &ShownSuspect) {
+fn suspect_block(out: &mut String, s: &ShownSuspect, trace: &Trace) {
     let v = &s.suspect;
     let objects = if v.memory == Memory::Heap { "allocations" } else { "mappings" };
     let memory = memory_label(LineMemory::Only(v.memory));
     let _ = writeln!(
         out,
-        "\n#{}  +{}/epoch{memory}   live now {} in {} {objects}   stack {}",
+        "\n#{}  +{}/epoch{memory}   {} in {} {objects}   stack {}",
         s.rank,
         bytes(v.growth_bytes_per_epoch),
-        bytes(v.live_bytes),
+        live_now(v.live_bytes, std::iter::once(v), trace),
         count(v.live_count),
         v.stack
     );
@@ -482,7 +501,7 @@ pub fn render(report: &Report<'_>) -> String {
             below_floor_lines(&mut out, report);
         }
         for s in report.shown() {
-            suspect_block(&mut out, s);
+            suspect_block(&mut out, s, trace);
         }
         if a.suspects.len() > report.shown().len() {
             let _ = writeln!(
