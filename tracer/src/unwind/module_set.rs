@@ -338,8 +338,9 @@ fn grace_period(blocking: bool) -> bool {
     let old = GENERATION.fetch_add(1, SeqCst) & 1;
     let started = sys::monotonic_ns();
     let mut spins = 0u32;
-    let busy =
-        || SHARED_READERS.0[old].load(SeqCst) != 0 || POOL.iter().any(|slot| slot.readers.0[old].load(SeqCst) != 0);
+    let busy = || {
+        SHARED_READERS.0[old].load(SeqCst) != 0 || POOL.slots.iter().any(|slot| slot.readers.0[old].load(SeqCst) != 0)
+    };
     while busy() {
         spins = spins.wrapping_add(1);
         if spins.is_multiple_of(64) {
@@ -504,13 +505,50 @@ pub struct Slot {
 // is atomics.
 unsafe impl Sync for Slot {}
 
-static POOL: [Slot; SLOTS] = [const {
-    Slot {
-        busy: AtomicBool::new(false),
-        readers: Readers([AtomicUsize::new(0), AtomicUsize::new(0)]),
-        caches: UnsafeCell::new(None),
+/// The slots, and how many of them were ever claimed: a slot's caches are
+/// made at its first claim (about 400 KiB), and the rules any thread
+/// cached serve every other, so a thread new to the pool takes a slot that
+/// was claimed before when one is free. The slots in use then number the
+/// captures that ran at once, not the threads that ever allocated (a
+/// program starting a thread an epoch made a slot an epoch).
+struct SlotPool {
+    slots: [Slot; SLOTS],
+    claimed: AtomicUsize,
+}
+
+impl SlotPool {
+    const fn new() -> SlotPool {
+        SlotPool {
+            slots: [const {
+                Slot {
+                    busy: AtomicBool::new(false),
+                    readers: Readers([AtomicUsize::new(0), AtomicUsize::new(0)]),
+                    caches: UnsafeCell::new(None),
+                }
+            }; SLOTS],
+            claimed: AtomicUsize::new(0),
+        }
     }
-}; SLOTS];
+
+    /// Sets a free slot busy and returns its index: `preferred` first (the
+    /// caller's last), else one claimed before, from a place spread by
+    /// `spread` among them, else one never claimed; `None` when all are busy.
+    fn claim(&self, preferred: usize, spread: usize) -> Option<usize> {
+        let claimed = self.claimed.load(Relaxed).min(SLOTS);
+        let start = if preferred < claimed { preferred } else { spread % claimed.max(1) };
+        let earlier = (0..claimed).map(|i| (start + i) % claimed);
+        let index = earlier.chain(claimed..SLOTS).find(|&index| {
+            let slot = &self.slots[index];
+            !slot.busy.load(Relaxed) && !slot.busy.swap(true, Acquire)
+        })?;
+        if index >= claimed {
+            self.claimed.fetch_max(index + 1, Relaxed);
+        }
+        Some(index)
+    }
+}
+
+static POOL: SlotPool = SlotPool::new();
 
 thread_local! {
     /// The slot this thread used last. Const-initialized, no destructor.
@@ -527,17 +565,14 @@ impl CacheClaim {
     pub fn claim() -> CacheClaim {
         let preferred = LAST_SLOT.try_with(Cell::get).unwrap_or(usize::MAX);
         // SAFETY: pthread_self has no preconditions.
-        let start =
-            if preferred < SLOTS { preferred } else { (unsafe { libc::pthread_self() } as usize >> 12) % SLOTS };
-        for i in 0..SLOTS {
-            let index = (start + i) % SLOTS;
-            let slot = &POOL[index];
-            if !slot.busy.load(Relaxed) && !slot.busy.swap(true, Acquire) {
+        let spread = (unsafe { libc::pthread_self() } as usize) >> 12;
+        match POOL.claim(preferred, spread) {
+            Some(index) => {
                 let _ = LAST_SLOT.try_with(|s| s.set(index));
-                return CacheClaim::Slot(slot);
+                CacheClaim::Slot(&POOL.slots[index])
             }
+            None => CacheClaim::Own(RuleCaches::new(1)),
         }
-        CacheClaim::Own(RuleCaches::new(1))
     }
 
     /// The rule caches and the reader counters of this capture.
@@ -565,6 +600,34 @@ impl Drop for CacheClaim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_new_to_the_pool_take_slots_claimed_before() {
+        let pool = SlotPool::new();
+        let release = |index: usize| pool.slots[index].busy.store(false, Release);
+        // Threads that capture in turn, each new to the pool: one slot.
+        for spread in [7, 1000, 12_345] {
+            let index = pool.claim(usize::MAX, spread);
+            assert_eq!(index, Some(0));
+            release(0);
+        }
+        // Three at once: three slots; a fourth thread later takes one of them.
+        let held: Vec<usize> = (0..3).map(|spread| pool.claim(usize::MAX, spread).unwrap()).collect();
+        assert_eq!(held, [0, 1, 2]);
+        held.iter().for_each(|&index| release(index));
+        for spread in 0..6 {
+            let index = pool.claim(usize::MAX, spread).unwrap();
+            assert_eq!(index, spread % 3, "spread over the slots claimed before");
+            release(index);
+        }
+        // A thread goes back to its own slot, even while others are free.
+        assert_eq!(pool.claim(2, 0), Some(2));
+        // With every slot busy there is none.
+        let rest: Vec<usize> = (0..SLOTS - 1).map(|_| pool.claim(usize::MAX, 0).unwrap()).collect();
+        assert_eq!(rest.len() + 1, SLOTS);
+        assert_eq!(pool.claim(usize::MAX, 0), None);
+        assert_eq!(pool.claimed.load(Relaxed), SLOTS);
+    }
 
     #[test]
     fn an_address_is_placed_in_its_object_whether_or_not_it_was_found_recently() {
