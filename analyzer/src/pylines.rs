@@ -114,16 +114,20 @@ pub fn ranges(linetable: &[u8], first_line: u32) -> Vec<LineRange> {
 /// `PyCode_Addr2Line` gives it; `None` when the instruction has no location
 /// or lies past the table.
 pub fn line_of(linetable: &[u8], first_line: u32, instruction: u32) -> Option<i64> {
-    ranges(linetable, first_line)
-        .into_iter()
-        .find(|r| r.start <= instruction && instruction < r.end)
-        .and_then(|r| r.line)
+    line_in(&ranges(linetable, first_line), instruction)
 }
 
-/// [`line_of`] as a line number to show: `None` also for lines below 1
+/// [`line_of`] from the table's `ranges`, decoded once for all the
+/// instructions of a code object.
+pub fn line_in(ranges: &[LineRange], instruction: u32) -> Option<i64> {
+    let at = ranges.partition_point(|r| r.end <= instruction);
+    ranges.get(at).filter(|r| r.start <= instruction).and_then(|r| r.line)
+}
+
+/// [`line_in`] as a line number to show: `None` also for lines below 1
 /// (a damaged table).
-pub fn shown_line(linetable: &[u8], first_line: u32, instruction: u32) -> Option<u32> {
-    line_of(linetable, first_line, instruction).and_then(|l| u32::try_from(l).ok()).filter(|&l| l > 0)
+pub fn shown_line(ranges: &[LineRange], instruction: u32) -> Option<u32> {
+    line_in(ranges, instruction).and_then(|l| u32::try_from(l).ok()).filter(|&l| l > 0)
 }
 
 #[cfg(test)]
@@ -187,10 +191,10 @@ mod tests {
         // −20 from line 10.
         let table = [0x80 | (13 << 3), 0x29];
         assert_eq!(line_of(&table, 10, 0), Some(-10));
-        assert_eq!(shown_line(&table, 10, 0), None);
+        assert_eq!(shown_line(&ranges(&table, 10), 0), None);
         let table = [0x80 | (12 << 3) | 3, 0x00, 0x04];
-        assert_eq!(shown_line(&table, 41, 3), Some(43));
-        assert_eq!(shown_line(&table, 41, 4), None);
+        assert_eq!(shown_line(&ranges(&table, 41), 3), Some(43));
+        assert_eq!(shown_line(&ranges(&table, 41), 4), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use trace_format::{Module, Process, PyCode, PyFrame};
 
 use crate::demangle::demangle;
 use crate::modules::{Generation, ModuleMap, ModuleRecords};
+use crate::pylines::{ranges, shown_line, LineRange};
 use crate::trace::{IntMap, NativeFrame, Stack};
 
 /// One frame of a symbolized stack.
@@ -305,8 +306,10 @@ pub struct Symbolizer<'t> {
     /// The frames of each (module record, return address) met; an address
     /// outside every module under [`NO_MODULE`].
     cache: IntMap<(u32, u64), Rc<[Frame]>>,
-    /// Line of each (code, instruction) met.
+    /// Line of each (code, instruction) met, and the location table of
+    /// each code object met, decoded.
     lines: IntMap<(u64, u32), Option<u32>>,
+    line_tables: IntMap<u64, Vec<LineRange>>,
     warnings: Vec<String>,
 }
 
@@ -320,6 +323,7 @@ impl<'t> Symbolizer<'t> {
             loaded: (0..modules.records.len()).map(|_| None).collect(),
             cache: IntMap::default(),
             lines: IntMap::default(),
+            line_tables: IntMap::default(),
             warnings: Vec::new(),
         }
     }
@@ -419,10 +423,11 @@ impl<'t> Symbolizer<'t> {
             out.function = format!("(unknown Python code 0x{:x})", frame.code);
             return out;
         };
-        let line = *self
-            .lines
-            .entry((frame.code, frame.instruction))
-            .or_insert_with(|| crate::pylines::shown_line(&code.linetable, code.first_line, frame.instruction));
+        let line_tables = &mut self.line_tables;
+        let line = *self.lines.entry((frame.code, frame.instruction)).or_insert_with(|| {
+            let ranges = line_tables.entry(frame.code).or_insert_with(|| ranges(&code.linetable, code.first_line));
+            shown_line(ranges, frame.instruction)
+        });
         out.function = if code.qualname.is_empty() { "?".to_string() } else { code.qualname.clone() };
         out.file = (!code.filename.is_empty()).then(|| code.filename.clone());
         out.line = line;
