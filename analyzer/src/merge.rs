@@ -12,7 +12,45 @@
 //! interpreter, the innermost Python frame outside the standard library and
 //! the installed packages.
 
-use crate::symbolize::Frame;
+use crate::symbolize::{is_allocator_frame, Frame};
+
+/// What a frame is to the putting together of a stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// The allocator's or the tracer's (see [`is_allocator_frame`]).
+    Allocator,
+    /// A call of the interpreter's eval loop (see [`is_eval_loop`]).
+    EvalLoop,
+    /// The interpreter's call plumbing (see [`is_interpreter_plumbing`]).
+    Plumbing,
+    Other,
+}
+
+impl FrameKind {
+    pub fn of(frame: &Frame) -> FrameKind {
+        if is_allocator_frame(frame) {
+            FrameKind::Allocator
+        } else if is_eval_loop(frame) {
+            FrameKind::EvalLoop
+        } else if is_interpreter_plumbing(frame) {
+            FrameKind::Plumbing
+        } else {
+            FrameKind::Other
+        }
+    }
+}
+
+/// How the frames of a stack are held while it is put together: as
+/// frames, or as anything else that tells their kind.
+pub trait HeldFrame: Clone {
+    fn kind(&self) -> FrameKind;
+}
+
+impl HeldFrame for Frame {
+    fn kind(&self) -> FrameKind {
+        FrameKind::of(self)
+    }
+}
 
 /// The name of a symbol without the suffixes compilers add to its parts
 /// and clones (`.cold`, `.part.0`, `.isra.0`, `.constprop.0`, `.lto_priv.0`).
@@ -86,19 +124,31 @@ fn is_interpreter_plumbing(frame: &Frame) -> bool {
 /// Python frames (innermost first) cut into the runs one eval-loop call
 /// executes: each run ends at, and includes, an entry frame. Frames outside
 /// the last entry frame (a chain that did not end with one) form a run too.
-fn segments(python: &[(Frame, bool)]) -> Vec<Vec<Frame>> {
-    let mut out = Vec::new();
-    let mut current = Vec::new();
-    for (frame, entry) in python {
-        current.push(frame.clone());
-        if *entry {
-            out.push(std::mem::take(&mut current));
+fn runs<T>(python: &[(T, bool)]) -> Vec<&[(T, bool)]> {
+    python.split_inclusive(|(_, entry)| *entry).collect()
+}
+
+/// A stack's frames, innermost first, from `native` (the symbolized frames
+/// of each return address, innermost address first) and `python` (the
+/// Python frames with their entry flags, innermost first): allocator and
+/// tracer frames trimmed from the innermost end, then [`merge`]d.
+pub fn assemble<T: HeldFrame, G: AsRef<[T]>>(native: &[G], python: &[(T, bool)]) -> Vec<T> {
+    let total: usize = native.iter().map(|group| group.as_ref().len()).sum();
+    let mut trim = native.iter().flat_map(AsRef::as_ref).take_while(|f| f.kind() == FrameKind::Allocator).count();
+    // Keep at least one frame so a stack never draws empty.
+    if trim == total && python.is_empty() {
+        trim = trim.saturating_sub(1);
+    }
+    let mut trimmed: Vec<&[T]> = Vec::with_capacity(native.len());
+    for group in native {
+        let group = group.as_ref();
+        let n = trim.min(group.len());
+        trim -= n;
+        if n < group.len() {
+            trimmed.push(&group[n..]);
         }
     }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
+    merge(&trimmed, python)
 }
 
 /// One stack from `native` — the symbolized frames of each return address,
@@ -111,27 +161,27 @@ fn segments(python: &[(Frame, bool)]) -> Vec<Vec<Frame>> {
 /// frames stay where they are. Otherwise (an interpreter without symbols, a
 /// PEP 523 frame evaluator) the native frames are kept as they are and the
 /// Python frames go outermost of them.
-pub fn merge(native: Vec<Vec<Frame>>, python: &[(Frame, bool)]) -> Vec<Frame> {
+pub fn merge<T: HeldFrame, G: AsRef<[T]>>(native: &[G], python: &[(T, bool)]) -> Vec<T> {
+    let all_native = || native.iter().flat_map(AsRef::as_ref).cloned();
     if python.is_empty() {
-        return native.concat();
+        return all_native().collect();
     }
-    let runs = segments(python);
-    let is_eval = |group: &[Frame]| group.iter().any(is_eval_loop);
-    let evals = native.iter().filter(|g| is_eval(g)).count();
+    let runs = runs(python);
+    let is_eval = |group: &[T]| group.iter().any(|f| f.kind() == FrameKind::EvalLoop);
+    let evals = native.iter().filter(|group| is_eval(group.as_ref())).count();
     if evals != runs.len() {
-        let mut out = native.concat();
-        out.extend(python.iter().map(|(f, _)| f.clone()));
-        return out;
+        return all_native().chain(python.iter().map(|(f, _)| f.clone())).collect();
     }
     let mut runs = runs.into_iter();
-    let mut out = Vec::with_capacity(native.iter().map(Vec::len).sum::<usize>() + python.len());
+    let mut out = Vec::with_capacity(native.iter().map(|group| group.as_ref().len()).sum::<usize>() + python.len());
     for group in native {
-        if is_eval(&group) {
-            out.extend(runs.next().unwrap_or_default());
-        } else if group.last().is_some_and(is_interpreter_plumbing) {
+        let group = group.as_ref();
+        if is_eval(group) {
+            out.extend(runs.next().unwrap_or_default().iter().map(|(f, _)| f.clone()));
+        } else if group.last().is_some_and(|f| f.kind() == FrameKind::Plumbing) {
             // Inlined frames are listed first; the group is the call of its last frame.
         } else {
-            out.extend(group);
+            out.extend_from_slice(group);
         }
     }
     out
@@ -238,7 +288,7 @@ mod tests {
     #[test]
     fn each_eval_loop_call_becomes_its_python_frames() {
         let (groups, python) = torch_stack();
-        let merged = merge(groups, &python);
+        let merged = merge(&groups, &python);
         assert_eq!(
             names(&merged),
             [
@@ -264,7 +314,7 @@ mod tests {
         // A frame evaluator replaced the outer eval loop: one call, two runs.
         groups[9] = vec![native_frame_evaluator()];
         let count = groups.len();
-        let merged = merge(groups, &python);
+        let merged = merge(&groups, &python);
         assert_eq!(merged.len(), count + 1 + python.len(), "every native frame kept");
         assert_eq!(merged[5].function, "_Py_EnterRecursiveCall");
         assert_eq!(merged[3].function, "cfunction_call");
@@ -273,7 +323,7 @@ mod tests {
         // A stripped interpreter: no eval loop found at all.
         let stripped =
             vec![vec![native("libpython3.11.so.1.0+0x1234", LIBPYTHON)], vec![native("main", "/usr/bin/python3")]];
-        let merged = merge(stripped, &python[3..]);
+        let merged = merge(&stripped, &python[3..]);
         assert_eq!(names(&merged), ["libpython3.11.so.1.0+0x1234", "main", "main", "<module>"]);
     }
 
@@ -285,7 +335,7 @@ mod tests {
     fn the_eval_loop_outside_the_interpreter_does_not_count() {
         let python = vec![(py("f", "/job/a.py", 3), true)];
         let groups = vec![vec![native("_PyEval_EvalFrameDefault", "/opt/other/libfake.so")]];
-        let merged = merge(groups, &python);
+        let merged = merge(&groups, &python);
         assert_eq!(names(&merged), ["_PyEval_EvalFrameDefault", "f"]);
     }
 
@@ -293,7 +343,7 @@ mod tests {
     fn no_python_frames_leave_the_native_stack_alone() {
         let (groups, _) = torch_stack();
         let count: usize = groups.iter().map(Vec::len).sum();
-        let merged = merge(groups, &[]);
+        let merged = merge(&groups, &[]);
         assert_eq!(merged.len(), count);
         assert_eq!(merged[3].function, "cfunction_call");
         assert!(merged.iter().all(|f| !f.python));
@@ -302,7 +352,7 @@ mod tests {
     #[test]
     fn python_without_native_frames() {
         let python = vec![(py("f", "/job/a.py", 3), false), (py("<module>", "/job/a.py", 9), true)];
-        assert_eq!(names(&merge(Vec::new(), &python)), ["f", "<module>"]);
+        assert_eq!(names(&merge(&Vec::<Vec<Frame>>::new(), &python)), ["f", "<module>"]);
     }
 
     #[test]
@@ -312,7 +362,7 @@ mod tests {
             vec![native("_PyEval_EvalFrameDefault", LIBPYTHON)],
             vec![native("_PyEval_EvalFrameDefault", LIBPYTHON)],
         ];
-        assert_eq!(names(&merge(groups, &python)), ["f", "<module>"]);
+        assert_eq!(names(&merge(&groups, &python)), ["f", "<module>"]);
     }
 
     fn own(frames: &[Frame]) -> Option<&str> {
@@ -322,7 +372,7 @@ mod tests {
     #[test]
     fn own_code_is_the_innermost_python_frame_of_the_program() {
         let (groups, python) = torch_stack();
-        let mut merged = merge(groups, &python);
+        let mut merged = merge(&groups, &python);
         // The symbolizer's native rule may have marked an extension module.
         merged[2].own_code = true;
         mark_own_code(&mut merged);

@@ -436,31 +436,15 @@ impl<'t> Symbolizer<'t> {
 
     /// A stack's frames, innermost first: allocator and tracer frames
     /// trimmed from the innermost end, the Python frames merged in (see
-    /// [`crate::merge::merge`]) and the own-code frames marked.
+    /// [`crate::merge::assemble`]) and the own-code frames marked.
     pub fn stack(&mut self, stack: &Stack) -> Vec<Frame> {
-        let mut groups: Vec<Vec<Frame>> = stack
+        let groups: Vec<Rc<[Frame]>> = stack
             .native
             .iter()
-            .map(|&NativeFrame { address, generation }| self.frames(address, generation).to_vec())
+            .map(|&NativeFrame { address, generation }| self.frames(address, generation))
             .collect();
-        let total: usize = groups.iter().map(Vec::len).sum();
-        let mut trim = groups.iter().flatten().take_while(|f| is_allocator_frame(f)).count();
-        // Keep at least one frame so a stack never draws empty.
-        if trim == total && stack.python.is_empty() {
-            trim = trim.saturating_sub(1);
-        }
-        let mut dropped = 0;
-        while dropped < trim {
-            let group = &mut groups[0];
-            let n = (trim - dropped).min(group.len());
-            group.drain(..n);
-            dropped += n;
-            if group.is_empty() {
-                groups.remove(0);
-            }
-        }
         let python: Vec<(Frame, bool)> = stack.python.iter().map(|f| (self.python_frame(f), f.entry)).collect();
-        let mut frames = crate::merge::merge(groups, &python);
+        let mut frames = crate::merge::assemble(&groups, &python);
         crate::merge::mark_own_code(&mut frames);
         frames
     }
