@@ -541,9 +541,10 @@ fn mappings_grown_by_mremap_after_the_warm_up_are_ranked_at_the_mremap() {
     }
 }
 
-/// Two calls of malloc on one line leave two suspects, ranked around a
-/// third leak of a size between theirs; the report sums the two as one
-/// leaking line, ranked first, and the verdict names it.
+/// A line allocating along two paths (strdup's, and malloc's straight
+/// from the line) leaves two suspects, ranked around a third leak of a
+/// size between theirs; the report sums the two as one leaking line,
+/// ranked first, and the verdict names it.
 #[test]
 fn suspects_of_one_line_are_summed_and_the_verdict_names_the_line() {
     let program = compile("one_line.c");
@@ -560,7 +561,7 @@ fn suspects_of_one_line_are_summed_and_the_verdict_names_the_line() {
     assert_eq!(growth(pairs), 100 * (600 + 1000), "every pair of a settled epoch, exactly");
     assert_eq!(pairs["live_count"], 2 * 8 * 100);
     let ranks: Vec<u64> = pairs["suspect_ranks"].as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect();
-    assert_eq!(ranks, [1, 3], "the 1000-byte and the 600-byte calls, around the 800-byte leak");
+    assert_eq!(ranks, [1, 3], "the 1000-byte and the 600-byte strings, around the 800-byte leak");
     assert_eq!(small["frame"]["function"], "keep_small");
     assert_eq!(growth(small), 100 * 800);
     assert_eq!(report["suspects_in_lines"], 3);

@@ -14,6 +14,10 @@
 //!   first marked one, which plays the part of the warm-up epoch 0.
 //! * Settled birth epochs: 1..=K-3 (epoch 0 is warm-up; allocations of the
 //!   last two epochs have not had time to be freed).
+//! * Stacks that symbolize the same frames are one site (see
+//!   [`crate::sites`]): the rules below count their survivors together.
+//!   Only the stacks with survivors of a settled epoch can pile up, so only
+//!   they are symbolized and grouped.
 //! * A stack is a suspect when its allocations survive from at least
 //!   max(1, ceil(settled/2)) settled epochs, its live bytes grew between
 //!   snapshot 1 and the reference, and its growth — survivor bytes of the
@@ -33,9 +37,11 @@
 //!   writes pages they shared (its RSS counted them from the fork on).
 
 use std::borrow::Cow;
+use std::hash::Hash;
 
 use crate::format::bytes;
-use crate::trace::{IntMap, Memory, Trace};
+use crate::sites::Sites;
+use crate::trace::{Counts, IntMap, Memory, Trace};
 
 /// Fewest analysis snapshots the leak analysis needs.
 pub const MIN_EPOCHS: usize = 4;
@@ -94,10 +100,13 @@ pub struct Survivor {
     pub bytes: u64,
 }
 
-/// A stack whose allocations pile up epoch after epoch.
+/// A site whose allocations pile up epoch after epoch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Suspect {
+    /// The site's first stack id, whose frames are shown.
     pub stack: u32,
+    /// The other stack ids that symbolize the same frames, counted with it.
+    pub other_stacks: Vec<u32>,
     pub growth_bytes_per_epoch: u64,
     /// Live at the reference snapshot.
     pub live_bytes: u64,
@@ -743,8 +752,10 @@ pub fn analysis_snapshot_count(total: usize, last_is_exit: bool) -> usize {
     }
 }
 
-/// Runs the leak analysis on a loaded trace.
-pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
+/// Runs the leak analysis on a loaded trace; stacks with the same
+/// `site_key` (their symbolized frames: see [`crate::sites::SiteKeys`])
+/// count as one site.
+pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl FnMut(u32) -> K) -> Analysis {
     let first = trace.warm_up_snapshots();
     let total = trace.snapshots.len() - first;
     let last_is_exit = trace.snapshots.last().is_some_and(|s| s.cause.ends_the_process());
@@ -816,32 +827,53 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     analysis.settled = Some((settled_lo, settled_hi));
     let settled_count = (k - 3) as u64;
     let needed = (settled_count as usize).div_ceil(2).max(1);
+    let settled_survivor = |birth: u32, c: &Counts| (settled_lo..=settled_hi).contains(&birth) && c.live_count > 0;
 
+    let sites = Sites::group(
+        state.pairs.iter().filter(|((_, birth), c)| settled_survivor(*birth, c)).map(|&((stack, _), _)| stack),
+        site_key,
+    );
     #[derive(Default)]
-    struct PerStack {
+    struct PerSite {
         live_bytes: u64,
         live_count: u64,
         settled_hits: usize,
         settled_bytes: u64,
     }
-    let mut per_stack: IntMap<u32, PerStack> = IntMap::default();
+    let mut per_site: IntMap<u32, PerSite> = IntMap::default();
+    // The settled birth epochs of the sites of several stacks, which may
+    // each have survivors of one epoch.
+    let mut shared_births: IntMap<u32, Vec<u32>> = IntMap::default();
     for &((stack, birth), c) in &state.pairs {
         if c.live_count == 0 && c.live_bytes == 0 {
             continue;
         }
-        let entry = per_stack.entry(stack).or_default();
+        let site = sites.of(stack);
+        let entry = per_site.entry(site).or_default();
         entry.live_bytes += c.live_bytes;
         entry.live_count += c.live_count;
-        if (settled_lo..=settled_hi).contains(&birth) && c.live_count > 0 {
-            entry.settled_hits += 1;
+        if settled_survivor(birth, &c) {
             entry.settled_bytes += c.live_bytes;
+            if sites.is_shared(stack) {
+                shared_births.entry(site).or_default().push(birth);
+            } else {
+                entry.settled_hits += 1;
+            }
         }
     }
-    let live_at_1 = first_state.live_bytes_by_stack();
+    for (site, mut births) in shared_births {
+        births.sort_unstable();
+        births.dedup();
+        per_site.entry(site).or_default().settled_hits = births.len();
+    }
+    let mut live_at_1: IntMap<u32, u64> = IntMap::default();
+    for (stack, bytes) in first_state.live_bytes_by_stack() {
+        *live_at_1.entry(sites.of(stack)).or_default() += bytes;
+    }
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
     let epochs = verdict.epochs.max(1) as u64;
-    let mut suspects: Vec<Suspect> = per_stack
+    let mut suspects: Vec<Suspect> = per_site
         .into_iter()
         .filter_map(|(stack, s)| {
             let growth = s.settled_bytes / settled_count;
@@ -850,6 +882,7 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
             let piles_up = s.settled_hits >= needed && grew && growth > 0;
             let suspect = |growth: u64, grown_in_place: bool| Suspect {
                 stack,
+                other_stacks: sites.others(stack).to_vec(),
                 growth_bytes_per_epoch: growth,
                 live_bytes: s.live_bytes,
                 live_count: s.live_count,
@@ -893,7 +926,7 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
         .map(|s| (s.stack, s))
         .collect();
     for &((stack, birth), c) in &state.pairs {
-        if let Some(s) = listed.get_mut(&stack) {
+        if let Some(s) = listed.get_mut(&sites.of(stack)) {
             if c.live_count > 0 {
                 s.survivors.push(Survivor { birth_epoch: birth, count: c.live_count, bytes: c.live_bytes });
             }
@@ -901,6 +934,15 @@ pub fn analyze(trace: &Trace, floor: NoiseFloor) -> Analysis {
     }
     for s in listed.into_values() {
         s.survivors.sort_by_key(|v| v.birth_epoch);
+        // A site's stacks may each have survivors of one epoch.
+        s.survivors.dedup_by(|later, kept| {
+            let same = later.birth_epoch == kept.birth_epoch;
+            if same {
+                kept.count += later.count;
+                kept.bytes += later.bytes;
+            }
+            same
+        });
     }
 
     verdict.kind = verdict_kind(!suspects.is_empty(), &verdict);

@@ -2,7 +2,8 @@
 //!
 //! Data flows one way: [`trace`] loads records into a model (its module
 //! records cut into generations by [`modules`]), [`analysis`] ranks leak
-//! suspects and gives the verdict, [`symbolize`] resolves the addresses and
+//! suspects and gives the verdict, counting the stacks that symbolize the
+//! same as one site ([`sites`]), [`symbolize`] resolves the addresses and
 //! Python code locations that are shown ([`demangle`] the names of Rust and
 //! C++ functions), [`merge`] makes one stack of their native and Python
 //! frames, [`lines`] sums the suspects by their line of own code,
@@ -22,6 +23,7 @@ pub mod modules;
 pub mod progress;
 pub mod pylines;
 pub mod render;
+pub mod sites;
 pub mod symbolize;
 #[doc(hidden)]
 pub mod synth;

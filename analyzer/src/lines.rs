@@ -94,6 +94,7 @@ mod tests {
     fn suspect(stack: u32, growth: u64, memory: Memory) -> Suspect {
         Suspect {
             stack,
+            other_stacks: Vec::new(),
             growth_bytes_per_epoch: growth,
             live_bytes: growth * 10,
             live_count: 10,

@@ -41,7 +41,8 @@ impl FrameKind {
 }
 
 /// How the frames of a stack are held while it is put together: as
-/// frames, or as anything else that tells their kind.
+/// frames, or as numbers that stand for them, each with its kind (see
+/// [`crate::sites`]).
 pub trait HeldFrame: Clone {
     fn kind(&self) -> FrameKind;
 }

@@ -20,7 +20,7 @@ use crate::pylines::{ranges, shown_line, LineRange};
 use crate::trace::{IntMap, NativeFrame, Stack};
 
 /// One frame of a symbolized stack.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Frame {
     /// The return address this frame came from.
     pub address: u64,
@@ -353,7 +353,7 @@ impl<'t> Symbolizer<'t> {
 
     /// The frames (innermost first, inlined ones included) of one return
     /// address, in the modules of the generation its stack node was written in.
-    fn frames(&mut self, ip: u64, generation: Generation) -> Rc<[Frame]> {
+    pub fn frames(&mut self, ip: u64, generation: Generation) -> Rc<[Frame]> {
         let records = &self.modules.records;
         let located = self.map.locate(records, ip, self.modules.in_force(generation));
         let key = (located.map_or(NO_MODULE, |(index, _)| index as u32), ip);
@@ -438,11 +438,8 @@ impl<'t> Symbolizer<'t> {
     /// trimmed from the innermost end, the Python frames merged in (see
     /// [`crate::merge::assemble`]) and the own-code frames marked.
     pub fn stack(&mut self, stack: &Stack) -> Vec<Frame> {
-        let groups: Vec<Rc<[Frame]>> = stack
-            .native
-            .iter()
-            .map(|&NativeFrame { address, generation }| self.frames(address, generation))
-            .collect();
+        let groups: Vec<Rc<[Frame]>> =
+            stack.native.iter().map(|&NativeFrame { address, generation }| self.frames(address, generation)).collect();
         let python: Vec<(Frame, bool)> = stack.python.iter().map(|f| (self.python_frame(f), f.entry)).collect();
         let mut frames = crate::merge::assemble(&groups, &python);
         crate::merge::mark_own_code(&mut frames);

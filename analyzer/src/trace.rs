@@ -136,7 +136,7 @@ impl EndKind {
 }
 
 /// What a stack's allocations are (and a suspect's, or a line's).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Memory {
     /// Heap allocations (malloc and friends); for a line, also a mix of kinds.
     #[default]

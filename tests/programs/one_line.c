@@ -1,6 +1,7 @@
-/* One leaking line that calls malloc twice: two return addresses, so two
- * stacks and two suspects, which the report sums as one line. A second,
- * smaller leak on a line of its own ranks after it. */
+/* One leaking line that allocates along two paths, through strdup and
+ * straight from malloc: two stacks that differ below the line, so two
+ * suspects, which the report sums as one line. A second, smaller leak on a
+ * line of its own ranks after it. */
 #include <stdlib.h>
 #include <string.h>
 #include "mark.h"
@@ -11,6 +12,9 @@ struct pair {
     void *key, *value;
 };
 struct pair kept[EPOCHS_MAX * PER_EPOCH];
+/* 599 characters, written at run time so that the compiler cannot turn
+ * strdup into a malloc of its own. */
+char key_text[600];
 void *small[EPOCHS_MAX * PER_EPOCH];
 int kept_count, small_count;
 
@@ -23,7 +27,7 @@ __attribute__((noinline)) void keep(void *key, void *value) {
 
 __attribute__((noinline)) void keep_pairs(void) {
     for (int i = 0; i < PER_EPOCH; i++) {
-        keep(malloc(600), malloc(1000)); /* the leaking line */
+        keep(strdup(key_text), malloc(1000)); /* the leaking line */
     }
 }
 
@@ -37,6 +41,7 @@ __attribute__((noinline)) void keep_small(void) {
 int main(int argc, char **argv) {
     int epochs = argc > 1 ? atoi(argv[1]) : 8;
     if (epochs > EPOCHS_MAX) epochs = EPOCHS_MAX;
+    memset(key_text, 'k', sizeof key_text - 1);
     for (int epoch = 0; epoch < epochs; epoch++) {
         keep_pairs();
         keep_small();

@@ -1,4 +1,6 @@
 use super::*;
+use crate::sites::SiteKeys;
+use crate::symbolize::Symbolizer;
 use crate::synth::{all_behaviours, write_temp, Sim};
 use crate::trace::{load, LoadOptions};
 
@@ -9,8 +11,16 @@ fn run(sim: &Sim) -> (Trace, Analysis) {
 fn run_with_floor(sim: &Sim, floor: NoiseFloor) -> (Trace, Analysis) {
     let path = write_temp("trace.bin", &sim.bytes());
     let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
-    let analysis = analyze(&trace, floor);
+    let analysis = analyze_sites(&trace, floor);
     (trace, analysis)
+}
+
+/// The analysis with stacks grouped by their symbolized frames, as the
+/// report runs it.
+fn analyze_sites(trace: &Trace, floor: NoiseFloor) -> Analysis {
+    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
+    let mut keys = SiteKeys::new(trace, &mut symbolizer);
+    analyze(trace, floor, |stack| keys.key(stack))
 }
 
 fn suspect_stacks(a: &Analysis) -> Vec<u32> {
@@ -415,7 +425,7 @@ fn a_killed_run_is_analysed_up_to_its_last_snapshot() {
     let path = write_temp("killed.bin", &bytes);
     let trace = load(&path, &LoadOptions::default()).unwrap();
     assert!(matches!(trace.end, crate::trace::EndKind::Truncated { .. }));
-    let a = analyze(&trace, NoiseFloor::Scaled);
+    let a = analyze_sites(&trace, NoiseFloor::Scaled);
     assert_eq!(a.snapshots, 8);
     assert!(!a.dropped_exit);
     assert_eq!(suspect_stacks(&a), vec![1]);
@@ -736,7 +746,7 @@ fn a_failed_exec_costs_no_epoch() {
         load(&path, &LoadOptions { capture: (0..9).collect() }).unwrap()
     };
     let plain = load_all(&run_with_failed_execs(&[]));
-    let plain_analysis = analyze(&plain, NoiseFloor::Scaled);
+    let plain_analysis = analyze_sites(&plain, NoiseFloor::Scaled);
     for failed_execs in [&[0u32][..], &[3, 4], &[7], &[8], &[1, 8]] {
         let trace = load_all(&run_with_failed_execs(failed_execs));
         let epochs = |t: &Trace| t.snapshots.iter().map(|s| (s.epoch, s.cause)).collect::<Vec<_>>();
@@ -751,7 +761,7 @@ fn a_failed_exec_costs_no_epoch() {
             };
             assert_eq!(sorted(&trace), sorted(&plain), "{failed_execs:?}: state {i}");
         }
-        let a = analyze(&trace, NoiseFloor::Scaled);
+        let a = analyze_sites(&trace, NoiseFloor::Scaled);
         assert_eq!((a.snapshots, a.dropped_exit), (plain_analysis.snapshots, plain_analysis.dropped_exit));
         assert_eq!(suspect_stacks(&a), [1], "{failed_execs:?}");
         assert_eq!(a.suspects[0].survivors, plain_analysis.suspects[0].survivors, "{failed_execs:?}");
@@ -917,4 +927,57 @@ fn a_block_grown_every_epoch_and_small_stacks_of_a_steady_rise_are_suspects() {
     let (_, mut a) = run(&sim);
     a.promote_steady_growth();
     assert!(a.suspects.is_empty() && !a.steady_growth_promoted, "{:?}", a.suspects);
+}
+
+/// CPython's specializing interpreter reaches one Python line along another
+/// native path once the instruction is specialized: two stack ids whose
+/// frames symbolize the same (here two instructions of one line), the
+/// first epochs' survivors under one, the later ones' under the other.
+/// They are one site: one suspect with all the bytes, not a suspect with
+/// the later epochs' bytes only.
+#[test]
+fn stacks_that_symbolize_the_same_are_one_suspect_with_all_the_survivors() {
+    use trace_format::{Frame, PyCode, PyFrame};
+    let mut sim = Sim::new("/usr/bin/python3.11");
+    // Code units 0 to 7 are line 12, 8 to 15 line 13 (no-column entries).
+    let linetable = vec![0x80 | (13 << 3) | 7, 0x00, 0x80 | (13 << 3) | 7, 0x02];
+    sim.py_code(PyCode {
+        id: 0x7f00_1000,
+        filename: "/job/loader.py".into(),
+        qualname: "collate".into(),
+        first_line: 12,
+        linetable,
+    });
+    let at = |instruction| {
+        vec![Frame::Native(0x40_0100), Frame::Python(PyFrame { code: 0x7f00_1000, instruction, entry: true })]
+    };
+    let (generic, specialized, next_line) = (1, 2, 3);
+    sim.stack_frames(generic, at(2));
+    sim.stack_frames(specialized, at(5));
+    sim.stack_frames(next_line, at(9));
+    for e in 0..10 {
+        // 100 KiB an epoch; the instruction is specialized during epoch 3.
+        match e {
+            0..=2 => drop(sim.alloc_many(generic, 100, 1024)),
+            3 => drop((sim.alloc_many(generic, 50, 1024), sim.alloc_many(specialized, 50, 1024))),
+            _ => drop(sim.alloc_many(specialized, 100, 1024)),
+        }
+        // The next line leaks in as many epochs as the generic path: alone,
+        // too few to pile up.
+        if e <= 3 {
+            sim.alloc_many(next_line, 100, 1024);
+        }
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let (_, a) = run(&sim);
+    assert_eq!(a.settled, Some((1, 7)));
+    assert_eq!(suspect_stacks(&a), vec![generic], "{:?}", a.suspects);
+    let s = &a.suspects[0];
+    assert_eq!(s.other_stacks, [specialized]);
+    assert_eq!(s.growth_bytes_per_epoch, 100 * 1024, "every settled epoch's survivors");
+    assert_eq!((s.live_bytes, s.live_count), (10 * 100 * 1024, 1000));
+    assert_eq!(s.settled_with_survivors, 7, "epoch 3, under both stacks, counts once");
+    let survivors: Vec<(u32, u64, u64)> = s.survivors.iter().map(|v| (v.birth_epoch, v.count, v.bytes)).collect();
+    assert_eq!(survivors, (0..10).map(|e| (e, 100, 100 * 1024)).collect::<Vec<_>>());
 }

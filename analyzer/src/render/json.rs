@@ -125,6 +125,7 @@ struct JsonSurvivor {
 struct JsonSuspect<'a> {
     rank: usize,
     stack_id: u32,
+    other_stack_ids: &'a [u32],
     memory: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     explanation: Option<String>,
@@ -292,6 +293,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             .map(|s| JsonSuspect {
                 rank: s.rank,
                 stack_id: s.suspect.stack,
+                other_stack_ids: &s.suspect.other_stacks,
                 memory: s.suspect.memory.name(),
                 explanation: s.explanation.map(ToString::to_string),
                 growth_bytes_per_epoch: s.suspect.growth_bytes_per_epoch,

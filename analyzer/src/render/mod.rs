@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 use crate::analysis::{analyze, Analysis, Culprit, KnownAs, NoiseFloor, Suspect, STACKS_BY_LINE};
 use crate::lines::{self, LeakLine};
+use crate::sites::SiteKeys;
 use crate::symbolize::{Frame, Symbolizer};
 use crate::trace::{Memory, Trace};
 
@@ -167,7 +168,8 @@ impl<'t> Report<'t> {
 /// native paths under one line (a graph kept with its autograd nodes,
 /// `total_loss += loss`) has each stack below the floor of a large process.
 pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbolizer<'_>) -> Analysis {
-    let mut analysis = analyze(trace, floor);
+    let mut keys = SiteKeys::new(trace, symbolizer);
+    let mut analysis = analyze(trace, floor, |stack| keys.key(stack));
     let below = symbolize(trace, symbolizer, analysis.below_floor.largest.iter());
     let above: Vec<u32> = by_line(&below)
         .iter()

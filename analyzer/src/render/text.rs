@@ -424,18 +424,27 @@ fn memory_label(memory: LineMemory) -> String {
     }
 }
 
+/// "stack 4", or for a site of several stacks "stacks 4, 9".
+fn stack_ids(suspect: &Suspect) -> String {
+    if suspect.other_stacks.is_empty() {
+        return format!("stack {}", suspect.stack);
+    }
+    let ids: Vec<String> = std::iter::once(&suspect.stack).chain(&suspect.other_stacks).map(u32::to_string).collect();
+    format!("stacks {}", ids.join(", "))
+}
+
 fn suspect_block(out: &mut String, s: &ShownSuspect, trace: &Trace) {
     let v = &s.suspect;
     let objects = if v.memory == Memory::Heap { "allocations" } else { "mappings" };
     let memory = memory_label(LineMemory::Only(v.memory));
     let _ = writeln!(
         out,
-        "\n#{}  +{}/epoch{memory}   {} in {} {objects}   stack {}",
+        "\n#{}  +{}/epoch{memory}   {} in {} {objects}   {}",
         s.rank,
         bytes(v.growth_bytes_per_epoch),
         live_now(v.live_bytes, std::iter::once(v), trace),
         count(v.live_count),
-        v.stack
+        stack_ids(v)
     );
     let _ = writeln!(out, "    still alive by birth epoch: {}", survivors_line(&v.survivors));
     if v.grown_in_place {
