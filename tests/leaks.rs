@@ -571,6 +571,56 @@ fn suspects_of_one_line_are_summed_and_the_verdict_names_the_line() {
     assert!(verdict.contains("through 2 stacks, 3 suspects in all"), "{verdict}");
 }
 
+/// One line with two calls of malloc, the first called in epochs 0 and 1,
+/// the second from epoch 2 on: two stack ids whose frames symbolize the
+/// same. Apart, the first would leave survivors of one settled epoch, no
+/// suspect, and the second a suspect 20% low; together they are one
+/// suspect with every epoch's blocks.
+#[test]
+fn two_calls_on_one_line_leaking_in_turn_are_one_suspect_with_all_the_bytes() {
+    const BLOCK: u64 = 3000;
+    const PER_EPOCH: u64 = 100;
+    let program = compile("split_line.c");
+    let run = run_traced_with(&program, &["8"], &[FULL_CAPTURE]).succeeded();
+    assert_eq!(run.stdout(), "split_line: 8 epochs, 200 blocks kept from the first call, 600 from the second\n");
+
+    // The birth epochs of each stack that allocated blocks of BLOCK bytes.
+    let mut births: std::collections::BTreeMap<u32, std::collections::BTreeSet<u32>> = Default::default();
+    for record in read_trace(&run.trace).0 {
+        if let Record::Snapshot(snapshot) = record {
+            for c in snapshot.counters {
+                if c.allocated_count >= PER_EPOCH && c.allocated_bytes == c.allocated_count * BLOCK {
+                    births.entry(c.stack).or_default().insert(c.birth_epoch);
+                }
+            }
+        }
+    }
+    let mut epochs_apart: Vec<Vec<u32>> = births.values().map(|epochs| epochs.iter().copied().collect()).collect();
+    epochs_apart.sort();
+    assert_eq!(epochs_apart, [vec![0, 1], vec![2, 3, 4, 5, 6, 7]], "two stack ids, one for each call: {births:?}");
+
+    let report = report_json(&run.trace);
+    assert_eq!(suspects(&report).len(), 1, "{report:#}");
+    let top = &report["suspects"][0];
+    let mut ids = vec![top["stack_id"].as_u64().unwrap()];
+    ids.extend(top["other_stack_ids"].as_array().unwrap().iter().map(|id| id.as_u64().unwrap()));
+    ids.sort_unstable();
+    let traced: Vec<u64> = births.keys().map(|&id| u64::from(id)).collect();
+    assert_eq!(ids, traced, "the suspect counts both stacks");
+    assert_eq!(top["growth_bytes_per_epoch"], PER_EPOCH * BLOCK, "every settled epoch's blocks: {top:#}");
+    assert_eq!(top["settled_epochs_with_survivors"], 5, "{top:#}");
+    assert_eq!((&top["live_bytes"], &top["live_count"]), (&(8 * PER_EPOCH * BLOCK).into(), &(8 * PER_EPOCH).into()));
+    let line = line_of("programs/split_line.c", "the leaking line");
+    let verdict = report["verdict"]["message"].as_str().unwrap();
+    assert!(
+        verdict.starts_with(&format!("keep_blocks (split_line.c:{line}) keeps about 293 KiB/epoch alive")),
+        "{verdict}"
+    );
+    assert!(!verdict.contains("through 2 stacks"), "one site, not two stacks: {verdict}");
+    let text = report_text(&run.trace);
+    assert!(text.contains(&format!("   stacks {}, {}\n", ids[0], ids[1])), "the suspect names both stacks: {text}");
+}
+
 /// A buffer realloc'd larger every epoch leaves no allocations behind to
 /// pile up, only its newest copy: the heap rising at every epoch makes its
 /// line a suspect all the same, by exactly its growth.
