@@ -129,22 +129,12 @@ impl<'t> Report<'t> {
         top: usize,
         floor: NoiseFloor,
     ) -> Report<'t> {
-        let symbolized = symbolize(trace, symbolizer, analysis.suspects.iter().take(top.max(STACKS_BY_LINE)));
-        let lines = by_line(&symbolized);
-        let below_floor = if analysis.growth_below_floor() {
-            symbolize(trace, symbolizer, analysis.below_floor.largest.iter())
-        } else {
-            Vec::new()
-        };
-        let below_floor_lines = by_line(&below_floor);
-        let culprit = match (lines.first(), below_floor_lines.first()) {
-            (Some(line), _) => Some(culprit(line, &symbolized)),
-            (None, Some(line)) => Some(culprit(line, &below_floor)),
-            (None, None) => None,
-        };
+        let ranked = ByLine::rank(trace, analysis, symbolizer, top.max(STACKS_BY_LINE));
+        let culprit = ranked.culprit();
         let verdict_message = analysis.verdict_message(culprit);
         let beside = crate::trace::descendant_traces(&trace.path);
         let descendants = crate::findings::look_at(beside.traces, floor);
+        let ByLine { symbolized, lines, below_floor, below_floor_lines } = ranked;
         Report {
             trace,
             analysis,
@@ -197,12 +187,45 @@ fn symbolize<'a>(
         .collect()
 }
 
-/// The line a leak verdict on `analysis` names, by its function and where
-/// it is; `None` when there are no suspects.
+/// The line a verdict on `analysis` names, by its function and where it
+/// is; `None` when there are no suspects nor growth below the floor.
 pub fn top_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Option<String> {
-    let symbolized = symbolize(trace, symbolizer, analysis.suspects.iter().take(STACKS_BY_LINE));
-    let lines = by_line(&symbolized);
-    lines.first().map(|line| culprit(line, &symbolized).name.into_owned())
+    let ranked = ByLine::rank(trace, analysis, symbolizer, STACKS_BY_LINE);
+    ranked.culprit().map(|culprit| culprit.name.into_owned())
+}
+
+/// The suspects symbolized and summed by their line of own code, and the
+/// stacks below the noise floor when the heap grew only below it.
+struct ByLine {
+    symbolized: Vec<ShownSuspect>,
+    lines: Vec<LeakLine>,
+    below_floor: Vec<ShownSuspect>,
+    below_floor_lines: Vec<LeakLine>,
+}
+
+impl ByLine {
+    /// The best `suspects` of `analysis`.
+    fn rank(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>, suspects: usize) -> ByLine {
+        let symbolized = symbolize(trace, symbolizer, analysis.suspects.iter().take(suspects));
+        let lines = by_line(&symbolized);
+        let below_floor = if analysis.growth_below_floor() {
+            symbolize(trace, symbolizer, analysis.below_floor.largest.iter())
+        } else {
+            Vec::new()
+        };
+        let below_floor_lines = by_line(&below_floor);
+        ByLine { symbolized, lines, below_floor, below_floor_lines }
+    }
+
+    /// The line the verdict names: the top line of the suspects, or of the
+    /// stacks below the floor when there are none.
+    fn culprit(&self) -> Option<Culprit<'_>> {
+        match (self.lines.first(), self.below_floor_lines.first()) {
+            (Some(line), _) => Some(culprit(line, &self.symbolized)),
+            (None, Some(line)) => Some(culprit(line, &self.below_floor)),
+            (None, None) => None,
+        }
+    }
 }
 
 fn by_line(suspects: &[ShownSuspect]) -> Vec<LeakLine> {
