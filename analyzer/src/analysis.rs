@@ -47,6 +47,18 @@ use crate::trace::{Counts, IntMap, Memory, Trace};
 pub const MIN_EPOCHS: usize = 4;
 /// The noise floor never goes below this many bytes per epoch.
 pub const NOISE_FLOOR_MIN: u64 = 4096;
+/// Over more settled epochs than this, the floors per epoch (the scaled
+/// noise floor, [`NOISE_FLOOR_MIN`] where it bounds a growth) are lowered
+/// in proportion, so that a stack must keep as much in all as over this
+/// many epochs: a job marking every step cuts its run into thousands of
+/// epochs, each growing by a few hundred bytes.
+pub const FLOOR_FULL_EPOCHS: u64 = 100;
+
+/// `bytes` an epoch over up to [`FLOOR_FULL_EPOCHS`] settled epochs, lowered
+/// in proportion over more (at least 1).
+fn per_epoch_floor(bytes: u64, settled_epochs: u64) -> u64 {
+    (bytes * FLOOR_FULL_EPOCHS / settled_epochs.max(FLOOR_FULL_EPOCHS)).max(1)
+}
 /// The noise floor is at least this fraction (1/N) of the live heap.
 pub const NOISE_FLOOR_HEAP_DIVISOR: u64 = 1000;
 
@@ -119,7 +131,7 @@ pub struct Suspect {
     pub memory: Memory,
     /// Its growth is below the noise floor: it is a suspect because the
     /// line it comes from keeps more than the floor (see [`Analysis::promote`]),
-    /// or because the traced memory rose at every epoch (see
+    /// or because the traced memory rose steadily (see
     /// [`Analysis::steady_growth_promoted`]).
     pub below_floor: bool,
     /// Its live bytes grew while its allocations did not pile up: a block
@@ -325,18 +337,22 @@ pub struct Analysis {
     /// The settled birth epochs, first and last, inclusive.
     pub settled: Option<(u32, u32)>,
     pub noise_floor: u64,
+    /// [`NOISE_FLOOR_MIN`] as this run's epochs lower it (see
+    /// [`FLOOR_FULL_EPOCHS`]): the least growth an epoch that counts.
+    pub least_growth: u64,
     pub suspects: Vec<Suspect>,
     pub below_floor: BelowFloor,
     /// Stacks whose live bytes grew though their allocations did not pile
-    /// up, each by at least [`NOISE_FLOOR_MIN`] an epoch, the most first
+    /// up, each by at least `least_growth` an epoch, the most first
     /// (at most [`STACKS_BY_LINE`]): suspects only in a steady rise (see
     /// [`Analysis::promote_steady_growth`]).
     pub grown_in_place: Vec<Suspect>,
-    /// The heap and traced mappings rose at every epoch (see [`rose_steadily`]).
-    pub traced_rose_steadily: bool,
+    /// How the heap and traced mappings rose from epoch 1 to the reference.
+    pub traced_rise: TracedRise,
     /// The suspects are stacks below the noise floor, or blocks grown in
-    /// place, made suspects because the heap and mappings rose at every
-    /// epoch by more than the floor while no line kept more than it.
+    /// place, made suspects because the heap and mappings rose steadily
+    /// (see [`TracedRise`]) by more than the floor while no line kept more
+    /// than it.
     pub steady_growth_promoted: bool,
     pub verdict: Verdict,
 }
@@ -371,6 +387,27 @@ fn still_rising(readings: &[u64]) -> bool {
     let (Some(&first), Some(&last)) = (readings.first(), readings.last()) else { return false };
     let middle = readings[readings.len() / 2];
     last > first && 4 * last.saturating_sub(middle) >= last - first
+}
+
+/// How the heap and traced mappings rose over the analysed epochs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TracedRise {
+    /// At every epoch (see [`rose_steadily`]).
+    EveryEpoch,
+    /// In steps, never falling, while the RSS rose at every epoch (see [`rose_by_steps`]).
+    InSteps,
+    NotSteadily,
+}
+
+/// Whether `readings` never fell and still rose in their second half (see
+/// [`still_rising`]): the live bytes of containers that grow by doubling
+/// (a `std::vector`, a Python list), whose buffer is replaced by one twice
+/// its size at a few epochs while the RSS rises at every epoch as the
+/// buffer's pages are filled.
+fn rose_by_steps(readings: &[u64]) -> bool {
+    readings.len() >= STEADY_MIN_READINGS
+        && readings.windows(2).all(|step| step[1] >= step[0])
+        && still_rising(readings)
 }
 
 /// Values read at least this many times can rise steadily: three epochs.
@@ -551,17 +588,18 @@ impl Analysis {
         self.verdict.kind = verdict_kind(true, &self.verdict);
     }
 
-    /// Without suspects, while the heap and traced mappings rose at every
-    /// epoch by more than the noise floor: makes suspects of the stacks
+    /// Without suspects, while the heap and traced mappings rose steadily
+    /// ([`TracedRise`]) by more than the noise floor: makes suspects of the stacks
     /// that make that rise (see [`promote_steady_growth`]). The verdict
     /// becomes a leak.
     pub fn promote_steady_growth(&mut self) {
         let traced_growth = self.verdict.per_epoch(self.verdict.traced_growth());
-        if !self.suspects.is_empty() || !self.traced_rose_steadily || traced_growth <= self.noise_floor {
+        if !self.suspects.is_empty() || self.traced_rise == TracedRise::NotSteadily || traced_growth <= self.noise_floor
+        {
             return;
         }
         let grown = std::mem::take(&mut self.grown_in_place);
-        self.suspects = promote_steady_growth(&mut self.below_floor, grown, traced_growth);
+        self.suspects = promote_steady_growth(&mut self.below_floor, grown, traced_growth, self.least_growth);
         self.steady_growth_promoted = !self.suspects.is_empty();
         self.verdict.kind = verdict_kind(self.steady_growth_promoted, &self.verdict);
     }
@@ -572,8 +610,8 @@ impl Analysis {
     /// settling slowly; the user decides, with the floor lowered.
     pub fn growth_below_floor(&self) -> bool {
         self.suspects.is_empty()
-            && self.below_floor.growth_bytes_per_epoch > NOISE_FLOOR_MIN
-            && self.verdict.per_epoch(self.verdict.traced_growth()) > NOISE_FLOOR_MIN
+            && self.below_floor.growth_bytes_per_epoch > self.least_growth
+            && self.verdict.per_epoch(self.verdict.traced_growth()) > self.least_growth
     }
 
     /// The verdict in words; `culprit` is what a leak verdict names, the
@@ -628,11 +666,15 @@ impl Analysis {
                     None => format!("{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}", top.name),
                 };
                 if self.suspects.first().is_some_and(|s| s.grown_in_place) {
-                    msg.push_str("; the top suspect is one block made larger every epoch (realloc, a growing vector, string or list), its newest copy alive");
+                    msg.push_str("; the top suspect is one block made larger epoch after epoch (realloc, a growing vector, string or list), its newest copy alive");
                 }
                 if self.steady_growth_promoted && self.suspects.iter().any(|s| s.below_floor) {
+                    let how = match self.traced_rise {
+                        TracedRise::InSteps => "in steps, never falling, while the RSS rose at every epoch,",
+                        _ => "at every epoch",
+                    };
                     msg.push_str(&format!(
-                        "; stacks below the noise floor ({}/epoch) are ranked because the heap and traced mappings rose at every epoch by more than it",
+                        "; stacks below the noise floor ({}/epoch) are ranked because the heap and traced mappings rose {how} by more than it",
                         bytes(self.noise_floor)
                     ));
                 }
@@ -796,8 +838,12 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         rss_still_rising: still_rising(&program_rss),
     };
     let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
+    let settled_epochs = (k as u64).saturating_sub(3);
+    let least_growth = per_epoch_floor(NOISE_FLOOR_MIN, settled_epochs);
     let noise_floor = match floor {
-        NoiseFloor::Scaled => NOISE_FLOOR_MIN.max(traced_at_start / NOISE_FLOOR_HEAP_DIVISOR),
+        NoiseFloor::Scaled => {
+            per_epoch_floor(NOISE_FLOOR_MIN.max(traced_at_start / NOISE_FLOOR_HEAP_DIVISOR), settled_epochs)
+        }
         NoiseFloor::Bytes(bytes) => bytes,
     };
     let mut analysis = Analysis {
@@ -808,10 +854,11 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         reference,
         settled: None,
         noise_floor,
+        least_growth,
         suspects: Vec::new(),
         below_floor: BelowFloor::default(),
         grown_in_place: Vec::new(),
-        traced_rose_steadily: false,
+        traced_rise: TracedRise::NotSteadily,
         steady_growth_promoted: false,
         verdict: verdict.clone(),
     };
@@ -894,7 +941,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             };
             if !piles_up {
                 let grown = (s.live_bytes - live_before.min(s.live_bytes)) / epochs;
-                if grown >= NOISE_FLOOR_MIN {
+                if grown >= least_growth {
                     grown_in_place.push(suspect(grown, true));
                 }
                 return None;
@@ -916,7 +963,13 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     grown_in_place.sort_by(by_rank);
     grown_in_place.truncate(STACKS_BY_LINE);
     let traced: Vec<u64> = (start..=reference).map(|i| snap(i).heap_live_bytes + snap(i).mapped_live_bytes).collect();
-    analysis.traced_rose_steadily = rose_steadily(&traced);
+    analysis.traced_rise = if rose_steadily(&traced) {
+        TracedRise::EveryEpoch
+    } else if analysis.verdict.rss_rose_steadily && rose_by_steps(&traced) {
+        TracedRise::InSteps
+    } else {
+        TracedRise::NotSteadily
+    };
     // Survivors for the suspects and the stacks kept that may become
     // suspects: below the floor with their line, or in a steady rise.
     let mut listed: IntMap<u32, &mut Suspect> = suspects
@@ -957,11 +1010,12 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
 /// (`traced_growth` an epoch, above the noise floor, while no stack is),
 /// largest first, until they account for it: those below the floor that
 /// pile up like suspects (taken out of `below_floor`) and blocks grown in
-/// place, each keeping at least [`NOISE_FLOOR_MIN`] an epoch.
+/// place, each keeping at least `least_growth` an epoch.
 fn promote_steady_growth(
     below_floor: &mut BelowFloor,
     grown_in_place: Vec<Suspect>,
     traced_growth: u64,
+    least_growth: u64,
 ) -> Vec<Suspect> {
     let mut candidates: Vec<Suspect> = std::mem::take(&mut below_floor.largest);
     candidates.extend(grown_in_place);
@@ -970,7 +1024,7 @@ fn promote_steady_growth(
     let mut promoted = Vec::new();
     for candidate in candidates {
         let growth = candidate.growth_bytes_per_epoch;
-        if accounted >= traced_growth || growth < NOISE_FLOOR_MIN {
+        if accounted >= traced_growth || growth < least_growth {
             if !candidate.grown_in_place {
                 below_floor.largest.push(candidate);
             }

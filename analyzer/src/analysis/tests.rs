@@ -335,7 +335,9 @@ fn a_long_leak_that_is_most_of_the_heap_stays_above_the_floor() {
         sim.alloc(1, 8192);
     });
     let (_, a) = run(&sim);
-    assert_eq!(a.noise_floor, NOISE_FLOOR_MIN);
+    // Scaled from the heap at epoch 1, not the leak's, and lowered for the
+    // epochs' number.
+    assert_eq!(a.noise_floor, NOISE_FLOOR_MIN * FLOOR_FULL_EPOCHS / 2997);
     assert_eq!(suspect_stacks(&a), vec![1]);
 }
 
@@ -980,4 +982,75 @@ fn stacks_that_symbolize_the_same_are_one_suspect_with_all_the_survivors() {
     assert_eq!(s.settled_with_survivors, 7, "epoch 3, under both stacks, counts once");
     let survivors: Vec<(u32, u64, u64)> = s.survivors.iter().map(|v| (v.birth_epoch, v.count, v.bytes)).collect();
     assert_eq!(survivors, (0..10).map(|e| (e, 100, 100 * 1024)).collect::<Vec<_>>());
+}
+
+/// A container that doubles its buffer as it is filled by 1 MiB an epoch
+/// (a `std::vector`): the live heap rises in steps, at the epochs the
+/// buffer is replaced by one twice its size, while the RSS rises at every
+/// epoch as the buffer's pages are written. Its stack grew in place and is
+/// the suspect. The same steps without the RSS rising at every epoch are
+/// no trend.
+#[test]
+fn a_buffer_doubled_at_some_epochs_under_a_steady_rss_rise_is_a_suspect() {
+    let doubling = |rss_rises: bool| {
+        let mut sim = Sim::new("/opt/app/train");
+        let mut buffer: Option<(u64, u64)> = None;
+        for e in 0..12u64 {
+            let filled = (e + 1) << 20;
+            let capacity = filled.next_power_of_two();
+            if buffer.is_none_or(|(_, held)| held < filled) {
+                let grown = sim.alloc(1, capacity);
+                if let Some((old, _)) = buffer.replace((grown, capacity)) {
+                    sim.free(old);
+                }
+            }
+            if rss_rises {
+                sim.rss_extra = (64 << 20) + filled - capacity;
+            }
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        let (_, mut a) = run(&sim);
+        a.promote_steady_growth();
+        a
+    };
+    let a = doubling(true);
+    assert_eq!(a.traced_rise, TracedRise::InSteps);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    assert_eq!(suspect_stacks(&a), vec![1]);
+    assert!(a.suspects[0].grown_in_place && a.steady_growth_promoted);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("made larger epoch after epoch"), "{msg}");
+
+    let a = doubling(false);
+    assert_eq!(a.traced_rise, TracedRise::NotSteadily);
+    assert!(a.suspects.is_empty() && !a.steady_growth_promoted, "{:?}", a.suspects);
+}
+
+#[test]
+fn readings_rise_by_steps_when_they_never_fall_and_still_rise_late() {
+    assert!(rose_by_steps(&[2, 4, 4, 8, 8, 8, 8, 16]));
+    assert!(!rose_by_steps(&[2, 4, 4, 8, 8, 8, 8, 8]), "flat in its second half");
+    assert!(!rose_by_steps(&[2, 4, 3, 8, 8, 8, 8, 16]), "a fall");
+    assert!(!rose_by_steps(&[2, 4, 8]), "too few readings");
+}
+
+/// A job marking every step: thousands of epochs, each leaking a few
+/// hundred bytes. Beyond FLOOR_FULL_EPOCHS settled epochs the floors per
+/// epoch are lowered in proportion, so the leak is a suspect as it would
+/// be over fewer, longer epochs; over fifty epochs the floor stays 4 KiB.
+#[test]
+fn a_small_leak_over_thousands_of_epochs_is_a_suspect() {
+    let (_, a) = run(&scenario(2000, |sim, _| {
+        sim.alloc(1, 256);
+    }));
+    assert_eq!(a.noise_floor, NOISE_FLOOR_MIN * FLOOR_FULL_EPOCHS / 1997);
+    assert_eq!(suspect_stacks(&a), vec![1]);
+    assert_eq!(a.suspects[0].growth_bytes_per_epoch, 256);
+
+    let (_, a) = run(&scenario(50, |sim, _| {
+        sim.alloc(1, 256);
+    }));
+    assert_eq!(a.noise_floor, NOISE_FLOOR_MIN);
+    assert!(a.suspects.is_empty(), "{:?}", a.suspects);
 }

@@ -448,7 +448,7 @@ fn suspect_block(out: &mut String, s: &ShownSuspect, trace: &Trace) {
     );
     let _ = writeln!(out, "    still alive by birth epoch: {}", survivors_line(&v.survivors));
     if v.grown_in_place {
-        let _ = writeln!(out, "    grown in place: made larger every epoch (realloc, a growing vector, string or list), its newest copy alive");
+        let _ = writeln!(out, "    grown in place: made larger epoch after epoch (realloc, a growing vector, string or list), its newest copy alive");
     }
     let own = s.frames.iter().position(|f| f.own_code);
     for (i, frame) in s.frames.iter().enumerate().take(FRAMES_SHOWN) {
