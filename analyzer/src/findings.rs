@@ -54,7 +54,8 @@ pub struct DescendantReport {
     pub finding: Option<Finding>,
     /// Its snapshots; 0 when it was not looked at or could not be read.
     pub snapshots: usize,
-    /// How long it ran, to its last snapshot; 0 when not looked at.
+    /// How long it ran, from its start (a forked child's from its fork) to
+    /// its last snapshot; 0 when not looked at.
     pub lifetime_ns: u64,
     /// A forked DataLoader worker, closing an epoch each time its parent
     /// does (see [`trace_format::FOLLOWS_PARENTS_EPOCHS`]).
@@ -78,9 +79,12 @@ impl DescendantReport {
     /// A process multiprocessing starts for itself beside the workers (its
     /// resource tracker, a forkserver): it runs the whole job, and holds
     /// none of the program's memory.
+    /// The children a forkserver forks share its command line, but are the
+    /// program's workers.
     fn is_multiprocessing_helper(&self) -> bool {
         const HELPERS: [&str; 2] = ["multiprocessing.resource_tracker", "multiprocessing.forkserver"];
-        self.trace.cmdline.iter().any(|argument| HELPERS.iter().any(|helper| argument.contains(helper)))
+        self.trace.forked_from.is_none()
+            && self.trace.cmdline.iter().any(|argument| HELPERS.iter().any(|helper| argument.contains(helper)))
     }
 }
 
@@ -131,9 +135,15 @@ struct Glance {
 fn glance(path: &Path) -> Glance {
     let Ok(records) = RecordReader::open(path) else { return Glance::default() };
     let mut glance = Glance::default();
+    let mut started_late_ns = 0;
     for record in records {
         match record {
             Record::Process(process) => {
+                // A forked child's times count from its parent's start.
+                started_late_ns = process
+                    .setting(trace_format::IMAGE_SETTING)
+                    .and_then(|image| image.split_once('.')?.1.parse::<u64>().ok())
+                    .map_or(0, |image_start| image_start.saturating_sub(process.start_unix_ns));
                 // A spawned child follows them only once its parent closed one.
                 glance.follows_parent = process
                     .setting(trace_format::EPOCHS_SETTING)
@@ -142,7 +152,7 @@ fn glance(path: &Path) -> Glance {
             }
             Record::Snapshot(snapshot) => {
                 glance.snapshots += 1;
-                glance.lifetime_ns = snapshot.elapsed_ns;
+                glance.lifetime_ns = snapshot.elapsed_ns.saturating_sub(started_late_ns);
                 glance.follows_parent |= snapshot.cause == trace_format::EpochCause::Parent;
             }
             _ => {}
@@ -297,7 +307,30 @@ mod tests {
         tracker.trace.cmdline = ["python", "-B", "-c", "from multiprocessing.resource_tracker import main;main(8)"]
             .map(String::from)
             .to_vec();
+        tracker.trace.forked_from = None;
         assert!(!tracker.unanalysed_long_life(run_ns), "multiprocessing's own helper");
+        let mut forkserver_worker = tracker.clone();
+        forkserver_worker.trace.forked_from = Some(4600);
+        assert!(forkserver_worker.unanalysed_long_life(run_ns), "a worker its forkserver forked");
+    }
+
+    /// A forked child's times count from its parent's start: one forked
+    /// late and over at once did not run through the job.
+    #[test]
+    fn a_child_forked_late_lived_from_its_fork() {
+        let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
+        let mut late = Sim::new("/opt/app/train");
+        late.process_mut().pid = 4700;
+        late.process_mut().forked_from = Some(4242);
+        let forked_at = late.process_mut().start_unix_ns + 9_000_000_000;
+        late.process_mut().settings.push((trace_format::IMAGE_SETTING.into(), format!("4700.{forked_at}")));
+        late.epoch_ns = 5_000_000_000;
+        late.mark("epoch 0");
+        late.exit();
+        write_beside(&parent, &[("4700", late.bytes())]);
+        let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
+        assert_eq!(found[0].lifetime_ns, 1_000_000_000, "from its fork at 9 s to its exit at 10 s");
+        assert!(!found[0].unanalysed_long_life(10_000_000_000));
     }
 
     #[test]
