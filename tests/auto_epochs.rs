@@ -207,7 +207,14 @@ fn workers_past_the_limit_write_no_trace() {
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     let notes: Vec<&str> =
         report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
-    let untraced = notes.iter().filter(|n| n.starts_with("DataLoader workers after the first 3 ")).count();
+    let untraced = notes
+        .iter()
+        .filter(|n| {
+            n.starts_with(
+                "workers (DataLoader workers and the children Python's multiprocessing forks) after the first 3 ",
+            )
+        })
+        .count();
     assert_eq!(untraced, 1, "{notes:?}");
 }
 
@@ -621,4 +628,18 @@ fn forked_pool_workers_follow_their_parents_epochs() {
         MARKS,
         ("keep_task_buffers", name, leak_line),
     );
+}
+
+/// A pool forking a worker for every task forks a worker trace each:
+/// past TRACER_WORKER_TRACES they run untraced, as DataLoader workers do,
+/// and the job's trace says so once.
+#[test]
+fn forked_pool_workers_past_the_limit_write_no_trace() {
+    let run = run_job(&venv_python(), "forked_pool.py", &["--one-task-per-worker"], &[("TRACER_WORKER_TRACES", "3")]);
+    assert_eq!(worker_traces(&run).len(), 3, "{:?}", run.trace_files());
+    let report = report_json(&run.trace);
+    let notes: Vec<&str> =
+        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+    let untraced = notes.iter().filter(|n| n.contains("multiprocessing forks) after the first 3 ")).count();
+    assert_eq!(untraced, 1, "{notes:?}");
 }

@@ -5,9 +5,11 @@ Each of its 8 epochs maps 8 tasks over the pool's 2 workers and ends with
 tracer_mark (scripts/tracer_mark.py); each task keeps 48 buffers of 16
 KiB in the worker that runs it (`keep_task_buffers`): a leak in the
 workers, none in the job itself. The pool is closed and joined, so that
-its workers exit as they do at the end of a job.
+its workers exit as they do at the end of a job. With
+--one-task-per-worker the pool forks a new worker for every task
+(maxtasksperchild=1).
 
-Usage: forked_pool.py
+Usage: forked_pool.py [--one-task-per-worker]
 """
 
 import multiprocessing
@@ -29,7 +31,8 @@ def keep_task_buffers(_task):
 
 
 if __name__ == "__main__":
-    pool = multiprocessing.get_context("fork").Pool(WORKERS)
+    tasks_per_worker = 1 if "--one-task-per-worker" in sys.argv[1:] else None
+    pool = multiprocessing.get_context("fork").Pool(WORKERS, maxtasksperchild=tasks_per_worker)
     for epoch in range(1, EPOCHS + 1):
         pool.map(keep_task_buffers, range(4 * WORKERS), chunksize=1)
         mark(f"epoch {epoch}")

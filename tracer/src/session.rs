@@ -735,7 +735,8 @@ fn adopt_child(session: &Session) {
     let inside_parents_pass = auto_epochs::forked_inside_parents_pass();
     let python_frames = session.walk_python();
     let worker = inside_parents_pass || matches!(python_frames.loader_frames(), LoaderFrames::Present(_));
-    if worker && !session.takes_a_worker_trace() {
+    let multiprocessing_child = !worker && session.python.forked_by_multiprocessing(&python_frames);
+    if (worker || multiprocessing_child) && !session.takes_a_worker_trace() {
         // Its parent's next snapshot says so; the worker runs untraced,
         // and its copy of the parent's descriptor is closed.
         STATE.store(STOPPED, Ordering::Release);
@@ -746,9 +747,11 @@ fn adopt_child(session: &Session) {
     if worker {
         session.multiprocessing_child.store(MultiprocessingChild::No as u8, Ordering::Relaxed);
         session.become_worker(session.epochs_closed.get());
-    } else if let Some(parents_epochs) =
-        session.epochs_closed.get().filter(|_| session.python.forked_by_multiprocessing(&python_frames))
-    {
+    } else if let Some(parents_epochs) = session.epochs_closed.get().filter(|_| multiprocessing_child) {
+        // Its own slices, until it follows its parent's epochs, start at its
+        // fork: the inherited one would end with its parent's, just before
+        // the child sees the parent's epoch, and cut an empty epoch.
+        session.restart_time_slice();
         session.follow_multiprocessing_parent(MultiprocessingChild::Forked, parents_epochs);
     }
     // What this process closes is for its own children to follow, and its
@@ -910,8 +913,9 @@ impl Session {
         self.workers_forked.set(counters.map(|[_, workers]| workers));
     }
 
-    /// Called in a newly forked DataLoader worker: whether it is one of
-    /// the workers of its parent that write traces ([`Config::worker_traces`]).
+    /// Called in a newly forked DataLoader worker, or child of Python's
+    /// multiprocessing: whether it is one of the workers of its parent that
+    /// write traces ([`Config::worker_traces`]).
     fn takes_a_worker_trace(&self) -> bool {
         let (Some(limit), Some(forked)) = (self.config.worker_traces, self.workers_forked.get()) else { return true };
         forked.fetch_add(1, Ordering::Relaxed) < limit
@@ -926,7 +930,7 @@ impl Session {
             return None;
         }
         let text = format!(
-            "DataLoader workers after the first {limit} that this process forked write no trace ({WORKER_TRACES_VAR}=all traces every one)"
+            "workers (DataLoader workers and the children Python's multiprocessing forks) after the first {limit} that this process forked write no trace ({WORKER_TRACES_VAR}=all traces every one)"
         );
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
@@ -1043,6 +1047,15 @@ impl Session {
     }
 
     /// Stops the time slices, unless TRACER_EPOCH_SECONDS asked for them.
+    /// Starts the current time slice now, if slices are cut.
+    fn restart_time_slice(&self) {
+        let (Some(seconds), true) = (self.config.epoch_seconds, self.slice_deadline_ns.load(Ordering::Relaxed) != 0)
+        else {
+            return;
+        };
+        self.slice_deadline_ns.store(sys::monotonic_ns() + (seconds * 1e9) as u64, Ordering::Relaxed);
+    }
+
     fn end_default_time_slices(&self) {
         if !self.config.epoch_seconds_explicit {
             self.slice_deadline_ns.store(0, Ordering::Relaxed);
