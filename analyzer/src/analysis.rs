@@ -629,7 +629,7 @@ impl Analysis {
                         MIN_EPOCHS + 1
                     ),
                     EpochSource::ParentsEpochs { parent } => format!(
-                        "this worker ended before its parent closed more epochs. A DataLoader without persistent_workers=True starts its workers again for every pass, and what a worker allocates goes when it exits at the pass's end: it cannot pile up from epoch to epoch. Its parent's report covers the job{}",
+                        "this worker ended before its parent closed more epochs. A DataLoader without persistent_workers=True starts its workers again for every pass, as a multiprocessing pool with maxtasksperchild does every few tasks, and what a worker allocates goes when it exits: it cannot pile up from epoch to epoch. Its parent's report covers the job{}",
                         parent.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
                     ),
                 };
