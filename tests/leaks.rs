@@ -272,6 +272,29 @@ fn freed_memory_that_malloc_keeps_is_said_plainly() {
     assert!(epochs.iter().all(|e| e["allocator_free_bytes"].as_u64().unwrap() > 0), "{epochs:#?}");
 }
 
+/// Freed memory that malloc_trim handed back is not blamed on malloc,
+/// though glibc still counts it as its free space: the growth is thread
+/// stacks, outside what the tracer sees. Also where malloc_trim is looked
+/// up on libc's handle, as Python's ctypes does.
+#[test]
+fn freed_memory_that_malloc_trim_handed_back_is_not_called_kept() {
+    let program = compile("trimmed.c");
+    for args in [&[][..], &["handle"]] {
+        let run = run_traced(&program, args).succeeded();
+        let report = report_json(&run.trace);
+        assert!(suspects(&report).is_empty(), "{args:?}: a heap or mapping site was blamed: {report:#}");
+        let verdict = &report["verdict"];
+        assert_eq!(verdict["kind"], "growth_outside_heap", "{args:?}: {report:#}");
+        let epochs = report["epochs"].as_array().unwrap();
+        let (rss, kept): (Vec<u64>, Vec<u64>) = epochs
+            .iter()
+            .map(|e| (e["rss_bytes"].as_u64().unwrap(), e["allocator_free_bytes"].as_u64().unwrap()))
+            .unzip();
+        // Each epoch's batch, up to 32 MB, was freed and trimmed before its mark.
+        assert!(kept.iter().all(|&bytes| bytes < 1 << 20), "{args:?}: malloc free {kept:?}, RSS {rss:?}");
+    }
+}
+
 /// RSS that grows by the pages of a file the program maps and reads, 4 MiB
 /// more an epoch, is told as such: no site is blamed.
 #[test]

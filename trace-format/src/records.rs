@@ -365,8 +365,10 @@ pub struct Snapshot {
     pub private_dirty_bytes: u64,
     /// Freed memory glibc's malloc holds in its arenas rather than handing
     /// it back to the system (`fordblks` of `mallinfo2`, the tracer's own
-    /// small freed blocks included); 0 before version 4 and at an exit by
-    /// `_exit`, which leaves malloc alone.
+    /// small freed blocks included; less the count right after the
+    /// program's last `malloc_trim`, whose free chunks' pages are handed
+    /// back though glibc still counts them); 0 before version 4 and at an
+    /// exit by `_exit`, which leaves malloc alone.
     pub allocator_free_bytes: u64,
     /// The resident pages of files mapped into the process (`RssFile` of
     /// `/proc/self/status`, part of `rss_bytes`): the libraries' code and

@@ -39,9 +39,9 @@ pub fn tracer_bytes() -> u64 {
 /// Freed memory the program's allocator keeps: memory the program gave
 /// back that the system did not get back. `other_allocator` reads it for
 /// an allocator other than glibc's; glibc's is its arenas' free space
-/// (`fordblks`), for which mallinfo2 locks each arena in turn and walks its
-/// free lists. The caller must hold none of the allocator's locks (no hook
-/// does once the real call returned).
+/// (`fordblks`) less what `malloc_trim` handed back (see
+/// [`TRIMMED_FREE_BYTES`]). The caller must hold none of the allocator's
+/// locks (no hook does once the real call returned).
 pub fn allocator_free_bytes(other_allocator: Option<fn() -> u64>) -> u64 {
     if malloc_off_limits() {
         return 0;
@@ -49,6 +49,31 @@ pub fn allocator_free_bytes(other_allocator: Option<fn() -> u64>) -> u64 {
     if let Some(read) = other_allocator {
         return read();
     }
+    let free = glibc_free_bytes();
+    // The free space holds no more trimmed bytes than all its bytes: what
+    // malloc took from the trimmed chunks since is written again, and once
+    // freed, kept like any other.
+    let trimmed = TRIMMED_FREE_BYTES.fetch_min(free, Ordering::Relaxed).min(free);
+    free - trimmed
+}
+
+/// glibc's free space right after the program's last `malloc_trim`, which
+/// hands the pages inside free chunks back to the system (`MADV_DONTNEED`)
+/// and still counts the chunks as free space: not resident, and not kept.
+/// The chunk headers and partial pages it leaves resident are a page per
+/// chunk at most, so the count errs towards less kept.
+static TRIMMED_FREE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The program's `malloc_trim` returned.
+pub fn note_trim() {
+    if !malloc_off_limits() {
+        TRIMMED_FREE_BYTES.store(glibc_free_bytes(), Ordering::Relaxed);
+    }
+}
+
+/// glibc's arenas' free space (`fordblks`), for which mallinfo2 locks each
+/// arena in turn and walks its free lists: not once malloc is off limits.
+fn glibc_free_bytes() -> u64 {
     // SAFETY: mallinfo2 takes no arguments and returns a plain struct; it
     // is safe to call from any thread that is not inside malloc itself.
     let info = unsafe { libc::mallinfo2() };

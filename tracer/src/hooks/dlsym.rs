@@ -24,7 +24,7 @@
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{allocation, mapping, next_allocator as next, operator_new as op, NextSymbol};
+use super::{allocation, mapping, next_allocator as next, operator_new as op, trim, NextSymbol};
 use crate::thread_state;
 
 type Dlsym = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
@@ -111,7 +111,7 @@ fn next_address(next: &NextSymbol) -> usize {
 fn hooked(name: &[u8]) -> Option<(usize, &'static NextSymbol)> {
     static REALLOCARRAY: NextSymbol = NextSymbol::new(c"reallocarray");
     static MMAP64: NextSymbol = NextSymbol::new(c"mmap64");
-    let functions: [(usize, &'static NextSymbol); 14] = [
+    let functions: [(usize, &'static NextSymbol); 15] = [
         (allocation::malloc as *const () as usize, &next::MALLOC),
         (allocation::free as *const () as usize, &next::FREE),
         (allocation::calloc as *const () as usize, &next::CALLOC),
@@ -126,6 +126,7 @@ fn hooked(name: &[u8]) -> Option<(usize, &'static NextSymbol)> {
         (mapping::mmap64 as *const () as usize, &MMAP64),
         (mapping::munmap as *const () as usize, &mapping::REAL_MUNMAP),
         (mapping::mremap as *const () as usize, &mapping::REAL_MREMAP),
+        (trim::malloc_trim as *const () as usize, &trim::NEXT_MALLOC_TRIM),
     ];
     let operators = op::OPERATORS.iter().map(|operator| (operator.stub(), operator.next()));
     functions.into_iter().chain(operators).find(|(_, next)| next.name().to_bytes() == name)
