@@ -2,43 +2,107 @@
 //! their load bias, segments and build id, so the analyzer can symbolize
 //! offline.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CStr;
 
 use trace_format::Module;
 
-/// The modules the process has had loaded at its snapshots, and those
-/// written so far to its trace file (each one once per file).
+/// The modules the process has had loaded at its snapshots and before its
+/// `dlclose` calls, and those written so far to its trace file.
 #[derive(Default)]
 pub struct ModuleMap {
     /// Every module listed since the process (or the parent it was forked
-    /// from) started, in the order first seen: a stack captured before its
-    /// library was unloaded may first be written after.
+    /// from) started, in the order seen: a stack captured before its
+    /// library was unloaded may first be written after. A module listed
+    /// again after another took its addresses is a new entry (see
+    /// [`ModuleMap::refresh`]).
     seen: Vec<Module>,
-    seen_keys: HashSet<(String, u64)>,
-    written: HashSet<(String, u64)>,
+    /// The latest entry of `seen` for each (path, load bias).
+    latest: HashMap<(String, u64), usize>,
+    /// By entry of `seen`: a later entry took some of its addresses.
+    replaced: Vec<bool>,
+    /// The entries of `seen` this file holds.
+    written: HashSet<usize>,
     /// The load events counted when the modules were last listed.
     listed_at: Option<u64>,
+    /// The objects loaded at the last listing, in the loader's order: each
+    /// one's entry of `seen`, and how many stack nodes the process had
+    /// made before it was loaded, as far as the listings tell.
+    loaded: Vec<(usize, u32)>,
+    /// The stack nodes made before the last listing began.
+    nodes_at_listing: u32,
 }
 
 impl ModuleMap {
-    /// Adds the modules loaded now to those seen. Listing them reads every
-    /// module's program headers and notes, each a page fault in a freshly
-    /// forked child (whose page tables do not map its parent's file pages
-    /// yet): of a small forked child's 1 ms exit snapshot, 0.5 to 0.8 ms and
-    /// 114 of its 140 faults. Without a load event since the last listing,
-    /// nothing has changed.
-    pub fn refresh(&mut self) {
+    /// Adds the modules loaded now to those seen; `nodes_made` is how many
+    /// stack nodes the process has made, counted before this call. Listing
+    /// them reads every module's program headers and notes, each a page
+    /// fault in a freshly forked child (whose page tables do not map its
+    /// parent's file pages yet): of a small forked child's 1 ms exit
+    /// snapshot, 0.5 to 0.8 ms and 114 of its 140 faults. Without a load
+    /// event since the last listing, nothing has changed.
+    pub fn refresh(&mut self, nodes_made: u32) {
         let events = crate::unwind::module_set::load_events();
         if events.is_some() && events == self.listed_at {
+            self.nodes_at_listing = nodes_made;
             return;
         }
-        for module in loaded_modules() {
-            if self.seen_keys.insert((module.path.clone(), module.load_bias)) {
-                self.seen.push(module);
-            }
-        }
+        self.list(loaded_modules(), nodes_made);
         self.listed_at = events;
+    }
+
+    /// Takes `modules` as those loaded now. One the last listing lacked was
+    /// loaded since it, after the nodes made before it.
+    fn list(&mut self, modules: Vec<Module>, nodes_made: u32) {
+        let before: HashMap<usize, u32> = self.loaded.drain(..).collect();
+        for module in modules {
+            let entry = self.see(module);
+            let nodes_before = before.get(&entry).copied().unwrap_or(self.nodes_at_listing);
+            self.loaded.push((entry, nodes_before));
+        }
+        self.nodes_at_listing = nodes_made;
+    }
+
+    /// Adds `module` as the latest entry unless it is already, for its
+    /// addresses; returns its entry. A library loaded again where another
+    /// was after that one took its addresses is an entry again, and its
+    /// record goes out again with the next stack through it: the analyzer
+    /// names what follows that record by it, not by the library in between.
+    fn see(&mut self, module: Module) -> usize {
+        let key = (module.path.clone(), module.load_bias);
+        if let Some(&entry) = self.latest.get(&key).filter(|&&entry| !self.replaced[entry]) {
+            return entry;
+        }
+        for (earlier, replaced) in self.seen.iter().zip(&mut self.replaced) {
+            *replaced |= overlap(earlier, &module);
+        }
+        let entry = self.seen.len();
+        self.latest.insert(key, entry);
+        self.seen.push(module);
+        self.replaced.push(false);
+        entry
+    }
+
+    /// What a `dlclose` of the object loaded at `load_bias` from `path` may
+    /// unload, as the last listing has it: it and the objects listed after
+    /// it (loaded since, its own dependencies among them). Returns their
+    /// segments, and the stack nodes made before the first of them was
+    /// loaded or last closed, none of which the caller need look at: it
+    /// writes those made since, up to `nodes_made`, that run through them,
+    /// so that a later close looks only at nodes made after those.
+    /// Nothing for the main program, or an object not listed.
+    pub fn closing(&mut self, load_bias: u64, path: &str, nodes_made: u32) -> (Vec<(u64, u64)>, u32) {
+        let seen = &self.seen;
+        let first = self.loaded.iter().position(|&(entry, _)| {
+            let module = &seen[entry];
+            module.load_bias == load_bias && module.path == path
+        });
+        let Some(first) = first.filter(|&first| first > 0) else { return (Vec::new(), 0) };
+        let unloadable = &mut self.loaded[first..];
+        let segments = unloadable.iter().flat_map(|&(entry, _)| seen[entry].segments.iter().copied()).collect();
+        let nodes_before = unloadable.iter().map(|&(_, nodes)| nodes).min().unwrap_or(0);
+        unloadable.iter_mut().for_each(|(_, nodes)| *nodes = nodes_made);
+        (segments, nodes_before)
     }
 
     /// The modules seen (at the last [`ModuleMap::refresh`] or before)
@@ -89,15 +153,23 @@ impl ModuleMap {
         self.seen
             .iter()
             .zip(needed)
-            .filter(|&(module, needed)| needed && written.insert((module.path.clone(), module.load_bias)))
-            .map(|(module, _)| module.clone())
+            .enumerate()
+            .filter(|&(index, (_, needed))| needed && written.insert(index))
+            .map(|(_, (module, _))| module.clone())
             .collect()
     }
 
-    /// A new trace file must list its modules again.
+    /// A new trace file must list its modules again, and holds none of the
+    /// stack nodes that earlier closes wrote.
     pub fn forget_written(&mut self) {
         self.written.clear();
+        self.loaded.iter_mut().for_each(|(_, nodes_before)| *nodes_before = 0);
     }
+}
+
+/// Whether two modules share any address.
+fn overlap(a: &Module, b: &Module) -> bool {
+    a.segments.iter().any(|&(start, end)| b.segments.iter().any(|&(s, e)| s < end && start < e))
 }
 
 /// The address range `[start, end)` of the object containing `address`.
@@ -187,6 +259,14 @@ fn gnu_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    fn module(path: &str, segments: Vec<(u64, u64)>) -> Module {
+        Module { path: path.into(), load_bias: segments[0].0, segments, build_id: vec![] }
+    }
+
+    fn paths(modules: Vec<Module>) -> Vec<String> {
+        modules.into_iter().map(|m| m.path).collect()
+    }
+
     #[test]
     fn the_test_binary_and_libc_are_listed_with_segments() {
         let modules = loaded_modules();
@@ -202,7 +282,7 @@ mod tests {
         let here = the_test_binary_and_libc_are_listed_with_segments as fn() as usize as u64;
         let in_libc = libc::malloc as *const () as usize as u64;
         let mut map = ModuleMap::default();
-        map.refresh();
+        map.refresh(0);
         let first = map.holding(&[here, in_libc, here + 1, 1]);
         assert_eq!(first.len(), 2, "{:?}", first.iter().map(|m| &m.path).collect::<Vec<_>>());
         assert!(first.iter().any(|m| m.path.contains("libc.so")));
@@ -215,29 +295,15 @@ mod tests {
     #[test]
     fn a_module_unloaded_since_a_snapshot_saw_it_is_still_found() {
         let mut map = ModuleMap::default();
-        map.refresh();
+        map.refresh(0);
         // Where no module is loaded now: the page at address 0.
-        let gone = Module {
-            path: "/opt/plugin.so".into(),
-            load_bias: 0x100,
-            segments: vec![(0x100, 0x900)],
-            build_id: vec![],
-        };
-        map.seen_keys.insert((gone.path.clone(), gone.load_bias));
-        map.seen.push(gone);
-        let found = map.holding(&[0x400]);
-        assert_eq!(found.iter().map(|m| m.path.as_str()).collect::<Vec<_>>(), ["/opt/plugin.so"]);
+        map.see(module("/opt/plugin.so", vec![(0x100, 0x900)]));
+        assert_eq!(paths(map.holding(&[0x400])), ["/opt/plugin.so"]);
     }
 
     #[test]
     fn addresses_a_later_library_reuses_are_its_own() {
         let mut map = ModuleMap::default();
-        let module = |path: &str, segments: Vec<(u64, u64)>| Module {
-            path: path.into(),
-            load_bias: segments[0].0,
-            segments,
-            build_id: vec![],
-        };
         // Seen in this order: the second reuses the first's addresses, and
         // a longer one before it reaches over both.
         for m in [
@@ -245,10 +311,8 @@ mod tests {
             module("/opt/first.so", vec![(0x10000, 0x14000)]),
             module("/opt/second.so", vec![(0x10000, 0x12000), (0x13000, 0x13800)]),
         ] {
-            map.seen_keys.insert((m.path.clone(), m.load_bias));
-            map.seen.push(m);
+            map.see(m);
         }
-        let paths = |modules: Vec<Module>| modules.into_iter().map(|m| m.path).collect::<Vec<_>>();
         assert_eq!(paths(map.holding(&[0x11000])), ["/opt/second.so"]);
         assert_eq!(paths(map.holding(&[0x12800])), ["/opt/first.so"], "between the second's segments");
         assert_eq!(paths(map.holding(&[0x18000, 0x1800])), ["/opt/wide.so"]);
@@ -256,16 +320,56 @@ mod tests {
     }
 
     #[test]
+    fn a_library_listed_again_after_another_took_its_addresses_is_written_again() {
+        let mut map = ModuleMap::default();
+        let (first, second) =
+            (module("/opt/a.so", vec![(0x10000, 0x14000)]), module("/opt/b.so", vec![(0x10000, 0x12000)]));
+        map.see(first.clone());
+        assert_eq!(paths(map.holding(&[0x11000])), ["/opt/a.so"]);
+        map.see(first.clone());
+        assert!(map.holding(&[0x11000]).is_empty(), "listed again with nothing in between: the same entry");
+        map.see(second);
+        assert_eq!(paths(map.holding(&[0x11000])), ["/opt/b.so"]);
+        map.see(first.clone());
+        assert_eq!(paths(map.holding(&[0x11000])), ["/opt/a.so"], "back at its place, written again");
+        map.see(module("/opt/c.so", vec![(0x20000, 0x21000)]));
+        map.see(first);
+        assert!(map.holding(&[0x13000]).is_empty(), "a library elsewhere replaces nothing");
+    }
+
+    #[test]
     fn modules_are_listed_again_only_after_a_load_event() {
         let mut map = ModuleMap::default();
-        map.refresh();
+        map.refresh(0);
         assert!(!map.seen.is_empty());
-        (map.seen, map.seen_keys) = (Vec::new(), HashSet::new());
-        map.refresh();
+        map = ModuleMap { listed_at: map.listed_at, ..ModuleMap::default() };
+        map.refresh(0);
         assert!(map.seen.is_empty(), "no load event: not listed again");
         crate::unwind::module_set::objects_changing();
-        map.refresh();
+        map.refresh(0);
         assert!(!map.seen.is_empty(), "listed again after the event");
+    }
+
+    #[test]
+    fn a_close_may_unload_the_object_and_those_listed_after_it() {
+        let (program, libc) =
+            (module("/opt/program", vec![(0x1000, 0x2000)]), module("/lib/libc.so.6", vec![(0x9000, 0xa000)]));
+        let plugin = module("/opt/plugin.so", vec![(0x5000, 0x6000)]);
+        let helper = module("/opt/helper.so", vec![(0x7000, 0x8000)]);
+        let mut map = ModuleMap::default();
+        map.list(vec![program.clone(), libc.clone(), plugin.clone()], 10);
+        map.list(vec![program.clone(), libc.clone(), plugin.clone(), helper.clone()], 25);
+        assert_eq!(map.closing(0x7000, "/opt/helper.so", 30), (vec![(0x7000, 0x8000)], 10), "loaded after 10 nodes");
+        let both = vec![(0x5000, 0x6000), (0x7000, 0x8000)];
+        assert_eq!(map.closing(0x5000, "/opt/plugin.so", 35), (both.clone(), 0), "the helper loaded after it");
+        assert_eq!(map.closing(0x5000, "/opt/plugin.so", 40), (both, 35), "written up to the last close");
+        map.list(vec![program.clone(), libc.clone(), helper.clone()], 45);
+        map.list(vec![program.clone(), libc.clone(), helper, plugin], 55);
+        assert_eq!(map.closing(0x5000, "/opt/plugin.so", 60), (vec![(0x5000, 0x6000)], 45), "loaded again");
+        assert_eq!(map.closing(0x1000, "/opt/program", 60), (vec![], 0), "the main program stays");
+        assert_eq!(map.closing(0x5000, "/opt/elsewhere.so", 60), (vec![], 0));
+        map.forget_written();
+        assert_eq!(map.closing(0x5000, "/opt/plugin.so", 70), (vec![(0x5000, 0x6000)], 0), "a new file");
     }
 
     #[test]

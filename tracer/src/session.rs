@@ -635,12 +635,26 @@ pub fn remapping(
     })
 }
 
-/// `dlclose` is about to run: the objects loaded now are listed (see
-/// [`ModuleMap::refresh`]) before it may unload some, so that the stacks
-/// captured in a library loaded and unloaded between two snapshots are
-/// still named when the next one writes them.
-pub fn objects_unloading() {
-    record(|session, _| lock(&session.output).modules.refresh());
+/// `dlclose` is about to run on the object `closing` gives (its load bias
+/// and path): the objects loaded now are listed (see
+/// [`ModuleMap::refresh`]) before it may unload some, and the stack nodes
+/// not yet written that run through those it may unload are written now,
+/// with their modules' records. A library loaded later at their addresses
+/// has its record written after them, so the analyzer names them by the
+/// library they ran through.
+pub fn objects_unloading(closing: impl FnOnce() -> Option<(u64, String)>) {
+    record(|session, _| {
+        let mut output = lock(&session.output);
+        let nodes_made = session.stacks.nodes_made();
+        output.modules.refresh(nodes_made);
+        if output.writer.is_none() {
+            // A forked child before its first snapshot: its file is not open.
+            return;
+        }
+        let Some((load_bias, path)) = closing() else { return };
+        let (segments, nodes_before) = output.modules.closing(load_bias, &path, nodes_made);
+        session.write_stacks_through(&mut output, &segments, nodes_before);
+    });
 }
 
 /// `tracer_mark`: the program closes the current epoch.
@@ -1103,7 +1117,7 @@ impl Session {
         stacks.dedup();
         // Libraries unloaded before the stacks that ran through them are
         // written must still be named then.
-        output.modules.refresh();
+        output.modules.refresh(self.stacks.nodes_made());
         let mut records: Vec<Record> = Vec::new();
         if warm_up_ended {
             let objects = if self.python.traces_objects() { ", Python's objects still sampled" } else { "" };
@@ -1264,6 +1278,21 @@ impl Session {
             .collect();
         records.extend(self.python.code_records(&named).into_iter().map(Record::PyCode));
         records.push(Record::StackNodes(StackNodes { nodes }));
+    }
+
+    /// Writes the stack nodes not yet written, made after the first
+    /// `nodes_before`, whose return addresses lie in `segments`, each with
+    /// the unwritten nodes above it and the records of their modules.
+    fn write_stacks_through(&self, output: &mut Output, segments: &[(u64, u64)], nodes_before: u32) {
+        let mut nodes = Vec::new();
+        self.stacks.unwritten_through(segments, nodes_before, &mut output.written, &mut nodes);
+        let mut records = Vec::new();
+        for chunk in nodes.chunks(NODES_PER_RECORD) {
+            self.push_nodes(output, &mut records, chunk.to_vec());
+        }
+        if !records.is_empty() {
+            self.write(output, &records);
+        }
     }
 
     /// How allocations are recorded, as the Process record says.

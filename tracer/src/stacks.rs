@@ -477,6 +477,38 @@ impl StackTable {
         }
         out[start..].reverse();
     }
+
+    /// How many nodes the tree holds: the next one's id is one more.
+    pub fn nodes_made(&self) -> u32 {
+        self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner()).parents.len() as u32
+    }
+
+    /// Appends to `out` the nodes after the first `skipped` that `written`
+    /// does not hold whose native frame lies in one of `ranges` (`[start,
+    /// end)`, a return address at `end` being a call at its last byte),
+    /// each after its parents that `written` does not hold, and marks them
+    /// written.
+    pub fn unwritten_through(
+        &self,
+        ranges: &[(u64, u64)],
+        skipped: u32,
+        written: &mut WrittenIds,
+        out: &mut Vec<StackNode>,
+    ) {
+        let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let through = |word: FrameWord| matches!(frame_of(word), Frame::Native(address) if ranges.iter().any(|&(start, end)| start <= address && address <= end));
+        let last = tree.parents.len() as u32;
+        let mut id = written.next_missing(skipped + 1);
+        while id <= last {
+            // Its parents have lower ids: none is written yet by a later one.
+            if through(tree.frames[id as usize - 1]) {
+                let start = out.len();
+                tree.push_unwritten(id, written, out);
+                out[start..].reverse();
+            }
+            id = written.next_missing(id + 1);
+        }
+    }
 }
 
 impl Tree {
@@ -589,6 +621,19 @@ impl WrittenIds {
         new
     }
 
+    /// The lowest id from `from` on that this does not hold, passing over
+    /// whole words of held ones.
+    pub fn next_missing(&self, from: u32) -> u32 {
+        let mut index = from as usize / 64;
+        let below_from = (1u64 << (from % 64)) - 1;
+        let mut held = self.bits.get(index).copied().unwrap_or(0) | below_from;
+        while held == u64::MAX {
+            index += 1;
+            held = self.bits.get(index).copied().unwrap_or(0);
+        }
+        index as u32 * 64 + held.trailing_ones()
+    }
+
     /// A new trace file holds nothing yet.
     pub fn clear(&mut self) {
         self.bits.clear();
@@ -603,6 +648,44 @@ mod tests {
         let mut out = Vec::new();
         table.unwritten_path(stack, &mut WrittenIds::default(), &mut out);
         out
+    }
+
+    #[test]
+    fn the_unwritten_stacks_through_a_range_come_with_their_parents() {
+        let table = StackTable::default();
+        let in_range = [0x5010, 0x20, 0x10];
+        table.intern(StackKind::Heap, &in_range, &[]);
+        let elsewhere = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
+        table.intern(StackKind::Heap, &[0x40, 0x6000, 0x10], &[]);
+        let mut written = WrittenIds::default();
+        let mut out = Vec::new();
+        table.unwritten_through(&[(0x5000, 0x6000)], 0, &mut written, &mut out);
+        let frames: Vec<Frame> = out.iter().map(|n| n.frame).collect();
+        // A return address at the range's end: a call at its last byte.
+        let expected = [0x10, 0x20, 0x5010, 0x6000].map(Frame::Native);
+        assert_eq!(frames, expected, "parents first, the frames outside the range only as parents");
+        let mut unwritten = Vec::new();
+        table.unwritten_path(elsewhere, &mut written, &mut unwritten);
+        assert_eq!(unwritten.iter().map(|n| n.frame).collect::<Vec<_>>(), [Frame::Native(0x30)]);
+        out.clear();
+        table.unwritten_through(&[(0x5000, 0x6000)], 0, &mut written, &mut out);
+        assert!(out.is_empty(), "written already");
+        let later = table.intern(StackKind::Heap, &[0x5020, 0x20, 0x10], &[]);
+        table.unwritten_through(&[(0x5000, 0x6000)], later, &mut written, &mut out);
+        assert!(out.is_empty(), "made before the range was loaded: not looked at");
+        table.unwritten_through(&[(0x5000, 0x6000)], later - 1, &mut written, &mut out);
+        assert_eq!(out.iter().map(|n| n.frame).collect::<Vec<_>>(), [Frame::Native(0x5020)]);
+    }
+
+    #[test]
+    fn the_next_missing_id_passes_over_held_words() {
+        let mut written = WrittenIds::default();
+        assert_eq!(written.next_missing(1), 1);
+        (1..=130).for_each(|id| _ = written.insert(id));
+        written.insert(132);
+        assert_eq!(written.next_missing(1), 131);
+        assert_eq!(written.next_missing(132), 133);
+        assert_eq!(written.next_missing(500), 500, "past the words held");
     }
 
     #[test]

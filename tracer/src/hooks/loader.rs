@@ -4,7 +4,7 @@
 //! The module map lists the objects loaded before each `dlclose`, so that
 //! the trace names the ones it unloads.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::unwind::{self, module_set};
@@ -50,9 +50,10 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     }
     // SAFETY: `real` is glibc's dlclose, whose C signature Dlclose spells.
     let real: Dlclose = unsafe { std::mem::transmute::<usize, Dlclose>(real) };
-    // Listed before they may go: a library loaded and unloaded within an
-    // epoch still names the stacks that ran through it.
-    session::objects_unloading();
+    // Listed before they may go, and the stacks through them written: a
+    // library loaded and unloaded within an epoch still names the stacks
+    // that ran through it, and one loaded later at its addresses does not.
+    session::objects_unloading(|| closing_object(handle));
     let waited = thread_state::inside(|ordinal| {
         // Inside the gate, so that fork never copies a half-done wait.
         let _pass = gate::pass(ordinal);
@@ -66,6 +67,38 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     let result = unsafe { real(handle) };
     module_set::closed();
     result
+}
+
+/// The start of glibc's `struct link_map`, as `<link.h>` declares it.
+#[repr(C)]
+struct LinkMapHead {
+    load_bias: usize,
+    name: *const c_char,
+}
+
+/// The load bias and path of the object `handle` names, which `dlclose`
+/// is about to close.
+fn closing_object(handle: *mut c_void) -> Option<(u64, String)> {
+    if handle.is_null() {
+        return None;
+    }
+    let mut link_map: *const LinkMapHead = std::ptr::null();
+    // SAFETY: `handle` is the caller's, about to be passed to dlclose, which
+    // needs a handle dlopen returned; RTLD_DI_LINKMAP stores one pointer
+    // into `link_map`.
+    let found =
+        unsafe { libc::dlinfo(handle, libc::RTLD_DI_LINKMAP, (&mut link_map as *mut *const LinkMapHead).cast()) };
+    if found != 0 || link_map.is_null() {
+        return None;
+    }
+    // SAFETY: the link map of an open object stays valid until dlclose
+    // unloads it, after this returns; `l_name` is a NUL-terminated string
+    // the loader owns, or null.
+    let (load_bias, name) = unsafe { ((*link_map).load_bias, (*link_map).name) };
+    // SAFETY: as above.
+    let path =
+        if name.is_null() { String::new() } else { unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned() };
+    Some((load_bias as u64, path))
 }
 
 /// Runs at exit: the `TRACER_UNWIND_CHECK` summary.
