@@ -168,6 +168,65 @@ fn a_library_loaded_where_an_unloaded_one_was_names_only_its_own_stacks() {
     }
 }
 
+/// Two plugins laid out differently, loaded one after the other at the same
+/// address: the encoder only opened and closed after the parser ran (a
+/// version probe), each run in turn every epoch, or the parser loaded
+/// again after the encoder. Each suspect is named by the function, line
+/// and module of the plugin its stack ran through, whichever library
+/// later took its addresses.
+#[test]
+fn each_plugin_at_a_reused_address_names_its_own_leak() {
+    let program = compile("swaps_plugins.c");
+    let (parser, encoder) = (compile_library("parser_plugin.c"), compile_library("encoder_plugin.c"));
+    let plugins = [
+        ("parser_token", &parser, "parser_plugin.c", line_of("programs/parser_plugin.c", "/* the parser's leak */")),
+        (
+            "encoder_frame",
+            &encoder,
+            "encoder_plugin.c",
+            line_of("programs/encoder_plugin.c", "/* the encoder's leak */"),
+        ),
+    ];
+    let args = |mode| [mode, parser.to_str().unwrap(), encoder.to_str().unwrap()];
+    for (mode, leaking) in [
+        ("probe", &["parser_token"][..]),
+        ("alt", &["parser_token", "encoder_frame"]),
+        ("aba", &["parser_token", "encoder_frame"]),
+    ] {
+        for env in [&[][..], &[FULL_CAPTURE]] {
+            let run = run_traced_with(&program, &args(mode), env);
+            assert_ne!(
+                run.output.status.code(),
+                Some(3),
+                "the test needs the loader to reuse the range: {}",
+                run.stderr()
+            );
+            let run = run.succeeded();
+            assert_eq!(run.stdout(), format!("swaps_plugins {mode}: both plugins were loaded at the same address\n"));
+            let report = report_json(&run.trace);
+            let suspects = report["suspects"].as_array().unwrap();
+            let mut named = Vec::new();
+            for suspect in suspects {
+                // The innermost frame, the allocator's trimmed: the plugin's own.
+                let own = &suspect["frames"][0];
+                let plugin = plugins.iter().find(|plugin| own["function"] == plugin.0);
+                let (function, library, source, line) =
+                    plugin.unwrap_or_else(|| panic!("{mode} {env:?}: not a plugin's leak: {suspect:#}"));
+                assert_eq!(own["module"], library.display().to_string(), "{mode} {env:?}: {own}");
+                assert!(own["file"].as_str().unwrap_or_default().ends_with(source), "{mode} {env:?}: {own}");
+                assert_eq!(own["line"], *line, "{mode} {env:?}: {own}");
+                named.push(*function);
+            }
+            named.sort_unstable();
+            named.dedup();
+            let mut expected = leaking.to_vec();
+            expected.sort_unstable();
+            assert_eq!(named, expected, "{mode} {env:?}: {report:#}");
+            assert_eq!(report["verdict"]["kind"], "heap_leak", "{mode} {env:?}: {:#}", report["verdict"]);
+        }
+    }
+}
+
 /// The first `operator new` looks up the operators' next definitions
 /// (`dlopen` of the caller's object, `dladdr`, lookups in its scope): what
 /// that allocates is the tracer's, not the program's, and no recorded stack
