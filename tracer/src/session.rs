@@ -644,6 +644,9 @@ pub fn remapping(
 /// library they ran through.
 pub fn objects_unloading(closing: impl FnOnce() -> Option<(u64, String)>) {
     record(|session, _| {
+        // Asked of the loader before the output lock is taken: no lock of
+        // the loader's is then waited for while holding it.
+        let closing = closing();
         let mut output = lock(&session.output);
         let nodes_made = session.stacks.nodes_made();
         output.modules.refresh(nodes_made);
@@ -651,7 +654,7 @@ pub fn objects_unloading(closing: impl FnOnce() -> Option<(u64, String)>) {
             // A forked child before its first snapshot: its file is not open.
             return;
         }
-        let Some((load_bias, path)) = closing() else { return };
+        let Some((load_bias, path)) = closing else { return };
         let (segments, nodes_before) = output.modules.closing(load_bias, &path, nodes_made);
         session.write_stacks_through(&mut output, &segments, nodes_before);
     });
