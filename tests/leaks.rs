@@ -94,6 +94,46 @@ fn cxx_objects_are_recorded_whichever_allocator_defines_operator_new() {
     }
 }
 
+/// A C++ program built without debug information, optimized or not: the
+/// standard library's templates it instantiates (std::map's insertion, a
+/// clone of it at -O2) are no own code, so its two registries are two
+/// leaking lines, each named by the program's function, and so is the
+/// verdict.
+#[test]
+fn cxx_without_debug_info_names_its_own_functions_not_the_standard_librarys() {
+    for optimized in [true, false] {
+        let program = compile_without_debug_info("cxx_registries.cpp", optimized);
+        let run = run_traced(&program, &[]).succeeded();
+        assert_eq!(run.stdout(), "cxx_registries: 6000 users, 2000 sessions\n");
+        let report = report_json(&run.trace);
+        let lines: Vec<(&str, u64)> = report["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|line| {
+                (
+                    line["frame"]["function"].as_str().unwrap_or_default(),
+                    line["growth_bytes_per_epoch"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        // A node of std::map<int, std::string> is 72 bytes.
+        assert_eq!(
+            lines,
+            [("register_user()", 600 * 72), ("register_session()", 200 * 72)],
+            "-O{}: {report:#}",
+            if optimized { 2 } else { 0 }
+        );
+        let frames = report["suspects"][0]["frames"].as_array().unwrap();
+        let std_frames: Vec<&serde_json::Value> =
+            frames.iter().filter(|f| f["function"].as_str().unwrap().contains("std::")).collect();
+        assert!(!std_frames.is_empty(), "the standard library's frames are shown: {frames:#?}");
+        assert!(std_frames.iter().all(|f| f["own_code"] == false), "{frames:#?}");
+        let message = report["verdict"]["message"].as_str().unwrap();
+        assert!(message.starts_with("register_user() keeps about 42.2 KiB/epoch alive"), "{message}");
+    }
+}
+
 /// A C++ library loaded with RTLD_LOCAL, as Python loads torch's and
 /// numpy's extension modules, brings a libstdc++ that the global scope does
 /// not hold: its objects are recorded all the same, and its new still

@@ -82,6 +82,99 @@ fn runtime_demangle(name: &str) -> Option<String> {
     }
 }
 
+/// How many bytes of `rest` are the symbol of an `operator` keyword just
+/// before it (see [`after_operator_keyword`]): the longest operator token
+/// it starts with, so that `operator+<char>` is `+` and a template argument
+/// list, `operator<<` is one token and `operator< <int>` another (the
+/// demangler writes a space between an operator ending in `<` and its
+/// template arguments); `operator()` and `operator[]` are no parameter or
+/// subscript list. 0 for `operator new`, `operator delete`, a conversion
+/// (`operator bool`) or a literal operator (`operator""_km`).
+pub(crate) fn operator_symbol_len(rest: &str) -> usize {
+    const TOKENS: &[&str] = &[
+        "<=>", "->*", "<<=", ">>=", "()", "[]", "->", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--", "+=",
+        "-=", "*=", "/=", "%=", "^=", "&=", "|=", "+", "-", "*", "/", "%", "^", "&", "|", "~", "!", "=", "<", ">", ",",
+    ];
+    TOKENS.iter().find(|token| rest.starts_with(*token)).map_or(0, |token| token.len())
+}
+
+/// Whether `text[..at]` ends with the keyword `operator`.
+pub(crate) fn after_operator_keyword(text: &str, at: usize) -> bool {
+    text[..at]
+        .strip_suffix("operator")
+        .is_some_and(|before| !before.chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_'))
+}
+
+/// The qualified name of the function a demangled C++ name is of, with its
+/// template arguments and without its return type, parameter list,
+/// qualifiers or clone suffixes: `std::_Rb_tree<...>::_M_insert_<...>` of
+/// `std::_Rb_tree_iterator<...> std::_Rb_tree<...>::_M_insert_<...>(...)
+/// [clone .isra.0]`, `operator new` of `operator new(unsigned long)`,
+/// `run(int)::{lambda()#1}::operator()` of a lambda's. A name without a
+/// parameter list (a C function's) comes back as it is.
+pub(crate) fn function_name(demangled: &str) -> &str {
+    let mut depth = 0usize;
+    let mut start = 0;
+    let mut at = 0;
+    // Past `operator new`, `operator delete[]` or a conversion to a type
+    // (`operator std::string`), whose spaces are the name's.
+    let mut words_of_operator = false;
+    while let Some(c) = demangled[at..].chars().next() {
+        if depth == 0 && after_operator_keyword(demangled, at) {
+            let len = operator_symbol_len(&demangled[at..]);
+            if len > 0 {
+                at += len;
+                if demangled[at..].starts_with(" <") {
+                    at += 1;
+                }
+                continue;
+            }
+            words_of_operator = c == ' ';
+        }
+        match c {
+            // The parameter list, unless it is `(anonymous namespace)`,
+            // `decltype (...)` starting a name, or the parameters of the
+            // function a local name is in (`run(int)::{lambda()#1}`).
+            '(' if depth == 0 && at > start && !demangled[..at].ends_with("::") => {
+                match group_end(demangled, at).filter(|&end| demangled[end..].starts_with("::")) {
+                    Some(end) => {
+                        at = end;
+                        words_of_operator = false;
+                        continue;
+                    }
+                    None => return &demangled[start..at],
+                }
+            }
+            '<' | '(' | '[' | '{' => depth += 1,
+            '>' | ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            // What comes before the name: its return type, `non-virtual thunk to`.
+            ' ' if depth == 0 && !words_of_operator => start = at + 1,
+            _ => {}
+        }
+        at += c.len_utf8();
+    }
+    &demangled[start..]
+}
+
+/// Where the bracket group opening at `open` ends (just past its closing
+/// bracket), counting every kind of bracket; `None` when it does not.
+fn group_end(text: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in text[open..].char_indices() {
+        match c {
+            '<' | '(' | '[' | '{' => depth += 1,
+            '>' | ')' | ']' | '}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(open + i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +213,72 @@ mod tests {
             ),
         ] {
             assert_eq!(demangle(mangled), demangled);
+        }
+    }
+
+    #[test]
+    fn operator_symbols_end_where_their_template_arguments_begin() {
+        for (rest, symbol) in [
+            ("+<char, std::char_traits<char> >(", "+"),
+            ("<< <std::char_traits<char> >(", "<<"),
+            ("< <int>(", "<"),
+            ("<<(", "<<"),
+            ("<(", "<"),
+            ("()<int>(", "()"),
+            ("-><int>(", "->"),
+            ("->*(", "->*"),
+            ("><int>(", ">"),
+            (">><int>(", ">>"),
+            (">>=(", ">>="),
+            ("<=><int>(", "<=>"),
+            ("[](unsigned long)", "[]"),
+            ("==(", "=="),
+            (",(", ","),
+            (" new(unsigned long)", ""),
+            ("\"\"_km(", ""),
+        ] {
+            assert_eq!(&rest[..operator_symbol_len(rest)], symbol, "{rest}");
+        }
+    }
+
+    #[test]
+    fn function_names_without_return_type_and_parameters() {
+        for (name, function) in [
+            ("register_user()", "register_user"),
+            ("main", "main"),
+            ("step.isra.0", "step.isra.0"),
+            (
+                "std::_Rb_tree_iterator<std::pair<int const, int> > std::_Rb_tree<int, std::pair<int const, int> >::_M_emplace_hint_unique<std::piecewise_construct_t const&>(std::_Rb_tree_const_iterator<std::pair<int const, int> >, std::piecewise_construct_t const&) [clone .isra.0]",
+                "std::_Rb_tree<int, std::pair<int const, int> >::_M_emplace_hint_unique<std::piecewise_construct_t const&>",
+            ),
+            (
+                "std::__cxx11::basic_string<char> std::operator+<char, std::char_traits<char> >(std::__cxx11::basic_string<char>&&, char const*)",
+                "std::operator+<char, std::char_traits<char> >",
+            ),
+            (
+                "std::basic_ostream<char>& std::operator<< <std::char_traits<char> >(std::basic_ostream<char>&, char const*)",
+                "std::operator<< <std::char_traits<char> >",
+            ),
+            ("operator new(unsigned long)", "operator new"),
+            ("operator delete[](void*, unsigned long)", "operator delete[]"),
+            ("app::Name::operator std::__cxx11::basic_string<char>() const", "app::Name::operator std::__cxx11::basic_string<char>"),
+            ("app::Grid::operator()(int, int) const", "app::Grid::operator()"),
+            ("std::__cxx11::basic_string<char> make_name<int>(int)", "make_name<int>"),
+            ("(anonymous namespace)::fill(int)", "(anonymous namespace)::fill"),
+            ("app::(anonymous namespace)::fill(int)", "app::(anonymous namespace)::fill"),
+            ("lambdas(int)::{lambda(int)#1}::operator()(int) const", "lambdas(int)::{lambda(int)#1}::operator()"),
+            ("app::Grid::operator()(int)::{lambda()#1}::operator()() const", "app::Grid::operator()(int)::{lambda()#1}::operator()"),
+            (
+                "std::_Function_handler<void (int), main::{lambda(int)#1}>::_M_invoke(std::_Any_data const&, int&&)",
+                "std::_Function_handler<void (int), main::{lambda(int)#1}>::_M_invoke",
+            ),
+            ("unsigned long app::count<int>(int)", "app::count<int>"),
+            (
+                "non-virtual thunk to tensorpipe::transport::shm::ConnectionImpl::handleEventsFromLoop(int)",
+                "tensorpipe::transport::shm::ConnectionImpl::handleEventsFromLoop",
+            ),
+        ] {
+            assert_eq!(function_name(name), function, "{name}");
         }
     }
 }

@@ -67,12 +67,29 @@ impl Frame {
     /// The function with its source file's name and line, as much of them
     /// as is known: `train_step (train.py:42)`.
     pub fn located(&self) -> String {
+        self.located_as(&self.function)
+    }
+
+    /// [`Frame::located`] with the function shown as `function` (a long
+    /// C++ name shortened).
+    pub fn located_as(&self, function: &str) -> String {
         let file = self.file.as_deref().map(|f| f.rsplit('/').next().unwrap_or(f)).filter(|f| !f.is_empty());
         match (file, self.line) {
-            (Some(file), Some(line)) => format!("{} ({file}:{line})", self.function),
-            (Some(file), None) => format!("{} ({file})", self.function),
-            (None, _) => self.function.clone(),
+            (Some(file), Some(line)) => format!("{function} ({file}:{line})"),
+            (Some(file), None) => format!("{function} ({file})"),
+            (None, _) => function.to_string(),
         }
+    }
+
+    /// Whether the frame is named by its module and offset
+    /// (`libfoo.so+0x1a2b`), nothing in the module having resolved it: the
+    /// name says the module already.
+    pub fn named_by_offset(&self) -> bool {
+        let Some(module) = &self.module else { return false };
+        self.function
+            .strip_prefix(module_file_name(module))
+            .and_then(|rest| rest.strip_prefix("+0x"))
+            .is_some_and(|hex| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()))
     }
 }
 
@@ -187,6 +204,23 @@ fn is_dependency_source(file: &str) -> bool {
     ["/rustc/", "/.cargo/registry/", "/.cargo/git/", "/site-packages/", "/dist-packages/", "/usr/include/"]
         .iter()
         .any(|marker| file.contains(marker))
+}
+
+/// Whether a demangled function name is of the C++ runtime: the standard
+/// library's templates (and the functions of a statically linked
+/// libstdc++), which a program instantiates in its own executable, and
+/// their clones (`[clone .isra.0]`). Without line information this is how
+/// a frame of them in the executable is told from the program's code (with
+/// it, their files under `/usr/include` tell; see [`is_dependency_source`]).
+/// A function of the program's own returning a `std::` type is its own:
+/// the return type is not looked at.
+fn is_cxx_runtime_function(demangled: &str) -> bool {
+    let name = crate::demangle::function_name(demangled);
+    const NAMESPACES: &[&str] = &["std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "__cxa_"];
+    NAMESPACES.iter().any(|prefix| name.starts_with(prefix))
+        || ["operator new", "operator delete"]
+            .iter()
+            .any(|op| name.strip_prefix(op).is_some_and(|rest| rest.is_empty() || rest == "[]"))
 }
 
 /// Whether a frame belongs to the allocator or the tracer (trimmed from the
@@ -413,6 +447,11 @@ impl<'t> Symbolizer<'t> {
         if out.is_empty() {
             out.push(base(symbol.unwrap_or_else(|| offset_name(&module_path, probe))));
         }
+        // Without line information the C++ runtime's templates compiled
+        // into the executable are told by their names.
+        for f in out.iter_mut().filter(|f| f.own_code && f.file.is_none()) {
+            f.own_code = !is_cxx_runtime_function(&f.function);
+        }
         out
     }
 
@@ -451,8 +490,11 @@ impl<'t> Symbolizer<'t> {
 const NO_MODULE: u32 = u32::MAX;
 
 fn offset_name(path: &str, offset: u64) -> String {
-    let name = path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("?");
-    format!("{name}+0x{offset:x}")
+    format!("{}+0x{offset:x}", module_file_name(path))
+}
+
+fn module_file_name(path: &str) -> &str {
+    path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("?")
 }
 
 #[cfg(test)]
@@ -539,6 +581,58 @@ mod tests {
         assert_eq!(named(&mut symbolizer, 0), ("first.so+0x233".to_string(), "/gone/first.so".to_string()));
         assert_eq!(named(&mut symbolizer, 1), ("second.so+0x233".to_string(), "/gone/second.so".to_string()));
         assert_eq!(named(&mut symbolizer, 0).1, "/gone/first.so", "each (module, address) cached apart");
+    }
+
+    #[test]
+    fn the_cxx_runtime_is_no_own_code() {
+        for name in [
+            "std::_Rb_tree_iterator<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > > std::_Rb_tree<int, std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > >, std::_Select1st<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >, std::less<int>, std::allocator<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > > >::_M_emplace_hint_unique<std::piecewise_construct_t const&, std::tuple<int&&>, std::tuple<> >(std::_Rb_tree_const_iterator<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >, std::piecewise_construct_t const&, std::tuple<int&&>&&, std::tuple<>&&) [clone .isra.0]",
+            "std::__new_allocator<int>::allocate(unsigned long, void const*)",
+            "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > std::operator+<char, std::char_traits<char>, std::allocator<char> >(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >&&, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >&&)",
+            "__gnu_cxx::__ops::_Iter_comp_iter<main::{lambda(int, int)#1}>::operator()<int*, int*>(int*, int*)",
+            "__gnu_cxx::__enable_if<true, float*>::__type std::__copy_move_a1<false, float*, float>(float*, float*, float*)",
+            "__cxxabiv1::__si_class_type_info::__do_dyncast(long, __cxxabiv1::__class_type_info::__sub_kind, __cxxabiv1::__class_type_info const*, void const*, __cxxabiv1::__class_type_info const*, void const*, __cxxabiv1::__class_type_info::__dyncast_result&) const",
+            "__cxa_allocate_exception",
+            "operator new(unsigned long)",
+            "operator new[](unsigned long, std::nothrow_t const&)",
+            "operator delete(void*, unsigned long)",
+            "std::vector<int, std::allocator<int> >::_M_default_append(unsigned long) [clone .part.0]",
+        ] {
+            assert!(is_cxx_runtime_function(name), "{name}");
+        }
+        for name in [
+            "register_user()",
+            "main",
+            "app::Pool<app::detail::Blob>::make()",
+            "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > app::make_name<int>(int)",
+            "std::vector<int, std::allocator<int> > keep<std::vector<int, std::allocator<int> > >()",
+            "lambdas(int)::{lambda(int)#1}::operator()(int) const",
+            "app::Arena::operator new(unsigned long)",
+            "operator_newest()",
+            "(anonymous namespace)::fill(std::vector<int, std::allocator<int> >&)",
+            "maps+0x1234",
+        ] {
+            assert!(!is_cxx_runtime_function(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn frames_named_by_their_module_and_offset() {
+        let frame = |function: &str, module: Option<&str>| Frame {
+            module: module.map(Into::into),
+            ..Frame::named(0x1234, function.into())
+        };
+        assert!(frame("first.so+0x233", Some("/gone/first.so")).named_by_offset());
+        assert!(frame("first+0x1a2b", Some("/opt/app/first")).named_by_offset());
+        for (function, module) in [
+            ("first_leak", Some("/opt/app/first")),
+            ("first+0x", Some("/opt/app/first")),
+            ("first+0x12g", Some("/opt/app/first")),
+            ("first.so+0x233", Some("/opt/app/second.so")),
+            ("0x1234", None),
+        ] {
+            assert!(!frame(function, module).named_by_offset(), "{function} in {module:?}");
+        }
     }
 
     #[test]

@@ -107,6 +107,13 @@ pub fn compile_without_pie(name: &str) -> PathBuf {
     build(name, Built::ProgramWithoutPie)
 }
 
+/// Compiles `tests/programs/<name>` as [`compile`] does, but without debug
+/// information, as programs are often shipped: optimized (`-O2`) or not
+/// (`-O0`).
+pub fn compile_without_debug_info(name: &str, optimized: bool) -> PathBuf {
+    build(name, Built::WithoutDebugInfo { optimized })
+}
+
 /// Compiles `tests/programs/<name>` as a shared library, `lib<stem>.so`, as
 /// [`compile`] builds programs.
 pub fn compile_library(name: &str) -> PathBuf {
@@ -118,6 +125,7 @@ enum Built {
     Program,
     ProgramWithoutPie,
     Library,
+    WithoutDebugInfo { optimized: bool },
 }
 
 fn build(name: &str, kind: Built) -> PathBuf {
@@ -130,16 +138,18 @@ fn build(name: &str, kind: Built) -> PathBuf {
     let out_dir = repo_root().join("target/test-programs");
     std::fs::create_dir_all(&out_dir).unwrap();
     let stem = Path::new(name).file_stem().unwrap().to_string_lossy();
-    let (binary, extra_flags) = match kind {
-        Built::Program => (out_dir.join(&*stem), &[][..]),
-        Built::ProgramWithoutPie => (out_dir.join(format!("{stem}-no-pie")), &["-fno-pic", "-no-pie"][..]),
-        Built::Library => (out_dir.join(format!("lib{stem}.so")), &["-shared", "-fPIC"][..]),
+    let (binary, flags) = match kind {
+        Built::Program => (out_dir.join(&*stem), &["-O2", "-g"][..]),
+        Built::ProgramWithoutPie => (out_dir.join(format!("{stem}-no-pie")), &["-O2", "-g", "-fno-pic", "-no-pie"][..]),
+        Built::Library => (out_dir.join(format!("lib{stem}.so")), &["-O2", "-g", "-shared", "-fPIC"][..]),
+        Built::WithoutDebugInfo { optimized: true } => (out_dir.join(format!("{stem}-O2-no-g")), &["-O2"][..]),
+        Built::WithoutDebugInfo { optimized: false } => (out_dir.join(format!("{stem}-O0-no-g")), &["-O0"][..]),
     };
     let partial = out_dir.join(format!(".{stem}.{}", std::process::id()));
     let compiler = if name.ends_with(".cpp") { "c++" } else { "cc" };
     let status = Command::new(compiler)
-        .args(["-O2", "-g", "-fomit-frame-pointer", "-pthread"])
-        .args(extra_flags)
+        .args(flags)
+        .args(["-fomit-frame-pointer", "-pthread"])
         .arg("-o")
         .arg(&partial)
         .arg(&source)

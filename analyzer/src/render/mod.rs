@@ -239,13 +239,16 @@ impl Report<'_> {
     }
 }
 
-/// The top line as the verdict names it: by its function and where it is,
-/// or for a suspect without own code by its innermost frame.
+/// The top line as the verdict names it: by its function, long C++ names
+/// shortened as the text report's frames are (see [`names::shortened`]),
+/// and where it is, or for a suspect without own code by its innermost
+/// frame.
 fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> {
     let best = &suspects[line.ranks[0] - 1];
     let frame = line.frame.as_ref().or(best.frames.first());
     Culprit {
-        name: frame.map_or(Cow::Borrowed("the top suspect"), |f| Cow::Owned(f.located())),
+        name: frame
+            .map_or(Cow::Borrowed("the top suspect"), |f| Cow::Owned(f.located_as(&names::shortened(&f.function)))),
         growth_bytes_per_epoch: line.growth_bytes_per_epoch,
         live_bytes: line.live_bytes,
         suspects: line.ranks.len(),
@@ -270,5 +273,57 @@ pub fn end_warning(trace: &Trace) -> Option<String> {
         EndKind::Damaged { offset, reason } => {
             Some(format!("the trace is damaged at byte {offset} ({reason}); reporting the complete {epochs} before it"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::LineMemory;
+
+    fn suspect_at(frame: Frame) -> ShownSuspect {
+        let suspect = Suspect {
+            stack: 7,
+            other_stacks: Vec::new(),
+            growth_bytes_per_epoch: 4096,
+            live_bytes: 40960,
+            live_count: 10,
+            settled_with_survivors: 5,
+            survivors: Vec::new(),
+            memory: Memory::Heap,
+            below_floor: false,
+            grown_in_place: false,
+        };
+        ShownSuspect { rank: 1, suspect, frames: vec![frame], explanation: None }
+    }
+
+    #[test]
+    fn the_verdict_names_a_long_cxx_function_shortened() {
+        let function = "std::_Rb_tree_iterator<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > > std::_Rb_tree<int, std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > >, std::_Select1st<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >, std::less<int>, std::allocator<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > > >::_M_emplace_hint_unique<std::piecewise_construct_t const&, std::tuple<int&&>, std::tuple<> >(std::_Rb_tree_const_iterator<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >, std::piecewise_construct_t const&, std::tuple<int&&>&&, std::tuple<>&&) [clone .isra.0]";
+        let frame = Frame {
+            file: Some("/opt/app/registry.cpp".into()),
+            line: Some(13),
+            own_code: true,
+            ..Frame::named(0x1000, function.into())
+        };
+        let suspects = [suspect_at(frame.clone())];
+        let line = LeakLine {
+            frame: Some(frame),
+            growth_bytes_per_epoch: 4096,
+            live_bytes: 40960,
+            live_count: 10,
+            memory: LineMemory::Only(Memory::Heap),
+            ranks: vec![1],
+        };
+        assert_eq!(
+            culprit(&line, &suspects).name,
+            "std::_Rb_tree_iterator<…> std::_Rb_tree<…>::_M_emplace_hint_unique<…>(…) [clone .isra.0] (registry.cpp:13)"
+        );
+        // A suspect without own code is named by its innermost frame, shortened too.
+        let line = LeakLine { frame: None, ..line };
+        assert_eq!(
+            culprit(&line, &suspects).name,
+            "std::_Rb_tree_iterator<…> std::_Rb_tree<…>::_M_emplace_hint_unique<…>(…) [clone .isra.0] (registry.cpp:13)"
+        );
     }
 }

@@ -3,10 +3,14 @@
 //! libtorch's dispatcher frames demangle to names of 500 to 2,000
 //! characters (`c10::impl::wrap_kernel_functor_unboxed_<...>::call(...)`),
 //! which bury the frames around them. The text report shows such a name
-//! with its template arguments and its parameter list elided; the JSON and
-//! the flamegraphs keep the full names.
+//! with its template arguments and its parameter list elided, and so does
+//! the verdict where it names one (in the JSON's message and a
+//! descendant's finding too); the JSON's frames and the flamegraphs keep
+//! the full names.
 
 use std::borrow::Cow;
+
+use crate::demangle::{after_operator_keyword, operator_symbol_len};
 
 /// Names up to this long are shown whole.
 const READABLE_LEN: usize = 100;
@@ -25,23 +29,6 @@ pub fn shortened(name: &str) -> Cow<'_, str> {
         return Cow::Owned(without_templates);
     }
     Cow::Owned(elide_parameters(&without_templates).unwrap_or(without_templates))
-}
-
-/// How many bytes of `rest` are the symbol of an `operator` keyword just
-/// before it, copied as they are: `operator<<` is no template argument
-/// list, `operator()` no parameter list.
-fn operator_symbol_len(rest: &str) -> usize {
-    if rest.starts_with("()") || rest.starts_with("[]") {
-        return 2;
-    }
-    rest.chars().take(3).take_while(|c| "<>=!+-*/%^&|~,".contains(*c)).map(char::len_utf8).sum()
-}
-
-/// Whether `text[..at]` ends with the keyword `operator`.
-fn after_operator_keyword(text: &str, at: usize) -> bool {
-    text[..at]
-        .strip_suffix("operator")
-        .is_some_and(|before| !before.chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_'))
 }
 
 /// Each template argument list outside every other one as `<…>`; `None`
@@ -174,6 +161,31 @@ mod tests {
             "a".repeat(60)
         );
         assert_eq!(shortened(&name), format!("{}::operator()(…)", "a".repeat(60)));
+    }
+
+    #[test]
+    fn operators_followed_by_template_arguments() {
+        let string = "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >";
+        let name = format!(
+            "{string} std::operator+<char, std::char_traits<char>, std::allocator<char> >({string}&&, {string}&&)"
+        );
+        assert_eq!(shortened(&name), "std::__cxx11::basic_string<…> std::operator+<…>(…)");
+        let long = "std::vector<std::pair<int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >";
+        for (operator, shown) in [
+            ("operator< <", "operator< <…>"),
+            ("operator()<", "operator()<…>"),
+            ("operator-><", "operator-><…>"),
+            ("operator><", "operator><…>"),
+            ("operator>><", "operator>><…>"),
+            ("operator<=><", "operator<=><…>"),
+        ] {
+            let name = format!("bool app::Table::{operator}{long} >({long} const&) const");
+            assert_eq!(
+                shortened(&name),
+                format!("bool app::Table::{shown}(std::vector<…> const&) const"),
+                "{operator}"
+            );
+        }
     }
 
     #[test]

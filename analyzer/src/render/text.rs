@@ -172,46 +172,85 @@ fn capped_rows(out: &mut String, heading: &str, rows: Vec<String>, what: &str) {
 fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>) {
     let _ = writeln!(out, "\nEpochs");
     let label_width = trace.snapshots.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(5, 32);
+    // Each column is as wide as its header, its widest cell, or the width
+    // it has when its figures are of an ordinary size (so that tables of
+    // short and long runs line up alike), whichever is widest.
+    let mut columns = vec![
+        Column::right("epoch", 5),
+        Column::left("label", label_width),
+        Column::left("cause", 6),
+        Column::right("elapsed", 9),
+        Column::right("RSS", 10),
+    ];
+    // The part of the RSS that is pages of mapped files (traces of format 5 on).
+    let files = shown(trace, |s| s.rss_file_bytes);
+    if files {
+        columns.push(Column::right("file pages", 10));
+    }
     // A forked process's private memory: what it copied of its parent's
     // shows there, not in its RSS.
-    let private = OptionalColumn::new(trace, 10, |s| s.private_dirty_bytes);
-    // The part of the RSS that is pages of mapped files (traces of format 5 on).
-    let files = OptionalColumn::new(trace, 10, |s| s.rss_file_bytes);
+    let private = shown(trace, |s| s.private_dirty_bytes);
+    if private {
+        columns.push(Column::right("private", 10));
+    }
+    columns.extend([Column::right("live heap", 10), Column::right("live allocs", 12), Column::right("mapped", 10)]);
     // Freed memory malloc kept (traces of format 4 on).
-    let kept = OptionalColumn::new(trace, 11, |s| s.allocator_free_bytes);
-    let _ = writeln!(
-        out,
-        "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}{}  {:>10}  {:>12}  {:>10}{}  {:>10}",
-        "epoch",
-        "label",
-        "cause",
-        "elapsed",
-        "RSS",
-        files.cell("file pages"),
-        private.cell("private"),
-        "live heap",
-        "live allocs",
-        "mapped",
-        kept.cell("malloc free"),
-        "tracer"
-    );
+    let kept = shown(trace, |s| s.allocator_free_bytes);
+    if kept {
+        columns.push(Column::right("malloc free", 11));
+    }
+    columns.push(Column::right("tracer", 10));
+
     let n = trace.snapshots.len();
-    for (i, s) in trace.snapshots.iter().enumerate() {
-        if n > EPOCH_ROWS && i == EPOCH_ROWS / 2 {
-            let _ = writeln!(out, "  {:>5}  ({} epochs not shown; --json lists them all)", "...", n - EPOCH_ROWS);
-        }
-        if n > EPOCH_ROWS && i >= EPOCH_ROWS / 2 && i < n - EPOCH_ROWS / 2 {
-            continue;
-        }
-        let label: String = s.label.chars().filter(|c| !c.is_control()).take(label_width).collect();
+    let hidden = |i: usize| n > EPOCH_ROWS && i >= EPOCH_ROWS / 2 && i < n - EPOCH_ROWS / 2;
+    let mut rows: Vec<(usize, Vec<String>)> = Vec::new();
+    for (i, s) in trace.snapshots.iter().enumerate().filter(|(i, _)| !hidden(*i)) {
         let exit = s.cause.ends_the_process();
+        let mut cells = vec![
+            s.epoch.to_string(),
+            s.label.chars().filter(|c| !c.is_control()).take(label_width).collect(),
+            s.cause.name().to_string(),
+            duration_ns(s.elapsed_ns),
+            bytes(s.rss_bytes),
+        ];
+        if files {
+            cells.push(bytes(s.rss_file_bytes));
+        }
+        if private {
+            // Not measured at exit.
+            cells.push(measured_bytes(s.private_dirty_bytes, !exit));
+        }
+        cells.extend([bytes(s.heap_live_bytes), count(s.heap_live_count), bytes(s.mapped_live_bytes)]);
+        if kept {
+            // Not measured at an exit by `_exit`, which must leave malloc alone.
+            cells.push(measured_bytes(s.allocator_free_bytes, !exit || s.allocator_free_bytes > 0));
+        }
+        cells.push(bytes(s.tracer_bytes));
+        rows.push((i, cells));
+    }
+    for (i, column) in columns.iter_mut().enumerate() {
+        let widest = rows.iter().map(|(_, cells)| cells[i].chars().count()).max().unwrap_or(0);
+        column.width = column.width.max(column.header.chars().count()).max(widest);
+    }
+    let epoch_width = columns[0].width;
+    let headers: Vec<&str> = columns.iter().map(|c| c.header).collect();
+    let _ = writeln!(out, "{}", table_row(&columns, &headers));
+    for (i, cells) in rows {
+        if n > EPOCH_ROWS && i == n - EPOCH_ROWS / 2 {
+            let _ = writeln!(
+                out,
+                "  {:>epoch_width$}  ({} epochs not shown; --json lists them all)",
+                "...",
+                n - EPOCH_ROWS
+            );
+        }
         let note = if i < analysed.start {
             match trace.snapshots[analysed.start].cause {
                 trace_format::EpochCause::Auto => "  (start-up before the first auto-detected epoch)",
                 _ => "  (start-up before the first mark)",
             }
         } else if i >= analysed.end {
-            if s.cause == trace_format::EpochCause::Exec {
+            if trace.snapshots[i].cause == trace_format::EpochCause::Exec {
                 "  (not analysed: exec)"
             } else {
                 "  (not analysed: exit)"
@@ -219,45 +258,41 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         } else {
             ""
         };
-        let _ = writeln!(
-            out,
-            "  {:>5}  {:<label_width$}  {:<6}  {:>9}  {:>10}{}{}  {:>10}  {:>12}  {:>10}{}  {:>10}{note}",
-            s.epoch,
-            label,
-            s.cause.name(),
-            duration_ns(s.elapsed_ns),
-            bytes(s.rss_bytes),
-            files.cell(&bytes(s.rss_file_bytes)),
-            // Not measured at exit.
-            private.cell(&measured_bytes(s.private_dirty_bytes, !exit)),
-            bytes(s.heap_live_bytes),
-            count(s.heap_live_count),
-            bytes(s.mapped_live_bytes),
-            // Not measured at an exit by `_exit`, which must leave malloc alone.
-            kept.cell(&measured_bytes(s.allocator_free_bytes, !exit || s.allocator_free_bytes > 0)),
-            bytes(s.tracer_bytes),
-        );
+        let _ = writeln!(out, "{}{note}", table_row(&columns, &cells));
     }
 }
 
-/// A column of the epoch table shown only when some snapshot measured it.
-struct OptionalColumn {
-    shown: bool,
+/// A column of the epoch table.
+struct Column {
+    header: &'static str,
     width: usize,
+    right: bool,
 }
 
-impl OptionalColumn {
-    fn new(trace: &Trace, width: usize, value: impl Fn(&trace_format::Snapshot) -> u64) -> OptionalColumn {
-        OptionalColumn { shown: trace.snapshots.iter().any(|s| value(s) > 0), width }
+impl Column {
+    fn right(header: &'static str, width: usize) -> Column {
+        Column { header, width, right: true }
     }
 
-    fn cell(&self, text: &str) -> String {
-        if self.shown {
-            format!("  {text:>width$}", width = self.width)
-        } else {
-            String::new()
-        }
+    fn left(header: &'static str, width: usize) -> Column {
+        Column { header, width, right: false }
     }
+}
+
+/// One row of the epoch table: its cells, each in its column.
+fn table_row(columns: &[Column], cells: &[impl AsRef<str>]) -> String {
+    let mut row = String::new();
+    for (column, cell) in columns.iter().zip(cells) {
+        let (cell, width) = (cell.as_ref(), column.width);
+        let _ = if column.right { write!(row, "  {cell:>width$}") } else { write!(row, "  {cell:<width$}") };
+    }
+    row
+}
+
+/// Whether an optional column of the epoch table is shown: some snapshot
+/// measured it.
+fn shown(trace: &Trace, value: impl Fn(&trace_format::Snapshot) -> u64) -> bool {
+    trace.snapshots.iter().any(|s| value(s) > 0)
 }
 
 /// `-` for a figure the snapshot did not measure.
@@ -293,7 +328,8 @@ pub fn frame_line(frame: &Frame, marked: bool) -> String {
     }
     if let Some(module) = &frame.module {
         let name = module.rsplit('/').next().unwrap_or(module);
-        if !frame.function.starts_with(name) && !name.is_empty() {
+        // A frame named `module+0x1a2b` says its module already.
+        if !name.is_empty() && !frame.named_by_offset() {
             let _ = write!(line, "  ({name})");
         }
     }
@@ -570,7 +606,62 @@ pub fn render(report: &Report<'_>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::ranks_text;
+    use super::*;
+    use crate::synth::{write_temp, Sim};
+    use crate::trace::{load, LoadOptions};
+
+    #[test]
+    fn epoch_table_columns_line_up_at_six_digit_epochs() {
+        let mut sim = Sim::new("/opt/app/many");
+        for e in 0..EPOCH_ROWS + 5 {
+            sim.alloc(7, 64);
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        let path = write_temp("trace.bin", &sim.bytes());
+        let mut trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
+        // The table's tail as a run of 100,000 marks shows it.
+        let n = trace.snapshots.len();
+        for (i, s) in trace.snapshots.iter_mut().enumerate().skip(n - EPOCH_ROWS / 2) {
+            s.epoch = (100_000 + i + 1 - n) as u32;
+        }
+        let mut out = String::new();
+        epoch_table(&mut out, &trace, 1..n - 1);
+        let lines: Vec<&str> = out.lines().skip(2).collect();
+        assert_eq!(lines.len(), EPOCH_ROWS + 2, "{out}");
+        assert!(lines[EPOCH_ROWS + 1].starts_with("  100000  exit "), "{out}");
+        assert!(lines[1].starts_with("       0  epoch 0 "), "{out}");
+        assert!(lines[EPOCH_ROWS / 2 + 1].starts_with("     ...  ("), "{out}");
+        // Every column's cells end where its header ends (right-aligned)
+        // or start where it starts (the label and the cause, left-aligned).
+        let header = lines[0];
+        let headers = ["epoch", "label", "cause", "elapsed", "RSS", "live heap", "live allocs", "mapped", "tracer"];
+        for line in lines.iter().skip(1).filter(|l| !l.contains("epochs not shown")) {
+            for name in headers {
+                let at = header.find(name).unwrap();
+                let (start, end) = (at, at + name.len());
+                let left = name == "label" || name == "cause";
+                let edge = if left { start } else { end - 1 };
+                assert_ne!(line.as_bytes()[edge], b' ', "{name}: {line}\n{header}");
+                let outside = if left { start - 1 } else { end };
+                assert_eq!(line.as_bytes().get(outside).unwrap_or(&b' '), &b' ', "{name}: {line}\n{header}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_frame_says_its_module_unless_its_name_does() {
+        let frame = |function: &str, module: &str| Frame {
+            file: Some("first.c".into()),
+            line: Some(8),
+            module: Some(module.into()),
+            ..Frame::named(0x1234, function.into())
+        };
+        assert_eq!(frame_line(&frame("first_leak", "/opt/app/first"), true), "> first_leak  first.c:8  (first)");
+        assert_eq!(frame_line(&frame("leak", "/opt/app/first"), false), "  leak  first.c:8  (first)");
+        let unresolved = Frame { module: Some("/opt/app/first".into()), ..Frame::named(0x1234, "first+0x1234".into()) };
+        assert_eq!(frame_line(&unresolved, false), "  first+0x1234");
+    }
 
     #[test]
     fn ranks_read_as_runs() {
