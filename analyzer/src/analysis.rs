@@ -837,15 +837,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         rss_rose_steadily: rose_steadily(&program_rss),
         rss_still_rising: still_rising(&program_rss),
     };
-    // A forked child's snapshots count the heap it inherited, which its
-    // own trace leaves out (it is its parent's): scaled from that, a
-    // DataLoader worker of a job of 300 MB had a floor of 300 KiB an epoch
-    // for the leaks of its own few MB. Its floor is scaled from what it
-    // allocated itself.
-    let traced_at_start = match (trace.process.forked_from, trace.state(start)) {
-        (Some(_), Some(state)) => state.live_bytes_by_stack().values().sum(),
-        _ => snap(start).heap_live_bytes + snap(start).mapped_live_bytes,
-    };
+    let traced_at_start = snap(start).heap_live_bytes + snap(start).mapped_live_bytes;
     let settled_epochs = (k as u64).saturating_sub(3);
     let least_growth = per_epoch_floor(NOISE_FLOOR_MIN, settled_epochs);
     let noise_floor = match floor {

@@ -36,9 +36,6 @@ pub struct Sim {
     pub copied_from_parent: Option<u64>,
     /// Freed memory malloc keeps (part of `rss_extra` when it is resident).
     pub allocator_free: u64,
-    /// Heap a forked process inherited from its parent: in its snapshots'
-    /// live heap, not in its counters (its parent's trace has them).
-    pub inherited_heap: u64,
     /// Resident pages of mapped files (part of `rss_extra`).
     pub file_pages: u64,
     /// Nanoseconds added to the clock at each snapshot.
@@ -73,7 +70,6 @@ impl Sim {
             tracer_bytes: 1 << 20,
             copied_from_parent: None,
             allocator_free: 0,
-            inherited_heap: 0,
             file_pages: 0,
             epoch_ns: 1_000_000_000,
             elapsed_ns: 0,
@@ -229,8 +225,8 @@ impl Sim {
             cause,
             label: label.into(),
             elapsed_ns: self.elapsed_ns,
-            rss_bytes: heap_bytes + self.inherited_heap + mapped_bytes + self.rss_extra + self.tracer_bytes,
-            heap_live_bytes: heap_bytes + self.inherited_heap,
+            rss_bytes: heap_bytes + mapped_bytes + self.rss_extra + self.tracer_bytes,
+            heap_live_bytes: heap_bytes,
             heap_live_count: heap_count,
             mapped_live_bytes: mapped_bytes,
             mapped_live_count: mapped_count,

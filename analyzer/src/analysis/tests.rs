@@ -1054,32 +1054,3 @@ fn a_small_leak_over_thousands_of_epochs_is_a_suspect() {
     assert_eq!(a.noise_floor, NOISE_FLOOR_MIN);
     assert!(a.suspects.is_empty(), "{:?}", a.suspects);
 }
-
-/// A forked worker's snapshots count the heap it inherited (a DataLoader
-/// worker of a job of 300 MB), which its own counters leave out: its floor
-/// is scaled from what it allocated itself, and its leak of 64 KiB an
-/// epoch is a suspect. The same heap of its own raises the floor above it.
-#[test]
-fn a_forked_worker_s_floor_is_scaled_from_its_own_allocations() {
-    let worker = |inherited: bool| {
-        let mut sim = Sim::new("/opt/app/train");
-        if inherited {
-            sim.process_mut().forked_from = Some(4242);
-            sim.inherited_heap = 300 << 20;
-        } else {
-            sim.alloc_many(2, 300, 1 << 20);
-        }
-        for e in 0..8 {
-            sim.alloc(1, 64 << 10);
-            sim.mark(&format!("parent's epoch {e}"));
-        }
-        sim.exit();
-        run(&sim).1
-    };
-    let a = worker(true);
-    assert_eq!(a.noise_floor, NOISE_FLOOR_MIN);
-    assert_eq!(suspect_stacks(&a), vec![1]);
-    let a = worker(false);
-    assert!(a.noise_floor > 64 << 10, "{}", a.noise_floor);
-    assert!(a.suspects.is_empty(), "{:?}", a.suspects);
-}
