@@ -138,6 +138,11 @@ pub struct Suspect {
     /// made larger again and again (a buffer realloc'd larger, a growing
     /// vector, string or Python list), whose survivor is the newest copy.
     pub grown_in_place: bool,
+    /// Its survivors come from too few settled epochs for it to pile up
+    /// alone: it is a suspect because the stacks of its line together
+    /// leave survivors of enough (see [`Analysis::promote`]), as a helper
+    /// called from one caller in some epochs and another in the others.
+    pub piles_up_only_with_line: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,6 +352,11 @@ pub struct Analysis {
     /// (at most [`STACKS_BY_LINE`]): suspects only in a steady rise (see
     /// [`Analysis::promote_steady_growth`]).
     pub grown_in_place: Vec<Suspect>,
+    /// Stacks whose live bytes grew and that left survivors of settled
+    /// epochs, but of too few to pile up alone, the most growth first (at
+    /// most [`STACKS_BY_LINE`]): suspects only with their line (see
+    /// [`Analysis::promote`]).
+    pub few_settled_epochs: Vec<Suspect>,
     /// How the heap and traced mappings rose from epoch 1 to the reference.
     pub traced_rise: TracedRise,
     /// The suspects are stacks below the noise floor, or blocks grown in
@@ -564,11 +574,28 @@ impl<'a> Culprit<'a> {
 }
 
 impl Analysis {
-    /// Makes suspects of the stacks below the noise floor in `stacks` (kept
-    /// in [`BelowFloor::largest`]): stacks that pile up like suspects and
-    /// whose line keeps more than the floor with them, however little each
-    /// keeps. The verdict becomes a leak.
+    /// The settled birth epochs a stack's survivors, or a line's, must come
+    /// from to pile up: half of them, rounded up, at least 1.
+    pub fn settled_epochs_needed(&self) -> usize {
+        self.snapshots.saturating_sub(3).div_ceil(2).max(1)
+    }
+
+    /// Makes suspects of the stacks in `stacks` kept below the noise floor
+    /// (in [`BelowFloor::largest`]) or with too few settled epochs (in
+    /// [`Analysis::few_settled_epochs`]): stacks whose line keeps more than
+    /// the floor with them, however little each keeps, or leaves survivors
+    /// of enough settled epochs with them, however few each leaves. The
+    /// verdict becomes a leak.
     pub fn promote(&mut self, stacks: &[u32]) {
+        let (with_line, few): (Vec<Suspect>, Vec<Suspect>) =
+            std::mem::take(&mut self.few_settled_epochs).into_iter().partition(|s| stacks.contains(&s.stack));
+        self.few_settled_epochs = few;
+        if !with_line.is_empty() {
+            self.grown_in_place.retain(|s| !stacks.contains(&s.stack));
+            self.suspects.extend(with_line);
+            self.suspects.sort_by(by_rank);
+            self.verdict.kind = verdict_kind(true, &self.verdict);
+        }
         let below = &mut self.below_floor;
         let (promoted, kept): (Vec<Suspect>, Vec<Suspect>) =
             std::mem::take(&mut below.largest).into_iter().partition(|s| stacks.contains(&s.stack));
@@ -858,6 +885,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         suspects: Vec::new(),
         below_floor: BelowFloor::default(),
         grown_in_place: Vec::new(),
+        few_settled_epochs: Vec::new(),
         traced_rise: TracedRise::NotSteadily,
         steady_growth_promoted: false,
         verdict: verdict.clone(),
@@ -873,7 +901,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     let settled_hi = trace.snapshots[first + k - 3].epoch;
     analysis.settled = Some((settled_lo, settled_hi));
     let settled_count = (k - 3) as u64;
-    let needed = (settled_count as usize).div_ceil(2).max(1);
+    let needed = analysis.settled_epochs_needed();
     let settled_survivor = |birth: u32, c: &Counts| (settled_lo..=settled_hi).contains(&birth) && c.live_count > 0;
 
     let sites = Sites::group(
@@ -919,6 +947,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     }
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
+    let mut few_settled_epochs = Vec::new();
     let epochs = verdict.epochs.max(1) as u64;
     let mut suspects: Vec<Suspect> = per_site
         .into_iter()
@@ -938,11 +967,16 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
                 memory: trace.stacks.memory(stack),
                 below_floor: growth <= noise_floor,
                 grown_in_place,
+                piles_up_only_with_line: false,
             };
             if !piles_up {
                 let grown = (s.live_bytes - live_before.min(s.live_bytes)) / epochs;
                 if grown >= least_growth {
                     grown_in_place.push(suspect(grown, true));
+                }
+                // Survivors of settled epochs, too few of them.
+                if grew && growth > 0 {
+                    few_settled_epochs.push(Suspect { piles_up_only_with_line: true, ..suspect(growth, false) });
                 }
                 return None;
             }
@@ -962,6 +996,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     below_floor.largest.truncate(STACKS_BY_LINE);
     grown_in_place.sort_by(by_rank);
     grown_in_place.truncate(STACKS_BY_LINE);
+    few_settled_epochs.sort_by(by_rank);
+    few_settled_epochs.truncate(STACKS_BY_LINE);
     let traced: Vec<u64> = (start..=reference).map(|i| snap(i).heap_live_bytes + snap(i).mapped_live_bytes).collect();
     analysis.traced_rise = if rose_steadily(&traced) {
         TracedRise::EveryEpoch
@@ -971,24 +1007,26 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         TracedRise::NotSteadily
     };
     // Survivors for the suspects and the stacks kept that may become
-    // suspects: below the floor with their line, or in a steady rise.
-    let mut listed: IntMap<u32, &mut Suspect> = suspects
+    // suspects: below the floor or with too few settled epochs, with
+    // their line, or in a steady rise (a stack may be kept twice).
+    let mut listed: Vec<&mut Suspect> = suspects
         .iter_mut()
         .chain(below_floor.largest.iter_mut())
         .chain(grown_in_place.iter_mut())
-        .map(|s| (s.stack, s))
+        .chain(few_settled_epochs.iter_mut())
         .collect();
+    let mut survivors: IntMap<u32, Vec<Survivor>> = listed.iter().map(|s| (s.stack, Vec::new())).collect();
     for &((stack, birth), c) in &state.pairs {
-        if let Some(s) = listed.get_mut(&sites.of(stack)) {
+        if let Some(site) = survivors.get_mut(&sites.of(stack)) {
             if c.live_count > 0 {
-                s.survivors.push(Survivor { birth_epoch: birth, count: c.live_count, bytes: c.live_bytes });
+                site.push(Survivor { birth_epoch: birth, count: c.live_count, bytes: c.live_bytes });
             }
         }
     }
-    for s in listed.into_values() {
-        s.survivors.sort_by_key(|v| v.birth_epoch);
+    for site in survivors.values_mut() {
+        site.sort_by_key(|v| v.birth_epoch);
         // A site's stacks may each have survivors of one epoch.
-        s.survivors.dedup_by(|later, kept| {
+        site.dedup_by(|later, kept| {
             let same = later.birth_epoch == kept.birth_epoch;
             if same {
                 kept.count += later.count;
@@ -997,12 +1035,16 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             same
         });
     }
+    for s in &mut listed {
+        s.survivors = survivors.get(&s.stack).cloned().unwrap_or_default();
+    }
 
     verdict.kind = verdict_kind(!suspects.is_empty(), &verdict);
     analysis.verdict = verdict;
     analysis.suspects = suspects;
     analysis.below_floor = below_floor;
     analysis.grown_in_place = grown_in_place;
+    analysis.few_settled_epochs = few_settled_epochs;
     analysis
 }
 

@@ -103,6 +103,7 @@ mod tests {
             memory,
             below_floor: false,
             grown_in_place: false,
+            piles_up_only_with_line: false,
         }
     }
 

@@ -137,6 +137,8 @@ struct JsonSuspect<'a> {
     below_noise_floor: bool,
     /// A block made larger again and again, its newest copy alive.
     grown_in_place: bool,
+    /// A suspect with its line, with survivors of too few settled epochs by itself.
+    piles_up_only_with_line: bool,
     survivors: Vec<JsonSurvivor>,
     frames: Vec<JsonFrame<'a>>,
 }
@@ -302,6 +304,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 settled_epochs_with_survivors: s.suspect.settled_with_survivors,
                 below_noise_floor: s.suspect.below_floor,
                 grown_in_place: s.suspect.grown_in_place,
+                piles_up_only_with_line: s.suspect.piles_up_only_with_line,
                 survivors: s
                     .suspect
                     .survivors

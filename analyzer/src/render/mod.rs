@@ -153,22 +153,63 @@ impl<'t> Report<'t> {
 }
 
 /// The leak analysis of `trace`, where a line of the program's own code
-/// that keeps more than the noise floor alive makes suspects of its stacks
-/// however little each keeps: a leak of many small objects made along many
-/// native paths under one line (a graph kept with its autograd nodes,
-/// `total_loss += loss`) has each stack below the floor of a large process.
+/// makes suspects of the stacks that pile up with it (see
+/// [`piling_up_with_their_line`]).
 pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbolizer<'_>) -> Analysis {
     let mut keys = SiteKeys::new(trace, symbolizer);
     let mut analysis = analyze(trace, floor, |stack| keys.key(stack));
-    let below = symbolize(trace, symbolizer, analysis.below_floor.largest.iter());
-    let above: Vec<u32> = by_line(&below)
-        .iter()
-        .filter(|line| line.growth_bytes_per_epoch > analysis.noise_floor)
-        .flat_map(|line| line.ranks.iter().map(|&rank| below[rank - 1].suspect.stack))
-        .collect();
-    analysis.promote(&above);
+    let with_their_line = piling_up_with_their_line(trace, &analysis, symbolizer);
+    analysis.promote(&with_their_line);
     analysis.promote_steady_growth();
     analysis
+}
+
+/// The stacks kept below the noise floor, or with survivors of too few
+/// settled epochs, that pile up with their line of own code:
+/// * those below the floor of a line whose stacks below it keep more than
+///   the floor together: a leak of many small objects made along many
+///   native paths under one line (a graph kept with its autograd nodes,
+///   `total_loss += loss`) has each stack below the floor of a large
+///   process;
+/// * those of a line that, with its suspects and its other stacks, keeps
+///   more than the floor and leaves survivors of enough settled epochs
+///   (see [`Analysis::settled_epochs_needed`]), with the line's stacks
+///   below the floor: a helper called from one caller in some epochs and
+///   from another in the others leaves a stack for each caller, each with
+///   survivors of some of the epochs.
+fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Vec<u32> {
+    let below = &analysis.below_floor.largest;
+    let few = &analysis.few_settled_epochs;
+    // Suspects matter only to the lines of stacks with too few epochs alone.
+    let suspects =
+        if few.is_empty() { &[][..] } else { &analysis.suspects[..analysis.suspects.len().min(STACKS_BY_LINE)] };
+    let kept = symbolize(trace, symbolizer, suspects.iter().chain(below).chain(few));
+    let (below_from, few_from) = (suspects.len(), suspects.len() + below.len());
+    let settled = |birth: u32| analysis.settled.is_some_and(|(lo, hi)| (lo..=hi).contains(&birth));
+    let mut piling_up = Vec::new();
+    for line in by_line(&kept) {
+        let indices = line.ranks.iter().map(|rank| rank - 1);
+        let below_stacks = indices.clone().filter(|&i| (below_from..few_from).contains(&i));
+        let few_stacks = indices.clone().filter(|&i| i >= few_from);
+        let below_growth: u64 = below_stacks.clone().map(|i| kept[i].suspect.growth_bytes_per_epoch).sum();
+        let mut births: Vec<u32> = indices
+            .flat_map(|i| &kept[i].suspect.survivors)
+            .map(|v| v.birth_epoch)
+            .filter(|&birth| settled(birth))
+            .collect();
+        births.sort_unstable();
+        births.dedup();
+        let piles_up_together = few_stacks.clone().next().is_some()
+            && line.growth_bytes_per_epoch > analysis.noise_floor
+            && births.len() >= analysis.settled_epochs_needed();
+        if piles_up_together || below_growth > analysis.noise_floor {
+            piling_up.extend(below_stacks.map(|i| kept[i].suspect.stack));
+        }
+        if piles_up_together {
+            piling_up.extend(few_stacks.map(|i| kept[i].suspect.stack));
+        }
+    }
+    piling_up
 }
 
 /// `suspects` with their stacks symbolized, ranked from 1 in their order.
@@ -293,6 +334,7 @@ mod tests {
             memory: Memory::Heap,
             below_floor: false,
             grown_in_place: false,
+            piles_up_only_with_line: false,
         };
         ShownSuspect { rank: 1, suspect, frames: vec![frame], explanation: None }
     }

@@ -486,6 +486,14 @@ fn suspect_block(out: &mut String, s: &ShownSuspect, trace: &Trace) {
     if v.grown_in_place {
         let _ = writeln!(out, "    grown in place: made larger epoch after epoch (realloc, a growing vector, string or list), its newest copy alive");
     }
+    if v.piles_up_only_with_line {
+        let _ = writeln!(
+            out,
+            "    piles up with its line: alone, survivors of {} settled epoch{}, too few; with the line's other stacks, of enough",
+            v.settled_with_survivors,
+            if v.settled_with_survivors == 1 { "" } else { "s" }
+        );
+    }
     let own = s.frames.iter().position(|f| f.own_code);
     for (i, frame) in s.frames.iter().enumerate().take(FRAMES_SHOWN) {
         let _ = writeln!(out, "    {}", frame_line(frame, Some(i) == own));
