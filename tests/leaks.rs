@@ -743,6 +743,46 @@ fn two_calls_on_one_line_leaking_in_turn_are_one_suspect_with_all_the_bytes() {
     assert!(text.contains(&format!("   stacks {}, {}\n", ids[0], ids[1])), "the suspect names both stacks: {text}");
 }
 
+/// One helper leaking 1000-byte blocks, called from one caller in even
+/// epochs and from another in odd ones: two stacks that differ above the
+/// line, the odd epochs' with survivors of 3 of the 5 settled epochs (a
+/// suspect alone), the even epochs' of 2 (too few alone). Together they
+/// leave survivors of every settled epoch: the line counts both, with the
+/// whole leak's bytes.
+#[test]
+fn a_helper_leaking_from_callers_in_turn_is_one_line_with_all_the_bytes() {
+    const LEAK_PER_EPOCH: u64 = 50 * 1000;
+    let program = compile("alt_callers.c");
+    let run = run_traced_with(&program, &["8"], &[FULL_CAPTURE]).succeeded();
+    assert_eq!(run.stdout(), "alt_callers: 8 epochs, 400 blocks kept\n");
+    let report = report_json(&run.trace);
+    assert_eq!(report["analysis"]["settled_birth_epochs"], serde_json::json!([1, 5]), "{report:#}");
+    let lines = report["lines"].as_array().expect("lines");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let line = &lines[0];
+    let leaking_line = line_of("programs/alt_callers.c", "the leaking line");
+    assert_eq!((&line["frame"]["function"], &line["frame"]["line"]), (&"cache_result".into(), &leaking_line.into()));
+    assert_eq!(line["growth_bytes_per_epoch"], LEAK_PER_EPOCH, "every settled epoch's blocks, exactly: {line:#}");
+    assert_eq!((&line["live_bytes"], &line["live_count"]), (&(8 * LEAK_PER_EPOCH).into(), &400.into()));
+    let callers: Vec<(String, u64, bool)> = report["suspects"]
+        .as_array()
+        .expect("suspects")
+        .iter()
+        .map(|s| {
+            let caller = suspect_functions(s).into_iter().skip_while(|f| f != "cache_result").nth(1);
+            let settled = s["settled_epochs_with_survivors"].as_u64().unwrap();
+            (caller.unwrap_or_default(), settled, s["piles_up_only_with_line"].as_bool().unwrap())
+        })
+        .collect();
+    let expected = [("eval_step".to_string(), 3, false), ("train_step".to_string(), 2, true)];
+    assert_eq!(callers, expected, "{report:#}");
+    let verdict = report["verdict"]["message"].as_str().unwrap();
+    let named = format!(
+        "cache_result (alt_callers.c:{leaking_line}) keeps about 48.8 KiB/epoch alive (391 KiB now) through 2 stacks;"
+    );
+    assert!(verdict.starts_with(&named), "{verdict}");
+}
+
 /// A std::vector filled by 1 MiB an epoch doubles its buffer at a few
 /// epochs only: the live heap rises in steps while the RSS rises at every
 /// epoch, and the line that fills it is the leak, its buffer grown in place.
