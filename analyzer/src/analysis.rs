@@ -134,9 +134,10 @@ pub struct Suspect {
     /// or because the traced memory rose steadily (see
     /// [`Analysis::steady_growth_promoted`]).
     pub below_floor: bool,
-    /// Its live bytes grew while its allocations did not pile up: a block
-    /// made larger again and again (a buffer realloc'd larger, a growing
-    /// vector, string or Python list), whose survivor is the newest copy.
+    /// Its live bytes grew while its allocations did not pile up, and its
+    /// survivors are of one birth epoch at most: a block made larger again
+    /// and again (a buffer realloc'd larger, a growing vector, string or
+    /// Python list), whose survivor is the newest copy.
     pub grown_in_place: bool,
     /// Its survivors come from too few settled epochs for it to pile up
     /// alone: it is a suspect because the stacks of its line together
@@ -972,7 +973,10 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             if !piles_up {
                 let grown = (s.live_bytes - live_before.min(s.live_bytes)) / epochs;
                 if grown >= least_growth {
-                    grown_in_place.push(suspect(grown, true));
+                    // One block made larger leaves the survivors of one
+                    // birth epoch at most, its newest copy; survivors of
+                    // more are allocations that piled up in some epochs.
+                    grown_in_place.push(suspect(grown, s.settled_hits <= 1));
                 }
                 // Survivors of settled epochs, too few of them.
                 if grew && growth > 0 {
@@ -1059,21 +1063,25 @@ fn promote_steady_growth(
     traced_growth: u64,
     least_growth: u64,
 ) -> Vec<Suspect> {
-    let mut candidates: Vec<Suspect> = std::mem::take(&mut below_floor.largest);
-    candidates.extend(grown_in_place);
-    candidates.sort_by(by_rank);
+    // Each with whether it is below the floor's (else it grew without piling up).
+    let mut candidates: Vec<(Suspect, bool)> = std::mem::take(&mut below_floor.largest)
+        .into_iter()
+        .map(|s| (s, true))
+        .chain(grown_in_place.into_iter().map(|s| (s, false)))
+        .collect();
+    candidates.sort_by(|a, b| by_rank(&a.0, &b.0));
     let mut accounted = 0;
     let mut promoted = Vec::new();
-    for candidate in candidates {
+    for (candidate, below) in candidates {
         let growth = candidate.growth_bytes_per_epoch;
         if accounted >= traced_growth || growth < least_growth {
-            if !candidate.grown_in_place {
+            if below {
                 below_floor.largest.push(candidate);
             }
             continue;
         }
         accounted += growth;
-        if !candidate.grown_in_place {
+        if below {
             below_floor.stacks -= 1;
             below_floor.growth_bytes_per_epoch -= growth;
         }

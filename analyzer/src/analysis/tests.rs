@@ -1123,3 +1123,24 @@ fn stacks_of_one_line_with_too_few_epochs_alone_pile_up_together() {
         report.verdict_message
     );
 }
+
+/// Three stacks leaking in turn, each in two or three of the seven settled
+/// epochs, while the heap rises at every epoch: none piles up alone, the
+/// steady rise makes them suspects, and none is called a block made
+/// larger, their survivors being of several birth epochs.
+#[test]
+fn stacks_leaking_in_turn_in_a_steady_rise_are_no_blocks_grown_in_place() {
+    let sim = scenario(10, |sim, e| {
+        sim.alloc_many(1 + e % 3, 4, 16 << 10);
+    });
+    let (_, mut a) = run(&sim);
+    a.promote_steady_growth();
+    assert!(a.steady_growth_promoted);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    let mut stacks = suspect_stacks(&a);
+    stacks.sort_unstable();
+    assert_eq!(stacks, vec![1, 2, 3]);
+    assert!(a.suspects.iter().all(|s| !s.grown_in_place && s.settled_with_survivors >= 2), "{:?}", a.suspects);
+    let msg = a.verdict_message(None);
+    assert!(!msg.contains("made larger"), "{msg}");
+}
