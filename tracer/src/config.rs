@@ -459,7 +459,8 @@ mod tests {
         let dir = std::env::temp_dir();
         assert_eq!(output_path(dir.clone().into_os_string()), dir.join(DEFAULT_OUTPUT));
         // A missing directory named with its slash is made, as mkdir -p would.
-        let missing = tempfile_dir().join("runs/today");
+        let scratch = tempfile_dir("directory");
+        let missing = scratch.join("runs/today");
         let mut named = missing.clone().into_os_string();
         named.push("/");
         assert_eq!(output_path(named), missing.join(DEFAULT_OUTPUT));
@@ -467,11 +468,12 @@ mod tests {
         assert_eq!(output_path("/nonexistent/run.bin".into()), Path::new("/nonexistent/run.bin"));
         assert!(!Path::new("/nonexistent").exists(), "a file's directory is not made");
         assert!(output_path("run.bin".into()).is_absolute());
+        std::fs::remove_dir_all(&scratch).unwrap();
     }
 
     #[test]
     fn a_runs_traces_are_counted_by_name_and_time() {
-        let dir = tempfile_dir();
+        let dir = tempfile_dir("counted");
         let base = dir.join("trace.bin");
         for name in ["trace.bin", "trace.bin.41", "trace.bin.42.1", "trace.bin.leaks.svg", "trace.bin.43.x", "other.43"]
         {
@@ -490,8 +492,10 @@ mod tests {
         assert_eq!(run_started(""), None);
     }
 
-    fn tempfile_dir() -> PathBuf {
-        let dir = env::temp_dir().join(format!("tracer-config-test-{}", std::process::id()));
+    /// A directory of `test`'s own: tests run at once, and one removing its
+    /// directory must not take another's files with it.
+    fn tempfile_dir(test: &str) -> PathBuf {
+        let dir = env::temp_dir().join(format!("tracer-config-test-{}-{test}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }
