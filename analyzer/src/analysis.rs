@@ -901,7 +901,6 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     let settled_lo = trace.snapshots[start].epoch;
     let settled_hi = trace.snapshots[first + k - 3].epoch;
     analysis.settled = Some((settled_lo, settled_hi));
-    let settled_count = (k - 3) as u64;
     let needed = analysis.settled_epochs_needed();
     let settled_survivor = |birth: u32, c: &Counts| (settled_lo..=settled_hi).contains(&birth) && c.live_count > 0;
 
@@ -953,7 +952,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     let mut suspects: Vec<Suspect> = per_site
         .into_iter()
         .filter_map(|(stack, s)| {
-            let growth = s.settled_bytes / settled_count;
+            let growth = s.settled_bytes / settled_epochs;
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
             let piles_up = s.settled_hits >= needed && grew && growth > 0;

@@ -259,7 +259,7 @@ fn begin(allocators: Allocators) {
     let sampling = config.sample_bytes.map(Sampling::new);
     let own_code = modules::module_range_containing(start as fn(Allocators) as usize as u64).unwrap_or((0, 0));
     let now = sys::monotonic_ns();
-    let slice_deadline_ns = config.epoch_seconds.map_or(0, |s| now + (s * 1e9) as u64);
+    let slice_deadline_ns = slice_deadline(config.epoch_seconds, now);
     let command_line = sys::command_line();
     let python = Python::detect(config.python_frames, config.python_objects, &command_line);
     let auto_epochs = AutoEpochs::new(config.auto_epochs && python.walks_frames());
@@ -1036,7 +1036,7 @@ impl Session {
         if now < deadline {
             return;
         }
-        let next = now + (seconds * 1e9) as u64;
+        let next = slice_deadline(Some(seconds), now);
         if self.slice_deadline_ns.compare_exchange(deadline, next, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
             let label = slice_label(now - self.started_ns, seconds);
             self.close_epoch(EpochCause::Timer, label);
@@ -1063,16 +1063,15 @@ impl Session {
         }
     }
 
-    /// Stops the time slices, unless TRACER_EPOCH_SECONDS asked for them.
     /// Starts the current time slice now, if slices are cut.
     fn restart_time_slice(&self) {
-        let (Some(seconds), true) = (self.config.epoch_seconds, self.slice_deadline_ns.load(Ordering::Relaxed) != 0)
-        else {
-            return;
-        };
-        self.slice_deadline_ns.store(sys::monotonic_ns() + (seconds * 1e9) as u64, Ordering::Relaxed);
+        if self.slice_deadline_ns.load(Ordering::Relaxed) != 0 {
+            let deadline = slice_deadline(self.config.epoch_seconds, sys::monotonic_ns());
+            self.slice_deadline_ns.store(deadline, Ordering::Relaxed);
+        }
     }
 
+    /// Stops the time slices, unless TRACER_EPOCH_SECONDS asked for them.
     fn end_default_time_slices(&self) {
         if !self.config.epoch_seconds_explicit {
             self.slice_deadline_ns.store(0, Ordering::Relaxed);
@@ -1398,6 +1397,12 @@ impl Session {
             sys::print_stderr(&format!("tracer: {why}; recording stopped, the program continues\n"));
         }
     }
+}
+
+/// When a time slice of `seconds` starting at `now_ns` ends; 0 (never)
+/// without slices.
+fn slice_deadline(seconds: Option<f64>, now_ns: u64) -> u64 {
+    seconds.map_or(0, |seconds| now_ns + (seconds * 1e9) as u64)
 }
 
 /// The label of a time slice ending `elapsed_ns` into the run, with as many
