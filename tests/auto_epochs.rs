@@ -352,6 +352,28 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
         let text = report_text(worker);
         assert!(text.contains("(cut by the parent's epochs "), "{text}");
         assert!(text.contains("parent's epoch 2  parent"), "{text}");
+        assert_labels_name_parents_epochs(&report_json(worker), &report);
+    }
+}
+
+/// Each epoch a worker closed when its parent did is labelled with the
+/// parent's index of that epoch, which had closed by then.
+fn assert_labels_name_parents_epochs(worker: &Value, parent: &Value) {
+    let parents = parent["epochs"].as_array().expect("epochs");
+    let followed: Vec<&Value> =
+        worker["epochs"].as_array().expect("epochs").iter().filter(|e| e["cause"] == "parent").collect();
+    assert!(followed.len() >= 3, "{followed:#?}");
+    for epoch in followed {
+        let label = epoch["label"].as_str().expect("label");
+        let index: usize = label.strip_prefix("parent's epoch ").and_then(|n| n.parse().ok()).expect(label);
+        let closed_by = &parents[index];
+        assert_ne!(closed_by["cause"], "exit", "{label}: {closed_by}");
+        assert!(closed_by["elapsed_ns"].as_u64() <= epoch["elapsed_ns"].as_u64(), "{label}: {closed_by} {epoch}");
+        let next = parents.get(index + 1).filter(|next| next["cause"] != "exit");
+        assert!(
+            next.is_none_or(|next| next["elapsed_ns"].as_u64() > epoch["elapsed_ns"].as_u64()),
+            "{label}: {next:?}"
+        );
     }
 }
 

@@ -1009,7 +1009,9 @@ impl Session {
                 // A multiprocessing child's first: from now on it is a worker.
                 self.stop_cutting_own_epochs();
             }
-            self.close_epoch(EpochCause::Parent, format!("parent's epoch {closed}"));
+            // Labelled by the parent's index of the epoch it closed last, as
+            // its own table numbers it (`closed` counts them from one).
+            self.close_epoch(EpochCause::Parent, format!("parent's epoch {}", closed - 1));
         }
     }
 
