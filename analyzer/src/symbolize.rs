@@ -8,7 +8,7 @@
 //! resolves a frame reads `module+0xoffset`.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use object::{Object, ObjectSymbol, SymbolKind};
@@ -96,8 +96,9 @@ impl Frame {
 /// Which frames are the program's own code.
 #[derive(Debug, Clone)]
 pub enum OwnCode {
-    /// Frames in the main executable (by module index).
-    Executable(Vec<usize>),
+    /// Frames in the program's modules (by module index): the main
+    /// executable and the shared libraries beside it.
+    Program(Vec<usize>),
     /// The executable is an interpreter or a system program: frames outside
     /// the C/C++ runtime and the interpreter.
     OutsideRuntime,
@@ -172,30 +173,50 @@ impl OwnCode {
         if is_interpreter_or_system(&process.exe) {
             return OwnCode::OutsideRuntime;
         }
-        let exe_canon = std::fs::canonicalize(&process.exe).ok();
+        let exe = resolved(&process.exe);
+        let Some(exe_dir) = exe.parent() else { return OwnCode::OutsideRuntime };
+        // Where a program keeps its own libraries: beside it, or in a `lib`
+        // directory beside its `bin`, but for a system prefix's, which is
+        // everyone's.
+        let beside = exe_dir
+            .parent()
+            .filter(|root| {
+                exe_dir.ends_with("bin") && !["/", "/usr", "/usr/local"].iter().any(|p| *root == Path::new(p))
+            })
+            .map(|root| [root.join("lib"), root.join("lib64")]);
+        let is_programs = |path: &Path| {
+            path == exe
+                || path.parent().is_some_and(|dir| {
+                    (dir == exe_dir || beside.as_ref().is_some_and(|b| b.iter().any(|lib| dir == lib)))
+                        && !is_runtime_module(&path.to_string_lossy())
+                })
+        };
         let matches: Vec<usize> = modules
             .iter()
             .enumerate()
-            .filter(|(_, m)| {
-                m.path == process.exe
-                    || (!m.path.is_empty() && exe_canon.is_some() && std::fs::canonicalize(&m.path).ok() == exe_canon)
-            })
+            .filter(|(_, m)| !m.path.is_empty() && is_programs(&resolved(&m.path)))
             .map(|(i, _)| i)
             .collect();
         if matches.is_empty() {
             OwnCode::OutsideRuntime
         } else {
-            OwnCode::Executable(matches)
+            OwnCode::Program(matches)
         }
     }
 
     fn is_own(&self, module: Option<usize>, modules: &[Module]) -> bool {
         let Some(index) = module else { return false };
         match self {
-            OwnCode::Executable(exe) => exe.contains(&index),
+            OwnCode::Program(program) => program.contains(&index),
             OwnCode::OutsideRuntime => !is_runtime_module(&modules[index].path),
         }
     }
+}
+
+/// `path` with its links resolved where it still exists here (a trace may
+/// be read on another machine), else as recorded.
+fn resolved(path: &str) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| PathBuf::from(path))
 }
 
 /// Source files of libraries compiled into the program: Rust's standard
@@ -534,6 +555,54 @@ mod tests {
         for path in ["/opt/app/train", "/opt/app/libmine.so", "/venv/lib/python3.11/site-packages/mine/_ext.so"] {
             assert!(!is_runtime_module(path), "{path}");
         }
+    }
+
+    /// The executable's own libraries are those beside it or in the `lib`
+    /// beside its `bin`, the runtime's excepted; a system prefix's `lib` is
+    /// everyone's.
+    #[test]
+    fn own_code_is_the_executable_and_the_libraries_beside_it() {
+        fn own<'p>(exe: &str, paths: &[&'p str]) -> Vec<&'p str> {
+            let process = Process {
+                pid: 1,
+                forked_from: None,
+                start_unix_ns: 0,
+                exe: exe.into(),
+                cmdline: Vec::new(),
+                settings: Vec::new(),
+            };
+            let modules: Vec<Module> = paths
+                .iter()
+                .map(|path| Module { path: path.to_string(), load_bias: 0, segments: Vec::new(), build_id: Vec::new() })
+                .collect();
+            let own = OwnCode::for_process(&process, &modules);
+            paths
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| own.is_own(Some(i), &modules))
+                .map(|(_, p)| *p)
+                .collect::<Vec<_>>()
+        }
+        let app = [
+            "/opt/app/bin/train",
+            "/opt/app/bin/libmodel.so",
+            "/opt/app/lib/libdata.so.1",
+            "/opt/app/lib/libtorch_cpu.so",
+            "/opt/app/plugins/libextra.so",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        ];
+        assert_eq!(
+            own("/opt/app/bin/train", &app),
+            ["/opt/app/bin/train", "/opt/app/bin/libmodel.so", "/opt/app/lib/libdata.so.1"]
+        );
+        let build = ["/work/build/train", "/work/build/libmodel.so", "/work/lib/libother.so"];
+        assert_eq!(
+            own("/work/build/train", &build),
+            ["/work/build/train", "/work/build/libmodel.so"],
+            "no bin, no lib"
+        );
+        let installed = ["/usr/local/bin/train", "/usr/local/lib/libfoo.so"];
+        assert_eq!(own("/usr/local/bin/train", &installed), ["/usr/local/bin/train"]);
     }
 
     #[test]
