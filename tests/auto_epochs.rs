@@ -343,6 +343,7 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
         .collect();
     // The training loader's workers; the evaluation loader's Dataset keeps nothing.
     assert_eq!(leaking.len(), WORKERS, "{leaking:?}");
+    let parents = report;
     for worker in &leaking {
         let report = report_json(worker);
         assert_eq!(report["verdict"]["kind"], "heap_leak", "{}", worker.display());
@@ -352,7 +353,7 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
         let text = report_text(worker);
         assert!(text.contains("(cut by the parent's epochs "), "{text}");
         assert!(text.contains("parent's epoch 2  parent"), "{text}");
-        assert_labels_name_parents_epochs(&report_json(worker), &report);
+        assert_labels_name_parents_epochs(&report, &parents);
     }
 }
 
