@@ -421,6 +421,15 @@ fn rose_by_steps(readings: &[u64]) -> bool {
         && still_rising(readings)
 }
 
+/// Whether `readings` (one an epoch) grew over their later half by at
+/// least `least_growth` an epoch.
+fn grew_in_later_half(readings: &[u64], least_growth: u64) -> bool {
+    let middle = readings.len() / 2;
+    let (Some(&at_middle), Some(&last)) = (readings.get(middle), readings.last()) else { return true };
+    let epochs = (readings.len() - 1 - middle).max(1) as u64;
+    last.saturating_sub(at_middle) >= least_growth * epochs
+}
+
 /// Values read at least this many times can rise steadily: three epochs.
 const STEADY_MIN_READINGS: usize = 4;
 
@@ -616,14 +625,21 @@ impl Analysis {
         self.verdict.kind = verdict_kind(true, &self.verdict);
     }
 
-    /// Without suspects, while the heap and traced mappings rose steadily
-    /// ([`TracedRise`]) by more than the noise floor: makes suspects of the stacks
+    /// Without suspects, while the heap and traced mappings rose at every
+    /// epoch by more than the least growth that counts, or in steps by more
+    /// than the noise floor ([`TracedRise`]): makes suspects of the stacks
     /// that make that rise (see [`promote_steady_growth`]). The verdict
     /// becomes a leak.
     pub fn promote_steady_growth(&mut self) {
         let traced_growth = self.verdict.per_epoch(self.verdict.traced_growth());
-        if !self.suspects.is_empty() || self.traced_rise == TracedRise::NotSteadily || traced_growth <= self.noise_floor
-        {
+        // A rise at every epoch is no noise, however small; a rise in steps
+        // must also pass the floor.
+        let least = match self.traced_rise {
+            TracedRise::EveryEpoch => self.least_growth,
+            TracedRise::InSteps => self.noise_floor,
+            TracedRise::NotSteadily => return,
+        };
+        if !self.suspects.is_empty() || traced_growth <= least {
             return;
         }
         let grown = std::mem::take(&mut self.grown_in_place);
@@ -701,16 +717,30 @@ impl Analysis {
                         TracedRise::InSteps => "in steps, never falling, while the RSS rose at every epoch,",
                         _ => "at every epoch",
                     };
+                    let by_more = if self.verdict.per_epoch(v.traced_growth()) > self.noise_floor { " by more than it" } else { "" };
                     msg.push_str(&format!(
-                        "; stacks below the noise floor ({}/epoch) are ranked because the heap and traced mappings rose {how} by more than it",
+                        "; stacks below the noise floor ({}/epoch) are ranked because the heap and traced mappings rose {how}{by_more}",
                         bytes(self.noise_floor)
                     ));
                 }
                 if rss_outgrew_traced_memory(v) {
+                    let rest = v.program_rss_growth() - v.traced_growth().max(0);
+                    // Freed memory the allocator kept is resident, counted
+                    // in the RSS and in none of the live bytes.
+                    let kept_free = v.allocator_free_growth().clamp(0, rest);
+                    let outside = if 4 * kept_free >= rest {
+                        format!(
+                            "the rest ({}) is freed memory {} kept ({} of it, the `malloc free` column) and memory outside what the tracer sees",
+                            signed(rest),
+                            v.allocator.retention_words().0,
+                            signed(kept_free)
+                        )
+                    } else {
+                        format!("the rest ({}) is outside what the tracer sees", signed(rest))
+                    };
                     msg.push_str(&format!(
-                        "; {}, much more than the heap and mappings: the rest ({}) is outside what the tracer sees",
-                        rss_growth_words(v, "grew"),
-                        signed(v.program_rss_growth() - v.traced_growth().max(0))
+                        "; {}, much more than the heap and mappings: {outside}",
+                        rss_growth_words(v, "grew")
                     ));
                 }
                 if let Some(warning) = &v.heap_not_traced {
@@ -914,6 +944,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         live_count: u64,
         settled_hits: usize,
         settled_bytes: u64,
+        last_settled_birth: u32,
     }
     let mut per_site: IntMap<u32, PerSite> = IntMap::default();
     // The settled birth epochs of the sites of several stacks, which may
@@ -929,6 +960,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         entry.live_count += c.live_count;
         if settled_survivor(birth, &c) {
             entry.settled_bytes += c.live_bytes;
+            entry.last_settled_birth = entry.last_settled_birth.max(birth);
             if sites.is_shared(stack) {
                 shared_births.entry(site).or_default().push(birth);
             } else {
@@ -945,12 +977,20 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     for (stack, bytes) in first_state.live_bytes_by_stack() {
         *live_at_1.entry(sites.of(stack)).or_default() += bytes;
     }
+    let traced: Vec<u64> = (start..=reference).map(|i| snap(i).heap_live_bytes + snap(i).mapped_live_bytes).collect();
+    // A site whose survivors are all of the earlier half of the settled
+    // epochs, while the traced memory stopped growing in the later half,
+    // filled (a cache, a buffer pool) and stopped: it piles up no more.
+    let later_half_from = settled_lo + (settled_hi - settled_lo) / 2 + 1;
+    let traced_grew_late = settled_lo == settled_hi || grew_in_later_half(&traced, least_growth);
+    let stopped = |s: &PerSite| !traced_grew_late && s.last_settled_birth < later_half_from;
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
     let mut few_settled_epochs = Vec::new();
     let epochs = verdict.epochs.max(1) as u64;
     let mut suspects: Vec<Suspect> = per_site
         .into_iter()
+        .filter(|(_, s)| !stopped(s))
         .filter_map(|(stack, s)| {
             let growth = s.settled_bytes / settled_epochs;
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
@@ -1001,7 +1041,6 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     grown_in_place.truncate(STACKS_BY_LINE);
     few_settled_epochs.sort_by(by_rank);
     few_settled_epochs.truncate(STACKS_BY_LINE);
-    let traced: Vec<u64> = (start..=reference).map(|i| snap(i).heap_live_bytes + snap(i).mapped_live_bytes).collect();
     analysis.traced_rise = if rose_steadily(&traced) {
         TracedRise::EveryEpoch
     } else if analysis.verdict.rss_rose_steadily && rose_by_steps(&traced) {

@@ -690,19 +690,21 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
         });
     };
     if snapshots.is_empty() {
-        let why = match &end {
-            EndKind::Complete => "the process ended before the first epoch closed".to_string(),
+        const INCOMPLETE: &str = "the file is incomplete (copied or read before the tracer finished writing it, cut short, or the process killed early): copy it again once the run has ended, or run it again";
+        let (why, what_to_do) = match &end {
+            EndKind::Complete => (
+                "the process ended before the first epoch closed".to_string(),
+                "call tracer_mark(label) at each epoch or set TRACER_EPOCH_SECONDS, and let the run go longer",
+            ),
             EndKind::Truncated { offset } => {
-                format!("the trace was cut at byte {offset} before the first epoch closed")
+                (format!("the trace was cut at byte {offset} before the first epoch closed"), INCOMPLETE)
             }
-            EndKind::Damaged { offset, .. } => {
-                format!("the trace is damaged at byte {offset}, before the first epoch closed")
-            }
+            EndKind::Damaged { offset, .. } => (
+                format!("the trace is damaged at byte {offset}, before the first epoch closed"),
+                "the file was changed or damaged after the tracer wrote it: copy it again from where the run wrote it, or run it again",
+            ),
         };
-        return Err(Failure::new(
-            format!("{shown} has no complete snapshot ({why})"),
-            "call tracer_mark(label) at each epoch or set TRACER_EPOCH_SECONDS, and let the run go longer",
-        ));
+        return Err(Failure::new(format!("{shown} has no complete snapshot ({why})"), what_to_do));
     }
 
     // The last state, and the one before it rebuilt from the undo log.

@@ -105,10 +105,26 @@ fn a_trace_cut_before_its_first_snapshot() {
     let first_snapshot = sim.record_offsets()[3]; // process + 2 stacks, then the first snapshot
     for cut in [first_snapshot - 3, first_snapshot + 7] {
         let path = write_temp("cut.bin", &bytes[..cut]);
-        assert_one_line_error(&report(&path, &[]), "no complete snapshot");
+        let out = report(&path, &[]);
+        assert_one_line_error(&out, "no complete snapshot");
+        // The run may well have closed epochs: the file is what is short.
+        assert!(stderr(&out).contains("the file is incomplete") && !stderr(&out).contains("tracer_mark"), "{out:?}");
     }
     let path = write_temp("cut.bin", &bytes[..trace_format::FILE_HEADER_LEN + 3]);
     assert_one_line_error(&report(&path, &[]), "before its first record");
+}
+
+/// A whole trace of a run that ended before closing an epoch: the run is
+/// what to change.
+#[test]
+fn a_complete_trace_without_a_snapshot() {
+    let mut sim = Sim::new("/opt/app/train");
+    sim.alloc_many(1, 10, 1024);
+    sim.push(trace_format::Record::End(trace_format::End { reason: trace_format::EndReason::Exit, elapsed_ns: 1 }));
+    let path = write_temp("no_snapshot.bin", &sim.bytes());
+    let out = report(&path, &[]);
+    assert_one_line_error(&out, "the process ended before the first epoch closed");
+    assert!(stderr(&out).contains("call tracer_mark(label)"), "{out:?}");
 }
 
 #[test]
@@ -118,7 +134,9 @@ fn a_damaged_checksum_before_the_first_snapshot() {
     let second = sim.record_offsets()[1];
     bytes[second + 6] ^= 0x40;
     let path = write_temp("damaged.bin", &bytes);
-    assert_one_line_error(&report(&path, &[]), "no complete snapshot");
+    let out = report(&path, &[]);
+    assert_one_line_error(&out, "no complete snapshot");
+    assert!(stderr(&out).contains("damaged after the tracer wrote it") && !stderr(&out).contains("tracer_mark"));
 }
 
 fn snapshot_offsets(sim: &Sim) -> Vec<usize> {
@@ -472,22 +490,47 @@ fn flamegraph_modes() {
 
 /// A 100 MiB heap made at the start, then one stack keeping 50 KiB an
 /// epoch alive: below the scaled noise floor (about 100 KiB an epoch).
-fn small_leak_in_a_large_heap() -> TempFile {
+/// With `dip`, a buffer held over one epoch only makes the heap fall once,
+/// so that it does not rise at every epoch.
+fn small_leak_in_a_large_heap(dip: bool) -> TempFile {
     let mut sim = Sim::new("/opt/app/train");
+    let mut held = None;
     for e in 0..10 {
         if e == 0 {
             sim.alloc_many(5, 100, 1 << 20);
         }
         sim.alloc_many(1, 1, 50 * 1024);
+        if let Some(buffer) = held.take() {
+            sim.free(buffer);
+        }
+        if dip && e == 4 {
+            held = Some(sim.alloc(6, 200 * 1024));
+        }
         sim.mark(&format!("{e}"));
     }
     sim.exit();
-    write_temp("small_leak.bin", &sim.bytes())
+    write_temp(&format!("small_leak_{dip}.bin"), &sim.bytes())
+}
+
+/// The same small leak while the heap rises at every epoch: no noise,
+/// however far below the floor; the stack is ranked, and the verdict says
+/// why.
+#[test]
+fn growth_below_the_noise_floor_at_every_epoch_is_a_leak() {
+    let path = small_leak_in_a_large_heap(false);
+    let v = json(&report(&path, &["--json"]));
+    assert_eq!(v["verdict"]["kind"], "heap_leak");
+    let suspects = v["suspects"].as_array().unwrap();
+    assert_eq!((suspects.len(), &suspects[0]["growth_bytes_per_epoch"]), (1, &51200.into()));
+    assert_eq!(suspects[0]["below_noise_floor"], true);
+    let message = v["verdict"]["message"].as_str().unwrap();
+    assert!(message.contains("are ranked because the heap and traced mappings rose at every epoch"), "{message}");
+    assert!(!message.contains("by more than it"), "{message}");
 }
 
 #[test]
 fn growth_below_the_noise_floor_is_said_and_a_lower_floor_ranks_it() {
-    let path = small_leak_in_a_large_heap();
+    let path = small_leak_in_a_large_heap(true);
     let out = report(&path, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
@@ -646,18 +689,28 @@ fn python_sim(allocator: &str) -> Sim {
 /// `stacks` stacks through `train_step` line 42 keep 2 KiB an epoch alive
 /// each, one through `<module>` line 70 keeps 8 KiB, in a 100 MiB heap (a
 /// noise floor of about 100 KiB an epoch): each stack is below the floor.
+/// A buffer held over one epoch makes the heap fall once: it does not rise
+/// at every epoch.
 fn small_stacks_under_one_line(stacks: u32) -> TempFile {
     let mut sim = python_sim("malloc (every Python object reaches malloc, traced one by one)");
     for stack in 1..=stacks {
         let native = Frame::Native(0x40_0000 + u64::from(stack) * 0x100);
         sim.stack_frames(stack, vec![native, py(0x7f00_1000, 3, false), py(0x7f00_2000, 0, true)]);
     }
-    let (module_line, heap) = (stacks + 1, stacks + 2);
+    let (module_line, heap, buffer) = (stacks + 1, stacks + 2, stacks + 3);
     sim.stack_frames(module_line, vec![Frame::Native(0x40_9000), py(0x7f00_2000, 0, true)]);
     sim.stack(heap, vec![0x40_a000]);
+    sim.stack(buffer, vec![0x40_b000]);
+    let mut held = None;
     for e in 0..10 {
         if e == 0 {
             sim.alloc_many(heap, 100, 1 << 20);
+        }
+        if let Some(held) = held.take() {
+            sim.free(held);
+        }
+        if e == 4 {
+            held = Some(sim.alloc(buffer, 200 * 1024));
         }
         for stack in 1..=stacks {
             sim.alloc_many(stack, 1, 2048);

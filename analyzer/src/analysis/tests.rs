@@ -124,6 +124,37 @@ fn a_cache_filled_once_is_not_a_leak() {
     }
 }
 
+/// A cache filled a little at each of the first epochs, and no more once
+/// full: its survivors are of the earlier half of the settled epochs only,
+/// and the heap stopped growing. The same filling that goes on to the end
+/// is a leak.
+#[test]
+fn a_cache_filled_over_the_first_half_of_the_run_is_not_a_leak() {
+    for (filling_epochs, leak) in [(5, false), (10, true)] {
+        let sim = scenario(10, |sim, e| {
+            if e < filling_epochs {
+                sim.alloc_many(2, 20, 64 << 10);
+            }
+        });
+        let (_, a) = run(&sim);
+        assert_eq!(a.settled, Some((1, 7)));
+        let expected = if leak { vec![2] } else { vec![] };
+        assert_eq!(suspect_stacks(&a), expected, "filled over {filling_epochs} epochs");
+        assert!(a.few_settled_epochs.is_empty() && a.grown_in_place.is_empty(), "nothing to promote");
+    }
+
+    // While the heap still grows in the later half (another leak), the
+    // cache's survivors of four settled epochs of seven still count.
+    let sim = scenario(10, |sim, e| {
+        if e < 5 {
+            sim.alloc_many(2, 20, 64 << 10);
+        }
+        sim.alloc_many(1, 100, 1024);
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), vec![2, 1]);
+}
+
 #[test]
 fn a_cache_filled_in_the_first_settled_epoch_of_a_short_run_is_not_a_leak() {
     // With 4 analysis epochs only epoch 1 is settled, so a single surviving
@@ -687,6 +718,18 @@ fn a_leak_with_much_more_rss_growth_says_the_rest_is_outside_the_heap() {
     assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
     let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "f")));
     assert!(msg.contains("outside what the tracer sees"), "{msg}");
+    assert!(!msg.contains("malloc free"), "{msg}");
+
+    // Freed memory malloc kept makes much of that rest: said, with how much.
+    let sim = leaking_epochs(|sim, _| {
+        sim.rss_extra += 64 << 20;
+        sim.allocator_free += 48 << 20;
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "f")));
+    let rest = "is freed memory glibc's malloc kept (384 MiB of it, the `malloc free` column) and memory outside";
+    assert!(msg.contains(rest), "{msg}");
 }
 
 #[test]
@@ -1122,6 +1165,50 @@ fn stacks_of_one_line_with_too_few_epochs_alone_pile_up_together() {
         "{}",
         report.verdict_message
     );
+}
+
+/// A ring buffer of 100 entries, 20 replaced an epoch once full, keeps
+/// the newest five epochs' entries: survivors of three settled epochs,
+/// too few. A dict of its line resized once at an earlier epoch adds
+/// that epoch's birth, but not a fair share of the line's growth: no
+/// piling up together. (A leak elsewhere keeps the heap growing to the
+/// end, so that neither is taken for a cache that stopped.)
+#[test]
+fn a_small_block_of_an_early_epoch_does_not_make_a_ring_buffer_pile_up_with_its_line() {
+    use trace_format::{Frame, PyCode, PyFrame};
+    let mut sim = Sim::new("/usr/bin/python3.11");
+    sim.py_code(PyCode {
+        id: 0x7f00_1000,
+        filename: "/job/train.py".into(),
+        qualname: "augment".into(),
+        first_line: 24,
+        linetable: vec![0x80 | (13 << 3) | 7, 0x00],
+    });
+    let line = Frame::Python(PyFrame { code: 0x7f00_1000, instruction: 2, entry: true });
+    let (ring, dict, leak) = (1, 2, 3);
+    sim.stack_frames(ring, vec![Frame::Native(0x40_0100), line]);
+    sim.stack_frames(dict, vec![Frame::Native(0x40_0200), line]);
+    sim.stack(leak, vec![0x40_0300]);
+    let mut entries = std::collections::VecDeque::new();
+    for e in 0..10 {
+        entries.extend(sim.alloc_many(ring, 20, 64 << 10));
+        while entries.len() > 100 {
+            sim.free(entries.pop_front().unwrap());
+        }
+        if e == 4 {
+            sim.alloc(dict, 4608);
+        }
+        sim.alloc_many(leak, 100, 1024);
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let path = write_temp("trace.bin", &sim.bytes());
+    let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
+    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
+    let a = crate::render::analyze_by_line(&trace, NoiseFloor::Scaled, &mut symbolizer);
+    assert_eq!(suspect_stacks(&a), vec![leak]);
+    let few: Vec<u32> = a.few_settled_epochs.iter().map(|s| s.stack).collect();
+    assert_eq!(few, [ring, dict], "left out, not stopped");
 }
 
 /// Three stacks leaking in turn, each in two or three of the seven settled
