@@ -346,6 +346,8 @@ pub struct Analysis {
     /// [`NOISE_FLOOR_MIN`] as this run's epochs lower it (see
     /// [`FLOOR_FULL_EPOCHS`]): the least growth an epoch that counts.
     pub least_growth: u64,
+    /// The mean bytes between samples when the analysed epochs were sampled.
+    pub sample_bytes: Option<u64>,
     pub suspects: Vec<Suspect>,
     pub below_floor: BelowFloor,
     /// Stacks whose live bytes grew though their allocations did not pile
@@ -662,6 +664,35 @@ impl Analysis {
     /// top suspect (unnamed) when `None`, and for growth below the floor
     /// the line the stacks below it keep the most through.
     pub fn verdict_message(&self, culprit: Option<Culprit<'_>>) -> String {
+        let mut message = self.verdict_words(culprit);
+        if let Some(hint) = self.sparse_samples_hint() {
+            message.push_str("; ");
+            message.push_str(&hint);
+        }
+        message
+    }
+
+    /// With the allocations sampled, and no suspect while the heap and
+    /// mappings grew by less than a few samples an epoch: a leak of that
+    /// size leaves too few survivors an epoch to be told from chance.
+    fn sparse_samples_hint(&self) -> Option<String> {
+        let mean = self.sample_bytes?;
+        let growth = self.verdict.per_epoch(self.verdict.traced_growth());
+        let sparse = self.verdict.kind == VerdictKind::NoGrowth
+            && growth > self.least_growth
+            && growth < SAMPLES_TO_TELL_AN_EPOCH * mean;
+        sparse.then(|| {
+            format!(
+                "the allocations were sampled, one per {} on average, and the traced memory grew by {}/epoch, about {:.1} samples an epoch: too few to tell a leak of that size from chance; run with TRACER_SAMPLE_BYTES={} (or without it) to rank what grows",
+                bytes(mean),
+                bytes(growth),
+                growth as f64 / mean as f64,
+                floor_argument((growth / SAMPLES_TO_TELL_AN_EPOCH).max(1024)),
+            )
+        })
+    }
+
+    fn verdict_words(&self, culprit: Option<Culprit<'_>>) -> String {
         let v = &self.verdict;
         let over = format!("{} epoch{}", v.epochs, if v.epochs == 1 { "" } else { "s" });
         match v.kind {
@@ -833,7 +864,12 @@ impl Analysis {
     }
 }
 
-/// A byte count as `--noise-floor` takes it: whole KiB as "12k".
+/// Samples an epoch a sampled leak needs for its survivors to show in most
+/// epochs (at fewer, an epoch has none with some chance: e^-n).
+const SAMPLES_TO_TELL_AN_EPOCH: u64 = 8;
+
+/// A byte count as `--noise-floor` and `TRACER_SAMPLE_BYTES` take it:
+/// whole KiB as "12k".
 fn floor_argument(bytes: u64) -> String {
     if bytes >= 1024 {
         format!("{}k", bytes / 1024)
@@ -913,6 +949,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         settled: None,
         noise_floor,
         least_growth,
+        sample_bytes: trace.sample_bytes(),
         suspects: Vec::new(),
         below_floor: BelowFloor::default(),
         grown_in_place: Vec::new(),

@@ -475,6 +475,17 @@ impl Trace {
         })
     }
 
+    /// The mean bytes between samples when the analysed epochs' allocations
+    /// were sampled (`TRACER_SAMPLE_BYTES`, or a worker sampled for life).
+    pub fn sample_bytes(&self) -> Option<u64> {
+        let sampling = self.process.setting(trace_format::SAMPLING_SETTING)?;
+        if sampling.contains(trace_format::SAMPLED_UNTIL_WARM_UP_ENDS) {
+            return None;
+        }
+        let (bytes, _) = sampling.strip_prefix(trace_format::SAMPLED_BY_BYTES)?.split_once(' ')?;
+        bytes.parse().ok()
+    }
+
     /// The counters at snapshot `index`, when it was captured.
     pub fn state(&self, index: usize) -> Option<&State> {
         self.states.get(&index)

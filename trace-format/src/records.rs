@@ -112,6 +112,15 @@ pub const HEAP_NOT_TRACED: &str = "heap does not reach the tracer";
 /// epoch and before were sampled: their counts and bytes are estimates.
 pub const WARM_UP_ENDED_NOTICE: &str = "the warm-up ended with epoch ";
 
+/// The setting saying how allocations are recorded.
+pub const SAMPLING_SETTING: &str = "sampling";
+/// How [`SAMPLING_SETTING`]'s value starts when allocations are sampled
+/// from the start; the mean bytes between samples follow, then ` bytes`.
+pub const SAMPLED_BY_BYTES: &str = "Poisson by bytes, one sample per ";
+/// In [`SAMPLING_SETTING`]'s value, after the rate, when the sampling ends
+/// with the warm-up: every allocation of the epochs after it is recorded.
+pub const SAMPLED_UNTIL_WARM_UP_ENDS: &str = " until the warm-up";
+
 /// The setting saying how the process's epochs are cut.
 pub const EPOCHS_SETTING: &str = "epochs";
 /// How [`EPOCHS_SETTING`]'s value starts in a forked DataLoader worker,

@@ -1221,7 +1221,7 @@ impl Session {
             ("output".to_string(), path.map(|path| path.display().to_string()).unwrap_or_default()),
             (trace_format::EPOCHS_SETTING.to_string(), self.epochs_setting()),
             ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
-            ("sampling".to_string(), self.sampling_setting()),
+            (trace_format::SAMPLING_SETTING.to_string(), self.sampling_setting()),
         ];
         if path.is_some_and(|path| named_output_in_use(&self.config, output.forked_from, path)) {
             let why = format!(
@@ -1311,7 +1311,7 @@ impl Session {
     }
 
     fn allocation_sampling_setting(&self, mean_bytes: u64) -> String {
-        let poisson = format!("Poisson by bytes, one sample per {mean_bytes} bytes on average");
+        let poisson = format!("{}{mean_bytes} bytes on average", trace_format::SAMPLED_BY_BYTES);
         match (self.config.sample_warm_up_only, self.recorder.sampling().is_some()) {
             (false, _) => format!("{poisson} ({SAMPLE_VAR}); counts and bytes are estimates"),
             (true, true) if self.recorder.samples_for_life() => format!(
@@ -1324,7 +1324,8 @@ impl Session {
                 }
             ),
             (true, true) => format!(
-                "{poisson} until the warm-up (the first epoch) ends, then every allocation ({WARM_UP_SAMPLE_VAR}=0 records it all); the warm-up's counts and bytes are estimates"
+                "{poisson}{} (the first epoch) ends, then every allocation ({WARM_UP_SAMPLE_VAR}=0 records it all); the warm-up's counts and bytes are estimates",
+                trace_format::SAMPLED_UNTIL_WARM_UP_ENDS
             ),
             (true, false) => format!(
                 "every allocation recorded since the warm-up (the first epoch) ended; the warm-up was sampled, {poisson} ({WARM_UP_SAMPLE_VAR}=0 records it all)"

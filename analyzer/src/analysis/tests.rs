@@ -155,6 +155,47 @@ fn a_cache_filled_over_the_first_half_of_the_run_is_not_a_leak() {
     assert_eq!(suspect_stacks(&a), vec![2, 1]);
 }
 
+/// A leak of about one sample an epoch, sampled at 512 KiB, leaves too
+/// few survivors to pile up: the verdict says so and what rate would
+/// rank it; with every allocation recorded, nothing is said of samples.
+#[test]
+fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
+    let sampled = |sampling: Option<&str>| {
+        let mut sim = Sim::new("/opt/app/train");
+        if let Some(sampling) = sampling {
+            sim.process_mut().settings.push((trace_format::SAMPLING_SETTING.into(), sampling.into()));
+        }
+        for e in 0..10 {
+            // One sample of 512 KiB every third epoch: 192 KiB/epoch over
+            // the analysed epochs.
+            if e % 3 == 0 {
+                sim.alloc(1, 512 << 10);
+            }
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        run(&sim).1
+    };
+    let rate = format!(
+        "{}524288 bytes on average (TRACER_SAMPLE_BYTES); counts and bytes are estimates",
+        trace_format::SAMPLED_BY_BYTES
+    );
+    let a = sampled(Some(&rate));
+    assert_eq!((a.sample_bytes, a.verdict.kind), (Some(512 << 10), VerdictKind::NoGrowth), "{:?}", a.suspects);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("sampled, one per 512 KiB on average") && msg.contains("TRACER_SAMPLE_BYTES=24k"), "{msg}");
+
+    let warm_up_only = format!(
+        "{}65536 bytes on average until the warm-up (the first epoch) ends, then every allocation",
+        trace_format::SAMPLED_BY_BYTES
+    );
+    for sampling in [None, Some(warm_up_only.as_str())] {
+        let a = sampled(sampling);
+        assert_eq!(a.sample_bytes, None, "{sampling:?}");
+        assert!(!a.verdict_message(None).contains("sampled"), "{sampling:?}");
+    }
+}
+
 #[test]
 fn a_cache_filled_in_the_first_settled_epoch_of_a_short_run_is_not_a_leak() {
     // With 4 analysis epochs only epoch 1 is settled, so a single surviving
