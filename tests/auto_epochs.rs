@@ -5,7 +5,9 @@
 //! supported interpreter. Also how TRACER_AUTO_EPOCHS=0 and the program's own
 //! marks turn them off, and how a loader's workers spawned by multiprocessing
 //! follow the epochs their parent marks (tests/python/spawn_loader_epochs.py),
-//! as the workers of a pool it forks do (tests/python/forked_pool.py).
+//! as the workers of a pool it forks do (tests/python/forked_pool.py), and
+//! how an evaluation going round several loaders from one line cuts one
+//! epoch a round (tests/python/eval_rounds.py).
 //!
 //! Needs the venv with torch (scripts/setup-demo.sh) and the release builds;
 //! missing pieces fail the tests, they never skip.
@@ -665,4 +667,40 @@ fn forked_pool_workers_past_the_limit_write_no_trace() {
         report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
     let untraced = notes.iter().filter(|n| n.contains("multiprocessing forks) after the first 3 ")).count();
     assert_eq!(untraced, 1, "{notes:?}");
+}
+
+/// Training streams from one endless pass while every 64 steps an
+/// evaluation goes round four validation loaders from one line
+/// (tests/python/eval_rounds.py): one epoch a round of evaluation, not one a
+/// loader, and the analysis starts with the first whole round, so the
+/// planted line leaks its 64 buffers of 16 KiB (and their headers) an epoch.
+#[test]
+fn evaluation_rounds_over_several_loaders_cut_one_epoch_each() {
+    const ROUNDS: usize = 8;
+    let run = run_traced_with(&venv_python(), &[python_script("eval_rounds.py").to_str().expect("UTF-8 path")], &[]);
+    assert!(run.output.status.success(), "eval_rounds.py failed:\n{}\n{}", run.stdout(), run.stderr());
+    assert!(run.stdout().contains(&format!("round {ROUNDS}:")), "{}", run.stdout());
+    let report = report_json(&run.trace);
+    // The first round's second and third loaders cut an epoch each before
+    // the first loader came again; every round after, one.
+    let mut expected: Vec<String> = (1..=3).map(|n| format!("DataLoader pass {n}")).collect();
+    expected.extend((4..=ROUNDS + 2).map(|n| format!("DataLoader round {n} (4 loaders)")));
+    assert_eq!(labels(&report, "auto"), expected);
+    assert_eq!(report["analysis"]["first_analysed_epoch"], 2, "{:#}", report["analysis"]);
+    let notes: Vec<&str> =
+        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("the DataLoader passes go round several loaders, one epoch a round, from epoch 3:")),
+        "{notes:?}"
+    );
+
+    let top = report["suspects"].get(0).unwrap_or_else(|| panic!("no suspects: {:#}", report["verdict"]));
+    let own = top["frames"].as_array().expect("frames").iter().find(|f| f["own_code"] == true).expect("own-code frame");
+    assert!(own["file"].as_str().unwrap_or_default().ends_with("eval_rounds.py"), "{own}");
+    assert_eq!(own["line"], line_of("python/eval_rounds.py", "KEPT.append(bytearray(16 * 1024))"), "{own}");
+    let growth = top["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
+    assert!((64 * 16384..64 * (16384 + 128)).contains(&growth), "{top:#}");
+    assert_eq!(report["verdict"]["kind"], "heap_leak");
 }

@@ -332,7 +332,9 @@ impl EpochSource {
 pub struct Analysis {
     pub epochs_from: EpochSource,
     /// Index of the first analysis snapshot: 0, or the first marked (or
-    /// auto-detected) snapshot of a run that was cut by time until then.
+    /// auto-detected) snapshot of a run that was cut by time until then, or
+    /// the one that begins the first whole round of DataLoader passes over
+    /// several loaders.
     pub first: usize,
     /// Number of analysis snapshots (K).
     pub snapshots: usize,

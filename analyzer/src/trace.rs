@@ -433,17 +433,23 @@ pub struct Trace {
     states: BTreeMap<usize, State>,
 }
 
-/// Whether snapshots `0..=index` are time slices ended by the first mark or
-/// auto-detected epoch.
-fn is_first_mark(causes: impl Iterator<Item = EpochCause>, cause: EpochCause) -> bool {
-    let mut any = false;
-    for c in causes {
-        if c != EpochCause::Timer {
-            return false;
-        }
-        any = true;
-    }
-    any && matches!(cause, EpochCause::Mark | EpochCause::Auto)
+/// Snapshots before the analysis starts (see [`Trace::warm_up_snapshots`]);
+/// also those that close the epochs cut inside the first round of DataLoader
+/// passes that go round several loaders, which the tracer's notice tells
+/// ([`trace_format::PASS_ROUNDS_NOTICE`]).
+fn warm_up_snapshots(snapshots: &[Snapshot], notices: &[Notice]) -> usize {
+    // Time slices ended by the first mark or auto-detected epoch.
+    let before_first_mark = match snapshots.iter().position(|s| s.cause != EpochCause::Timer) {
+        Some(first) if first > 0 && matches!(snapshots[first].cause, EpochCause::Mark | EpochCause::Auto) => first,
+        _ => 0,
+    };
+    let first_whole_round = notices.iter().find_map(|notice| {
+        let rest = notice.text.strip_prefix(trace_format::PASS_ROUNDS_NOTICE)?;
+        rest.split(':').next()?.parse::<u32>().ok()
+    });
+    let before_rounds =
+        first_whole_round.and_then(|epoch| snapshots.iter().position(|s| s.epoch + 1 == epoch)).unwrap_or(0);
+    before_first_mark.max(before_rounds)
 }
 
 impl Trace {
@@ -461,9 +467,7 @@ impl Trace {
     /// slices until its first tracer_mark, the slices before that mark
     /// (start-up, imports, data loading) are not epochs of the job.
     pub fn warm_up_snapshots(&self) -> usize {
-        (1..self.snapshots.len())
-            .find(|&i| is_first_mark(self.snapshots[..i].iter().map(|s| s.cause), self.snapshots[i].cause))
-            .unwrap_or(0)
+        warm_up_snapshots(&self.snapshots, &self.notices)
     }
 
     /// The last epoch of a sampled warm-up, when the tracer noted its end:
@@ -673,9 +677,9 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                     undo = before_exec.and_then(undo);
                 }
                 snapshots.push(Snapshot { counters: Vec::new(), ..snap });
-                let after_first_mark = index >= 2
-                    && is_first_mark(snapshots[..index - 1].iter().map(|s| s.cause), snapshots[index - 1].cause);
-                if index == 1 || after_first_mark || options.capture.contains(&index) {
+                // The analysis compares the state after its first epoch with the last.
+                let after_warm_up = index >= 2 && warm_up_snapshots(&snapshots, &notices) == index - 1;
+                if index == 1 || after_warm_up || options.capture.contains(&index) {
                     states.insert(index, State::of(&current));
                 }
             }

@@ -112,6 +112,15 @@ pub const HEAP_NOT_TRACED: &str = "heap does not reach the tracer";
 /// epoch and before were sampled: their counts and bytes are estimates.
 pub const WARM_UP_ENDED_NOTICE: &str = "the warm-up ended with epoch ";
 
+/// How the notice starts that the DataLoader passes closing the epochs go
+/// round several loaders from one place (an evaluation over a few
+/// validation sets); the first epoch that holds a whole round follows, then
+/// a colon. The epochs before it since the first round began each held one
+/// pass over a loader of that round (the tracer learns that the place goes
+/// round its loaders when the first comes again): the analysis starts with
+/// that epoch.
+pub const PASS_ROUNDS_NOTICE: &str = "the DataLoader passes go round several loaders, one epoch a round, from epoch ";
+
 /// The setting saying how allocations are recorded.
 pub const SAMPLING_SETTING: &str = "sampling";
 /// How [`SAMPLING_SETTING`]'s value starts when allocations are sampled

@@ -11,14 +11,19 @@
 //! and a loader iterated only once (one long pass), cut nothing; time slices
 //! cover those runs.
 //!
+//! One place may iterate several loaders in turn (an evaluation over a few
+//! validation sets, `for loader in loaders: for batch in loader:`): once the
+//! first of them comes again, the place is known to go round them, and only
+//! the passes over that one close epochs, one per round ([`Round`]).
+//!
 //! A forked child (a DataLoader worker) starts inside its parent's pass,
 //! whose frames stay on its stack for its whole life: it must not take them
 //! for a pass of its own.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::python::LoaderFrames;
+use crate::python::{LoaderFrames, PassStart};
 use crate::{lock, thread_state};
 
 /// A thread's pass state after a fork: inside a pass it did not start.
@@ -26,16 +31,26 @@ const INHERITED: u64 = u64::MAX;
 /// Places remembered while no loader has repeated yet; passes from further
 /// places are not candidates (a job has a handful).
 const PLACES: usize = 16;
+/// Loaders a round over one place's loaders may hold; past them, the place
+/// is taken to build a new loader for each pass.
+const ROUND_LOADERS: usize = 16;
 
 pub struct AutoEpochs {
     /// Off for good once the program marks its own epochs (and in workers).
     watching: AtomicBool,
     passes: Mutex<Passes>,
+    /// Loaders of the rounds just found, for the notice of the epoch being
+    /// closed; 0 when there is none to give.
+    rounds_found: AtomicUsize,
 }
 
 impl AutoEpochs {
     pub fn new(watching: bool) -> AutoEpochs {
-        AutoEpochs { watching: AtomicBool::new(watching), passes: Mutex::new(Passes::default()) }
+        AutoEpochs {
+            watching: AtomicBool::new(watching),
+            passes: Mutex::new(Passes::default()),
+            rounds_found: AtomicUsize::new(0),
+        }
     }
 
     pub fn watching(&self) -> bool {
@@ -49,14 +64,24 @@ impl AutoEpochs {
     }
 
     /// Takes in what a walk of this thread's frames showed. When it starts a
-    /// pass of the loader that marks the epochs, returns the number of the
-    /// pass that ran in the epoch to close (1 for the first).
-    pub fn walked(&self, frames: LoaderFrames) -> Option<u32> {
+    /// pass that closes the epoch, returns what ended with it.
+    pub fn walked(&self, frames: LoaderFrames) -> Option<PassCut> {
         if !self.watching() {
             return None;
         }
-        let place = thread_state::update_loader_pass(|current| next_state(current, frames))?;
-        lock(&self.passes).started(place)
+        let pass = thread_state::update_loader_pass(|current| next_state(current, frames))?;
+        let cut = lock(&self.passes).started(pass)?;
+        if cut.rounds_found {
+            self.rounds_found.store(cut.loaders, Ordering::Relaxed);
+        }
+        Some(cut)
+    }
+
+    /// The loaders of a round over several that the pass closing the epoch
+    /// found, once: the epochs it closed before, from the first round's
+    /// second loader on, each held one pass of that round.
+    pub fn take_rounds_found(&self) -> Option<usize> {
+        Some(self.rounds_found.swap(0, Ordering::Relaxed)).filter(|&loaders| loaders > 0)
     }
 
     /// Whether, still watching, it saw passes over DataLoaders but never two
@@ -91,26 +116,54 @@ fn state_after_fork(current: u64) -> (u64, bool) {
     }
 }
 
-/// A thread's new pass state, and the place of a pass that has just started.
-fn next_state(current: u64, frames: LoaderFrames) -> (u64, Option<u64>) {
+/// A thread's new pass state (the place of its pass), and the pass that has just started.
+fn next_state(current: u64, frames: LoaderFrames) -> (u64, Option<PassStart>) {
     match frames {
         LoaderFrames::Unknown => (current, None),
         LoaderFrames::Absent => (0, None),
         LoaderFrames::Present(_) if current == INHERITED => (INHERITED, None),
-        LoaderFrames::Present(place) if place == current => (current, None),
-        LoaderFrames::Present(place) => (place, Some(place)),
+        LoaderFrames::Present(pass) if pass.place == current => (current, None),
+        LoaderFrames::Present(pass) => (pass.place, Some(pass)),
+    }
+}
+
+/// An epoch closed by a pass from the place that marks the epochs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PassCut {
+    /// How many epochs the passes have closed, this one included.
+    pub closed: u32,
+    /// Loaders the place goes round (1 when it iterates one loader, or
+    /// builds a new one for each pass).
+    pub loaders: usize,
+    /// It ends the first round over more than two loaders: the epochs the
+    /// round's later loaders closed before it were parts of a round.
+    pub rounds_found: bool,
+}
+
+impl PassCut {
+    /// The label of the epoch it closes.
+    pub fn label(&self) -> String {
+        match self.loaders {
+            0 | 1 => format!("DataLoader pass {}", self.closed),
+            loaders => format!("DataLoader round {} ({loaders} loaders)", self.closed),
+        }
     }
 }
 
 #[derive(Default)]
 struct Passes {
-    /// Places seen once, while no loader has repeated.
-    seen: [u64; PLACES],
+    /// Places seen once, while no loader has repeated, each with the loader
+    /// its pass iterated.
+    seen: [PassStart; PLACES],
     seen_count: usize,
     /// The place of the loader whose passes mark the epochs.
     marking: Option<u64>,
-    /// Passes of that loader so far.
-    marking_passes: u32,
+    /// The loaders that place iterates.
+    round: Round,
+    /// Epochs its passes closed.
+    closed: u32,
+    /// A round over more than two loaders was found.
+    rounds_found: bool,
 }
 
 impl Passes {
@@ -118,27 +171,96 @@ impl Passes {
         self.marking.is_none() && self.seen_count > 0
     }
 
-    /// A pass started from `place`; the number of the marking loader's pass
-    /// that ended when it is that loader's.
-    fn started(&mut self, place: u64) -> Option<u32> {
+    /// A pass started; what ended when it closes the epoch.
+    fn started(&mut self, pass: PassStart) -> Option<PassCut> {
         match self.marking {
-            Some(marking) if marking == place => {
-                self.marking_passes += 1;
-                Some(self.marking_passes - 1)
+            Some(marking) if marking == pass.place => {
+                let closes = self.round.begins_round(pass.loader);
+                self.close_if(closes)
             }
             Some(_) => None,
-            None if self.seen[..self.seen_count].contains(&place) => {
-                self.marking = Some(place);
-                self.marking_passes = 2;
-                Some(1)
-            }
-            None => {
-                if self.seen_count < PLACES {
-                    self.seen[self.seen_count] = place;
-                    self.seen_count += 1;
+            None => match self.seen[..self.seen_count].iter().find(|seen| seen.place == pass.place) {
+                Some(first) => {
+                    self.marking = Some(pass.place);
+                    self.round = Round::default();
+                    self.round.begins_round(first.loader);
+                    let closes = self.round.begins_round(pass.loader);
+                    self.close_if(closes)
                 }
-                None
+                None => {
+                    if self.seen_count < PLACES {
+                        self.seen[self.seen_count] = pass;
+                        self.seen_count += 1;
+                    }
+                    None
+                }
+            },
+        }
+    }
+
+    fn close_if(&mut self, closes: bool) -> Option<PassCut> {
+        if !closes {
+            return None;
+        }
+        self.closed += 1;
+        let loaders = self.round.loaders();
+        let rounds_found = loaders > 2 && !self.rounds_found;
+        self.rounds_found |= rounds_found;
+        Some(PassCut { closed: self.closed, loaders, rounds_found })
+    }
+}
+
+/// The loaders the marking place iterates, in the order of their first
+/// passes since the round began. A job that goes round several loaders from
+/// one place (A, B, C, A, B, C, ...) closes an epoch at each pass over the
+/// first only; one that iterates one loader again and again, or builds a
+/// new loader for each pass, closes one at every pass.
+#[derive(Default)]
+struct Round {
+    loaders: [u64; ROUND_LOADERS],
+    len: usize,
+    /// The first loader came again after the others: the place goes round them.
+    cycles: bool,
+}
+
+impl Round {
+    /// Takes in a pass over `loader` (0: not known); whether it begins a round.
+    fn begins_round(&mut self, loader: u64) -> bool {
+        if loader == 0 {
+            return true;
+        }
+        match self.loaders[..self.len].iter().position(|&known| known == loader) {
+            Some(0) => {
+                self.cycles = true;
+                true
             }
+            Some(_) if self.cycles => false,
+            // A later loader came again before the first: the rounds begin at it.
+            Some(_) => self.restart(loader),
+            // A new loader each pass, or the first round over several, which
+            // only the first loader's next pass tells apart; or, once the
+            // place goes round, a new set of loaders.
+            None if self.cycles || self.len == ROUND_LOADERS => self.restart(loader),
+            None => {
+                self.loaders[self.len] = loader;
+                self.len += 1;
+                true
+            }
+        }
+    }
+
+    /// Begins the rounds again at `loader`; true.
+    fn restart(&mut self, loader: u64) -> bool {
+        *self = Round::default();
+        self.begins_round(loader)
+    }
+
+    /// Loaders the place goes round; 1 until it is known to.
+    fn loaders(&self) -> usize {
+        if self.cycles {
+            self.len
+        } else {
+            1
         }
     }
 }
@@ -151,52 +273,123 @@ mod tests {
     const EVAL: u64 = 22;
     const WARM_UP: u64 = 33;
 
-    fn cuts(places: &[u64]) -> Vec<Option<u32>> {
-        let mut passes = Passes::default();
-        places.iter().map(|&place| passes.started(place)).collect()
+    /// Loader objects, by address.
+    const TRAIN_LOADER: u64 = 0x1000;
+    const EVAL_LOADER: u64 = 0x2000;
+    const WARM_UP_LOADER: u64 = 0x3000;
+
+    fn pass(place: u64, loader: u64) -> PassStart {
+        PassStart { place, loader }
+    }
+
+    /// The label of the epoch each pass closes.
+    fn cuts(passes: &[PassStart]) -> Vec<Option<String>> {
+        let mut seen = Passes::default();
+        passes.iter().map(|&pass| seen.started(pass).map(|cut| cut.label())).collect()
+    }
+
+    fn labels(labels: &[Option<&str>]) -> Vec<Option<String>> {
+        labels.iter().map(|label| label.map(str::to_string)).collect()
     }
 
     #[test]
     fn the_first_loader_to_repeat_marks_the_epochs() {
-        let passes = [WARM_UP, TRAIN, EVAL, TRAIN, EVAL, TRAIN, EVAL];
-        assert_eq!(cuts(&passes), [None, None, None, Some(1), None, Some(2), None]);
+        let (train, eval, warm_up) =
+            (pass(TRAIN, TRAIN_LOADER), pass(EVAL, EVAL_LOADER), pass(WARM_UP, WARM_UP_LOADER));
+        let passes = [warm_up, train, eval, train, eval, train, eval];
+        let expected = [None, None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2"), None];
+        assert_eq!(cuts(&passes), labels(&expected));
         // Evaluating before training: the evaluation loop repeats first, once an epoch all the same.
-        assert_eq!(cuts(&[EVAL, TRAIN, EVAL, TRAIN, EVAL]), [None, None, Some(1), None, Some(2)]);
+        let expected = [None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2")];
+        assert_eq!(cuts(&[eval, train, eval, train, eval]), labels(&expected));
+    }
+
+    #[test]
+    fn a_loader_built_for_each_pass_closes_an_epoch_at_each() {
+        let passes: Vec<PassStart> = (1..=40).map(|n| pass(TRAIN, n * 0x100)).collect();
+        let cut = cuts(&passes);
+        assert_eq!(cut[0], None);
+        let expected: Vec<Option<String>> = (1..40).map(|n| Some(format!("DataLoader pass {n}"))).collect();
+        assert_eq!(cut[1..], expected[..], "past the loaders a round may hold too");
+    }
+
+    #[test]
+    fn loaders_gone_round_from_one_place_close_an_epoch_a_round() {
+        let loaders = [0xa0, 0xb0, 0xc0, 0xd0];
+        let round = loaders.map(|loader| pass(EVAL, loader));
+        let passes: Vec<PassStart> = round.iter().cycle().take(4 * 4).copied().collect();
+        // The first round cannot be told from loaders built for each pass
+        // until the first loader comes again.
+        let mut expected = vec![None, Some("DataLoader pass 1".into()), Some("DataLoader pass 2".into())];
+        expected.push(Some("DataLoader pass 3".into()));
+        for n in 4..=6 {
+            expected.extend([Some(format!("DataLoader round {n} (4 loaders)")), None, None, None]);
+        }
+        assert_eq!(cuts(&passes), expected);
+        // A training loader that never repeats (one endless pass) changes nothing.
+        let mut with_training = vec![pass(TRAIN, TRAIN_LOADER)];
+        with_training.extend(&passes);
+        assert_eq!(cuts(&with_training)[1..], expected[..]);
+    }
+
+    #[test]
+    fn rounds_follow_the_loaders_the_place_iterates() {
+        let (a, b, c) = (pass(EVAL, 0xa0), pass(EVAL, 0xb0), pass(EVAL, 0xc0));
+        // A loader iterated first once, then another again and again: the rounds begin at the other.
+        let expected = [None, Some("DataLoader pass 1"), Some("DataLoader pass 2"), Some("DataLoader pass 3")];
+        assert_eq!(cuts(&[a, b, b, b]), labels(&expected));
+        // Gone round in another order: still one cut a round.
+        let passes = [a, b, c, a, c, b, a, b, c];
+        let closing: Vec<bool> = cuts(&passes).iter().map(Option::is_some).collect();
+        assert_eq!(closing, [false, true, true, true, false, false, true, false, false]);
+        // New loaders after the rounds were known: a cut at each again.
+        let (d, e) = (pass(EVAL, 0xd0), pass(EVAL, 0xe0));
+        let closing: Vec<bool> = cuts(&[a, b, a, b, d, e]).iter().map(Option::is_some).collect();
+        assert_eq!(closing, [false, true, true, false, true, true]);
+    }
+
+    #[test]
+    fn an_unread_loader_closes_an_epoch_at_each_pass() {
+        let unread = pass(EVAL, 0);
+        let closing: Vec<bool> = cuts(&[unread, unread, unread]).iter().map(Option::is_some).collect();
+        assert_eq!(closing, [false, true, true]);
     }
 
     #[test]
     fn a_single_pass_cuts_nothing() {
-        assert_eq!(cuts(&[WARM_UP, TRAIN]), [None, None]);
+        assert_eq!(cuts(&[pass(WARM_UP, WARM_UP_LOADER), pass(TRAIN, TRAIN_LOADER)]), [None, None]);
     }
 
     #[test]
     fn passes_that_never_repeat_are_told_apart() {
         let mut passes = Passes::default();
         assert!(!passes.saw_no_repeated_pass(), "no pass at all");
-        passes.started(TRAIN);
-        passes.started(EVAL);
+        passes.started(pass(TRAIN, TRAIN_LOADER));
+        passes.started(pass(EVAL, EVAL_LOADER));
         assert!(passes.saw_no_repeated_pass());
-        passes.started(TRAIN);
+        passes.started(pass(TRAIN, TRAIN_LOADER));
         assert!(!passes.saw_no_repeated_pass(), "the training loader repeated");
     }
 
     #[test]
     fn a_pass_starts_when_the_loader_frame_appears() {
-        let present = LoaderFrames::Present(TRAIN);
-        assert_eq!(next_state(0, present), (TRAIN, Some(TRAIN)));
+        let train = pass(TRAIN, TRAIN_LOADER);
+        let present = LoaderFrames::Present(train);
+        assert_eq!(next_state(0, present), (TRAIN, Some(train)));
         assert_eq!(next_state(TRAIN, present), (TRAIN, None), "the same pass, walked again");
         assert_eq!(next_state(TRAIN, LoaderFrames::Unknown), (TRAIN, None), "a cut-short walk proves nothing");
         assert_eq!(next_state(TRAIN, LoaderFrames::Absent), (0, None));
-        assert_eq!(next_state(EVAL, present), (TRAIN, Some(TRAIN)), "another pass began between two walks");
+        assert_eq!(next_state(EVAL, present), (TRAIN, Some(train)), "another pass began between two walks");
     }
 
     #[test]
     fn a_forked_worker_never_starts_the_pass_it_was_forked_in() {
-        let (state, started) = next_state(INHERITED, LoaderFrames::Present(TRAIN));
+        let train = pass(TRAIN, TRAIN_LOADER);
+        let (state, started) = next_state(INHERITED, LoaderFrames::Present(train));
         assert_eq!((state, started), (INHERITED, None));
         // Once the inherited frames are gone, its own passes count.
         let (state, _) = next_state(state, LoaderFrames::Absent);
-        assert_eq!(next_state(state, LoaderFrames::Present(TRAIN)), (TRAIN, Some(TRAIN)));
+        assert_eq!(next_state(state, LoaderFrames::Present(train)), (TRAIN, Some(train)));
     }
 
     #[test]

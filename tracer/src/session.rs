@@ -965,6 +965,17 @@ impl Session {
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
 
+    /// When the pass closing epoch `closing` ends the first round over
+    /// several loaders: the epochs cut inside that round are not whole.
+    fn pass_rounds_notice(&self, closing: u32) -> Option<Notice> {
+        let loaders = self.auto_epochs.take_rounds_found()?;
+        let text = format!(
+            "{}{closing}: the passes from one place go round {loaders} loaders, and each pass over the first closes an epoch; the epochs before, from its first round on, each held part of that round",
+            trace_format::PASS_ROUNDS_NOTICE
+        );
+        Some(Notice { elapsed_ns: self.elapsed_ns(), text })
+    }
+
     /// At the end of a process whose warm-up never ended (it closed no
     /// epoch): the sampling setting promises estimates for the warm-up
     /// only, and here that was all of it.
@@ -1082,10 +1093,10 @@ impl Session {
 
     /// Closes the epoch when a walk shows the training loader's next pass starting.
     fn see_loader_frames(&self, frames: LoaderFrames) {
-        let Some(ended) = self.auto_epochs.walked(frames) else { return };
+        let Some(cut) = self.auto_epochs.walked(frames) else { return };
         // The job's passes mark its epochs; time slices would only cut them up.
         self.end_default_time_slices();
-        self.close_epoch(EpochCause::Auto, format!("DataLoader pass {ended}"));
+        self.close_epoch(EpochCause::Auto, cut.label());
     }
 
     fn close_epoch(&self, cause: EpochCause, label: String) {
@@ -1133,6 +1144,9 @@ impl Session {
             records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text }));
         }
         records.extend(self.untraced_workers_notice().map(Record::Notice));
+        if cause == EpochCause::Auto {
+            records.extend(self.pass_rounds_notice(closing).map(Record::Notice));
+        }
         if cause.ends_the_process() {
             records.extend(self.unrepeated_passes_notice().map(Record::Notice));
             records.extend(self.unended_warm_up_notice(cause).map(Record::Notice));

@@ -244,7 +244,10 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
                 n - EPOCH_ROWS
             );
         }
-        let note = if i < analysed.start {
+        let note = if i > 0 && i < analysed.start && trace.snapshots[i].cause == trace_format::EpochCause::Auto {
+            // Only the epochs cut inside a first round of passes over several loaders.
+            "  (before the first whole round of DataLoader passes)"
+        } else if i < analysed.start {
             match trace.snapshots[analysed.start].cause {
                 trace_format::EpochCause::Auto => "  (start-up before the first auto-detected epoch)",
                 _ => "  (start-up before the first mark)",

@@ -5,7 +5,9 @@
 //! pass. The frames outside it (the code that iterates the loader, down to
 //! `<module>`) name where the pass was started from: the training loop's
 //! passes all start from one place, the evaluation loop's from another, even
-//! when each epoch builds a new loader object.
+//! when each epoch builds a new loader object. The loader object itself
+//! (`self` of the `DataLoader.__iter__` frame) tells apart the loaders one
+//! place iterates in turn (an evaluation over several validation sets).
 
 use std::cell::Cell;
 use std::hash::Hasher;
@@ -36,8 +38,18 @@ pub enum LoaderFrames {
     Unknown,
     /// No DataLoader pass is starting on this thread.
     Absent,
-    /// A pass is starting, from the place this key names (never 0 or `u64::MAX`).
-    Present(u64),
+    /// A pass is starting.
+    Present(PassStart),
+}
+
+/// A pass over a DataLoader: where it starts from and which loader it iterates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassStart {
+    /// The key of the place it starts from (never 0 or `u64::MAX`).
+    pub place: u64,
+    /// The address of the loader object, an identity only (never read
+    /// through); 0 when it could not be read.
+    pub loader: u64,
 }
 
 /// What a look at the code pointers of a thread's frames shows.

@@ -27,6 +27,8 @@ pub struct Layout {
     pub frame_previous: u64,
     pub frame_instr: u64,
     pub frame_owner: u64,
+    /// `localsplus`, the frame's local variables: a method's first is `self`.
+    pub frame_localsplus: u64,
     /// 3.11 marks entry frames with a byte; later versions push a shim frame.
     pub frame_is_entry: Option<u64>,
     pub code_firstlineno: u64,
@@ -63,6 +65,7 @@ const fn common(minor: u32) -> Layout {
         frame_previous: 8,
         frame_instr: 56,
         frame_owner: 70,
+        frame_localsplus: 72,
         frame_is_entry: None,
         code_firstlineno: 68,
         code_filename: 112,
@@ -133,6 +136,7 @@ pub fn from_debug_offsets(runtime: u64, py_version: u64, table: Layout) -> Resul
         frame_previous: at(29)?,
         frame_code: at(30)?,
         frame_instr: at(31)?,
+        frame_localsplus: at(32)?,
         frame_owner: at(33)?,
         code_filename: at(35)?,
         code_qualname: at(37)?,

@@ -36,7 +36,7 @@ use std::mem::MaybeUninit;
 use trace_format::{PyCode, PyFrame, PYMALLOC_OBJECTS_TRACED, PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING};
 
 use self::codes::{CodeTable, FrameKey, Types, WalkCache};
-pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames};
+pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames, PassStart};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
 use crate::config::{PYTHON_FRAMES_VAR, PYTHON_OBJECTS_VAR as OBJECTS_VAR};
 use crate::sys;
@@ -58,6 +58,8 @@ pub struct PyStack {
     complete: bool,
     /// Index of the outermost `DataLoader.__iter__` frame.
     outermost_loader: Option<usize>,
+    /// The `self` of that frame (0 when unread): the loader it iterates.
+    loader_object: u64,
 }
 
 impl PyStack {
@@ -72,6 +74,7 @@ impl PyStack {
             (&raw mut (*fields).len).write(0);
             (&raw mut (*fields).complete).write(false);
             (&raw mut (*fields).outermost_loader).write(None);
+            (&raw mut (*fields).loader_object).write(0);
             stack.assume_init()
         }
     }
@@ -87,7 +90,10 @@ impl PyStack {
         match (self.complete, self.outermost_loader) {
             (false, _) => LoaderFrames::Unknown,
             (true, None) => LoaderFrames::Absent,
-            (true, Some(at)) => LoaderFrames::Present(data_loader::pass_key(&self.words()[at + 1..])),
+            (true, Some(at)) => LoaderFrames::Present(PassStart {
+                place: data_loader::pass_key(&self.words()[at + 1..]),
+                loader: self.loader_object,
+            }),
         }
     }
 
@@ -95,6 +101,7 @@ impl PyStack {
         self.len = 0;
         self.complete = false;
         self.outermost_loader = None;
+        self.loader_object = 0;
     }
 
     fn push(&mut self, word: u64) -> bool {
@@ -488,6 +495,9 @@ impl Walker {
             if let Some((word, data_loader_iter)) = decoded {
                 if data_loader_iter {
                     stack.outermost_loader = Some(stack.len);
+                    // `self`, the method's first local, lies in the frame
+                    // itself, which this thread keeps alive while it runs.
+                    stack.loader_object = memory::word(frame, l.frame_localsplus).unwrap_or(0);
                 }
                 if !stack.push(word) {
                     return Some(Walked::Cut);
