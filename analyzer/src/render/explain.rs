@@ -97,6 +97,13 @@ const ONEDNN_PRIMITIVE_CACHE: Explanation = Explanation {
     incidental_site: false,
 };
 
+/// What memory allocated as torch.distributed recorded a collective call is.
+const FLIGHT_RECORDER: Explanation = Explanation {
+    what: "torch.distributed's flight recorder",
+    detail: "each collective call (an all-reduce of DistributedDataParallel's gradients) is recorded, with a captured traceback, in a ring buffer kept for debugging hangs; it grows until the buffer is full (TORCH_FR_BUFFER_SIZE entries, or TORCH_NCCL_TRACE_BUFFER_SIZE), then each new record replaces the oldest: memory that levels off, not a leak of the line above",
+    incidental_site: false,
+};
+
 /// What memory allocated while matplotlib made or drew a figure is.
 const MATPLOTLIB_FIGURES: Explanation = Explanation {
     what: "matplotlib's figures",
@@ -134,6 +141,8 @@ fn explain(pymalloc: bool, memory: Memory, frames: &[Frame]) -> Option<&'static 
             Some(&PROFILER_RECORDS)
         } else if native().any(|f| f.function.starts_with("dnnl::impl::") && f.function.contains("primitive_cache")) {
             Some(&ONEDNN_PRIMITIVE_CACHE)
+        } else if native().any(|f| f.function.starts_with("c10d::FlightRecorder")) {
+            Some(&FLIGHT_RECORDER)
         } else if frames.iter().any(|f| {
             f.python
                 && f.file.as_deref().is_some_and(|file| MATPLOTLIB_FIGURE_MODULES.iter().any(|m| file.ends_with(m)))
@@ -188,6 +197,18 @@ mod tests {
         // oneDNN running a primitive it has is no cache growing.
         let run = [native("dnnl::impl::cpu::x64::jit_avx512_common_convolution_fwd_t::execute()", TORCH)];
         assert_eq!(explain(false, Memory::Heap, &run), None);
+    }
+
+    #[test]
+    fn the_flight_recorder_is_told_by_its_record_call_on_the_stack() {
+        let stack = [
+            native("torch::CapturedTraceback::gather(bool, bool, bool)", TORCH),
+            native("c10d::FlightRecorder<…>::recordWithResetEnabled(…)", TORCH),
+            native("c10d::ProcessGroupGloo::allreduce(std::vector<…>&, c10d::AllreduceOptions const&)", TORCH),
+            python("main"),
+        ];
+        assert_eq!(explain(true, Memory::Heap, &stack), Some(&FLIGHT_RECORDER));
+        assert_eq!(explain(true, Memory::Heap, &stack[2..]), None, "a collective alone records nothing");
     }
 
     #[test]
