@@ -360,7 +360,8 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
 }
 
 /// Each epoch a worker closed when its parent did is labelled with the
-/// parent's index of that epoch, which had closed by then.
+/// parent's index of that epoch, which had closed by then (the index one
+/// above it names an epoch that closed after the worker's).
 fn assert_labels_name_parents_epochs(worker: &Value, parent: &Value) {
     let parents = parent["epochs"].as_array().expect("epochs");
     let followed: Vec<&Value> =
@@ -371,12 +372,10 @@ fn assert_labels_name_parents_epochs(worker: &Value, parent: &Value) {
         let index: usize = label.strip_prefix("parent's epoch ").and_then(|n| n.parse().ok()).expect(label);
         let closed_by = &parents[index];
         assert_ne!(closed_by["cause"], "exit", "{label}: {closed_by}");
+        // The worker closes its epoch at an allocation after the parent's;
+        // a sampled worker may meet none before the parent's next, so no
+        // upper bound.
         assert!(closed_by["elapsed_ns"].as_u64() <= epoch["elapsed_ns"].as_u64(), "{label}: {closed_by} {epoch}");
-        let next = parents.get(index + 1).filter(|next| next["cause"] != "exit");
-        assert!(
-            next.is_none_or(|next| next["elapsed_ns"].as_u64() > epoch["elapsed_ns"].as_u64()),
-            "{label}: {next:?}"
-        );
     }
 }
 
