@@ -1,6 +1,8 @@
 //! Python frames in the stacks of CPython 3.11, 3.12 and 3.13 processes: the
 //! frames the tracer records for an allocation decode (with the location
 //! table) to exactly the stack CPython reports for the allocating line.
+//! A leak in a C library of the program's own, called through ctypes, is
+//! named by its C line, called from the Python line.
 //!
 //! The interpreters are found by `python_interpreter` (tests/support); a
 //! missing interpreter is a failure with instructions, never a skip.
@@ -413,4 +415,34 @@ fn python_objects_are_left_to_python_where_it_replaces_the_hooks() {
         assert!(allocator.starts_with(expected), "{arguments:?}: {allocator}");
         assert_eq!(report["lines"][0]["frame"]["function"], "leak_small_objects", "{arguments:?}");
     }
+}
+
+#[test]
+fn a_leak_in_the_programs_own_c_library_is_named_by_its_c_line_called_from_python() {
+    let python = python_interpreter("3.12");
+    let library = compile_library("features.c");
+    let script = python_script("ctypes_library.py");
+    let run = run_traced(&python, &[script.to_str().unwrap(), library.to_str().unwrap()]).succeeded();
+    assert_eq!(run.stdout(), "ctypes_library: 419430400\n");
+    let report = report_json(&run.trace);
+    let c_line = line_of("programs/features.c", "the leaking line");
+    let python_line = line_of("python/ctypes_library.py", "the calling line");
+    let line = &report["lines"][0];
+    assert_eq!(
+        (&line["frame"]["function"], &line["frame"]["line"], &line["frame"]["module"]),
+        (&"compute_features".into(), &c_line.into(), &library.display().to_string().into()),
+        "{line:#}"
+    );
+    assert_eq!(line["growth_bytes_per_epoch"], 50 * 16 * 1024, "{line:#}");
+    // The ctypes and libffi frames between them are not the program's.
+    let best = line["suspect_ranks"][0].as_u64().unwrap() as usize;
+    let frames = report["suspects"][best - 1]["frames"].as_array().unwrap();
+    let own: Vec<&str> =
+        frames.iter().filter(|f| f["own_code"] == true).map(|f| f["function"].as_str().unwrap()).collect();
+    assert_eq!(own, ["compute_features", "featurize", "<module>"], "{frames:#?}");
+    let verdict = report["verdict"]["message"].as_str().unwrap();
+    let named = format!(
+        "compute_features (features.c:{c_line}), called from featurize (ctypes_library.py:{python_line}), keeps about "
+    );
+    assert!(verdict.starts_with(&named), "{verdict}");
 }

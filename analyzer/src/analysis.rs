@@ -552,6 +552,9 @@ impl LineMemory {
 pub struct Culprit<'a> {
     /// The line's function, with its file and line when known.
     pub name: Cow<'a, str>,
+    /// The Python line that called it, named the same way, when the line
+    /// is native code of the user's that Python called (through ctypes).
+    pub called_from: Option<Cow<'a, str>>,
     pub growth_bytes_per_epoch: u64,
     pub live_bytes: u64,
     pub suspects: usize,
@@ -578,11 +581,32 @@ impl<'a> Culprit<'a> {
     pub fn suspect(suspect: &Suspect, name: &'a str) -> Culprit<'a> {
         Culprit {
             name: Cow::Borrowed(name),
+            called_from: None,
             growth_bytes_per_epoch: suspect.growth_bytes_per_epoch,
             live_bytes: suspect.live_bytes,
             suspects: 1,
             memory: LineMemory::Only(suspect.memory),
             known_as: None,
+        }
+    }
+}
+
+impl Culprit<'_> {
+    /// The line with the Python line that called it, when one did:
+    /// `compute_features (featlib.c:12), called from featurize (job.py:15)`.
+    pub fn named(&self) -> Cow<'_, str> {
+        match &self.called_from {
+            Some(caller) => Cow::Owned(format!("{}, called from {caller}", self.name)),
+            None => Cow::Borrowed(&self.name),
+        }
+    }
+
+    /// [`Culprit::named`] where a sentence goes on after it: its caller set
+    /// off by commas.
+    fn subject(&self) -> Cow<'_, str> {
+        match self.called_from {
+            Some(_) => Cow::Owned(format!("{},", self.named())),
+            None => self.named(),
         }
     }
 }
@@ -734,13 +758,19 @@ impl Analysis {
                 let mut msg = match top.known_as {
                     Some(known) if known.incidental => format!(
                         "{} grew by {growth}({live} now), charged to {}{through}{in_all}: that line needed more of them, and need not be what holds them; {traced} over {over} (see suspect #{})",
-                        known.what, top.name, known.rank
+                        known.what,
+                        top.named(),
+                        known.rank
                     ),
                     Some(known) => format!(
                         "{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}; the memory is {} (see suspect #{})",
-                        top.name, known.what, known.rank
+                        top.subject(),
+                        known.what,
+                        known.rank
                     ),
-                    None => format!("{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}", top.name),
+                    None => {
+                        format!("{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}", top.subject())
+                    }
                 };
                 if self.suspects.first().is_some_and(|s| s.grown_in_place) {
                     msg.push_str("; the top suspect is one block made larger epoch after epoch (realloc, a growing vector, string or list), its newest copy alive");
@@ -829,11 +859,11 @@ impl Analysis {
                     String::new()
                 };
                 let through = match culprit {
-                    Some(line) if line.suspects == below.stacks => format!(", all of it through {}", line.name),
+                    Some(line) if line.suspects == below.stacks => format!(", all of it through {}", line.named()),
                     Some(line) => format!(
                         ", {}/epoch of it through {} in {} stack{}",
                         bytes(line.growth_bytes_per_epoch),
-                        line.name,
+                        line.subject(),
                         line.suspects,
                         if line.suspects == 1 { "" } else { "s" }
                     ),

@@ -10,9 +10,9 @@
 //!
 //! [`mark_own_code`] then picks the frame the report points at: under an
 //! interpreter, the innermost Python frame outside the standard library and
-//! the installed packages.
+//! the installed packages, or the user's own C code it called.
 
-use crate::symbolize::{is_allocator_frame, Frame};
+use crate::symbolize::{is_allocator_frame, Frame, OwnCode};
 
 /// What a frame is to the putting together of a stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,19 +218,31 @@ pub fn python_file_kind(file: &str) -> PythonFile {
 }
 
 /// Chooses the own-code frames of a merged stack (innermost first). With
-/// Python frames, the first own-code frame is the innermost Python frame of
-/// the program's own files (else of `<string>`-like code); native frames are
-/// then not marked. Without such a frame the native frames keep the marks
-/// the symbolizer gave them (see [`crate::symbolize::OwnCode`]).
-pub fn mark_own_code(frames: &mut [Frame]) {
+/// Python frames, the own Python frames are those of the program's own
+/// files (else of `<string>`-like code); the native frames the innermost of
+/// them calls stay own code where their library is the user's (C code
+/// called through ctypes, see [`OwnCode::is_users_library`]), so the first
+/// own-code frame is the user's C line, else the innermost own Python
+/// frame; the native frames outside it are not marked. Without an own
+/// Python frame the native frames keep the marks the symbolizer gave them
+/// (see [`OwnCode`]).
+pub fn mark_own_code(frames: &mut [Frame], own: &OwnCode) {
     let kind = |f: &Frame| f.file.as_deref().map_or(PythonFile::NoFile, python_file_kind);
     let best = frames.iter().filter(|f| f.python).map(kind).filter(|k| *k != PythonFile::Library).max();
     let Some(best) = best else {
         frames.iter_mut().filter(|f| f.python).for_each(|f| f.own_code = false);
         return;
     };
+    let mut inside_own_python = true;
     for f in frames.iter_mut() {
-        f.own_code = f.python && kind(f) == best;
+        if f.python {
+            f.own_code = kind(f) == best;
+            inside_own_python &= !f.own_code;
+        } else {
+            f.own_code = inside_own_python
+                && f.own_code
+                && f.module.as_deref().is_some_and(|module| own.is_users_library(module));
+        }
     }
 }
 
@@ -366,6 +378,11 @@ mod tests {
         assert_eq!(names(&merge(&groups, &python)), ["f", "<module>"]);
     }
 
+    /// The own code of a Python process whose interpreter is conda's.
+    fn python_process() -> OwnCode {
+        OwnCode::OutsideRuntime { installation: vec!["/opt/conda/lib".into(), "/opt/conda/lib64".into()] }
+    }
+
     fn own(frames: &[Frame]) -> Option<&str> {
         frames.iter().find(|f| f.own_code).map(|f| f.function.as_str())
     }
@@ -376,7 +393,7 @@ mod tests {
         let mut merged = merge(&groups, &python);
         // The symbolizer's native rule may have marked an extension module.
         merged[2].own_code = true;
-        mark_own_code(&mut merged);
+        mark_own_code(&mut merged, &python_process());
         assert_eq!(own(&merged), Some("train_step"));
         assert!(merged.iter().filter(|f| !f.python).all(|f| !f.own_code));
     }
@@ -404,7 +421,7 @@ mod tests {
             py("<module>", "/home/me/job/train.py", 3),
         ];
         frames[0].own_code = true;
-        mark_own_code(&mut frames);
+        mark_own_code(&mut frames, &python_process());
         assert_eq!(own(&frames), Some("load"));
         assert!(frames[4].own_code && !frames[2].own_code && !frames[0].own_code);
     }
@@ -416,7 +433,7 @@ mod tests {
             py("decode", "/usr/lib/python3.11/json/decoder.py", 337),
             py("<module>", "<string>", 1),
         ];
-        mark_own_code(&mut frames);
+        mark_own_code(&mut frames, &python_process());
         assert_eq!(own(&frames), Some("<module>"));
     }
 
@@ -429,11 +446,53 @@ mod tests {
             py("<module>", "<frozen runpy>", 1),
         ];
         frames[0].own_code = true;
-        mark_own_code(&mut frames);
+        mark_own_code(&mut frames, &python_process());
         assert_eq!(own(&frames), Some("make_buffer"));
         let mut native_only = vec![native("make_buffer", "/opt/ext/libmine.so")];
         native_only[0].own_code = true;
-        mark_own_code(&mut native_only);
+        mark_own_code(&mut native_only, &python_process());
         assert_eq!(own(&native_only), Some("make_buffer"));
+    }
+
+    /// A stack through ctypes, as the symbolizer marks it: every frame
+    /// outside the runtime marked.
+    fn ctypes_stack(library: &str) -> Vec<Frame> {
+        let marked = |function: &str, module: &str| Frame { own_code: true, ..native(function, module) };
+        vec![
+            marked("compute_features", library),
+            marked("ffi_call", "/usr/lib/x86_64-linux-gnu/libffi.so.8"),
+            marked("_ctypes_callproc", "/opt/conda/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so"),
+            py("featurize", "/job/native_job.py", 15),
+            py("main", "/job/native_job.py", 24),
+            marked("helper_main", library),
+        ]
+    }
+
+    #[test]
+    fn the_users_c_library_called_from_own_python_is_own_code() {
+        let mut frames = ctypes_stack("/job/libfeat.so");
+        mark_own_code(&mut frames, &python_process());
+        let marked: Vec<&str> = frames.iter().filter(|f| f.own_code).map(|f| f.function.as_str()).collect();
+        assert_eq!(marked, ["compute_features", "featurize", "main"], "not ctypes, not libffi, not outside the Python");
+    }
+
+    #[test]
+    fn installed_system_and_interpreter_libraries_are_not_the_users() {
+        for library in [
+            "/venv/lib/python3.11/site-packages/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so",
+            "/venv/lib/python3.11/site-packages/numpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so",
+            "/usr/lib/python3/dist-packages/yaml/_yaml.cpython-311-x86_64-linux-gnu.so",
+            "/usr/lib/x86_64-linux-gnu/libz.so.1",
+            "/lib/x86_64-linux-gnu/libcrypto.so.3",
+            "/usr/local/lib/libfoo.so",
+            "/opt/conda/lib/libssl.so.3",
+            "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so",
+            "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+            "",
+        ] {
+            let mut frames = ctypes_stack(library);
+            mark_own_code(&mut frames, &python_process());
+            assert_eq!(own(&frames), Some("featurize"), "{library}");
+        }
     }
 }

@@ -15,6 +15,7 @@ use object::{Object, ObjectSymbol, SymbolKind};
 use trace_format::{Module, Process, PyCode, PyFrame};
 
 use crate::demangle::demangle;
+use crate::merge::{python_file_kind, PythonFile};
 use crate::modules::{Generation, ModuleMap, ModuleRecords};
 use crate::pylines::{ranges, shown_line, LineRange};
 use crate::trace::{IntMap, NativeFrame, Stack};
@@ -100,8 +101,11 @@ pub enum OwnCode {
     /// executable and the shared libraries beside it.
     Program(Vec<usize>),
     /// The executable is an interpreter or a system program: frames outside
-    /// the C/C++ runtime and the interpreter.
-    OutsideRuntime,
+    /// the C/C++ runtime and the interpreter. `installation` holds the
+    /// library directories of the interpreter's installation (`lib` beside
+    /// its `bin`: a conda environment's or pyenv version's), whose other
+    /// libraries come with it.
+    OutsideRuntime { installation: Vec<PathBuf> },
 }
 
 /// Whether `path` is a runtime library or interpreter, never the program's
@@ -159,6 +163,19 @@ pub fn is_runtime_module(path: &str) -> bool {
     PREFIXES.iter().any(|p| name.starts_with(p)) || DIRECTORIES.iter().any(|d| path.contains(d))
 }
 
+/// Directories of the system's libraries, everyone's.
+const SYSTEM_LIBRARY_DIRECTORIES: &[&str] =
+    &["/lib/", "/lib32/", "/lib64/", "/usr/lib/", "/usr/lib32/", "/usr/lib64/", "/usr/local/lib/", "/usr/local/lib64/"];
+
+/// The `lib` and `lib64` beside the `bin` directory `exe` is in, unless
+/// that is a system prefix's.
+fn libraries_beside(exe: &Path) -> Option<[PathBuf; 2]> {
+    let exe_dir = exe.parent()?;
+    let root = exe_dir.parent()?;
+    (exe_dir.ends_with("bin") && !["/", "/usr", "/usr/local"].iter().any(|p| root == Path::new(p)))
+        .then(|| [root.join("lib"), root.join("lib64")])
+}
+
 fn is_interpreter_or_system(exe: &str) -> bool {
     let name = exe.rsplit('/').next().unwrap_or(exe);
     name.starts_with("python")
@@ -170,20 +187,17 @@ fn is_interpreter_or_system(exe: &str) -> bool {
 
 impl OwnCode {
     pub fn for_process(process: &Process, modules: &[Module]) -> OwnCode {
-        if is_interpreter_or_system(&process.exe) {
-            return OwnCode::OutsideRuntime;
-        }
         let exe = resolved(&process.exe);
-        let Some(exe_dir) = exe.parent() else { return OwnCode::OutsideRuntime };
+        let outside_runtime =
+            || OwnCode::OutsideRuntime { installation: libraries_beside(&exe).map(Vec::from).unwrap_or_default() };
+        if is_interpreter_or_system(&process.exe) {
+            return outside_runtime();
+        }
+        let Some(exe_dir) = exe.parent() else { return outside_runtime() };
         // Where a program keeps its own libraries: beside it, or in a `lib`
         // directory beside its `bin`, but for a system prefix's, which is
         // everyone's.
-        let beside = exe_dir
-            .parent()
-            .filter(|root| {
-                exe_dir.ends_with("bin") && !["/", "/usr", "/usr/local"].iter().any(|p| *root == Path::new(p))
-            })
-            .map(|root| [root.join("lib"), root.join("lib64")]);
+        let beside = libraries_beside(&exe);
         let is_programs = |path: &Path| {
             path == exe
                 || path.parent().is_some_and(|dir| {
@@ -198,7 +212,7 @@ impl OwnCode {
             .map(|(i, _)| i)
             .collect();
         if matches.is_empty() {
-            OwnCode::OutsideRuntime
+            outside_runtime()
         } else {
             OwnCode::Program(matches)
         }
@@ -208,8 +222,24 @@ impl OwnCode {
         let Some(index) = module else { return false };
         match self {
             OwnCode::Program(program) => program.contains(&index),
-            OwnCode::OutsideRuntime => !is_runtime_module(&modules[index].path),
+            OwnCode::OutsideRuntime { .. } => !is_runtime_module(&modules[index].path),
         }
+    }
+
+    /// Whether the native library at `path` is the user's own, as C code a
+    /// Python program calls through ctypes: a file of its own, not the
+    /// runtime's, an installed package's or the standard library's, the
+    /// system's or the interpreter's installation's.
+    pub fn is_users_library(&self, path: &str) -> bool {
+        let installation = match self {
+            OwnCode::OutsideRuntime { installation } => installation.as_slice(),
+            OwnCode::Program(_) => &[],
+        };
+        path.starts_with('/')
+            && !is_runtime_module(path)
+            && python_file_kind(path) == PythonFile::Own
+            && !SYSTEM_LIBRARY_DIRECTORIES.iter().any(|dir| path.starts_with(dir))
+            && !installation.iter().any(|dir| Path::new(path).starts_with(dir))
     }
 }
 
@@ -502,7 +532,7 @@ impl<'t> Symbolizer<'t> {
             stack.native.iter().map(|&NativeFrame { address, generation }| self.frames(address, generation)).collect();
         let python: Vec<(Frame, bool)> = stack.python.iter().map(|f| (self.python_frame(f), f.entry)).collect();
         let mut frames = crate::merge::assemble(&groups, &python);
-        crate::merge::mark_own_code(&mut frames);
+        crate::merge::mark_own_code(&mut frames, &self.own);
         frames
     }
 }

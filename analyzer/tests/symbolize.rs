@@ -191,16 +191,17 @@ __attribute__((noinline)) int Py_BytesMain(int n) { return PyObject_Vectorcall(n
 int main(int argc, char **argv) { (void)argv; return Py_BytesMain(argc); }
 "#;
 
-#[test]
-fn python_frames_replace_the_eval_loop_calls_that_ran_them() {
+/// The trace of [`FAKE_PYTHON`] running `/job/app.py`, whose `inner`
+/// calls `make_node` of `extension`, loaded from `extension_path`: stack 1
+/// through both eval-loop calls, stack 2 through an interpreter whose outer
+/// eval loop is missing.
+fn python_calling(extension: &Program, extension_path: &Path, python: &Program) -> TempFile {
     use trace_format::{Frame, PyCode, PyFrame};
-    let extension = build(false);
-    let python = build_from(FAKE_PYTHON, "python.c", "python3.11", true);
     let bias = 0x5555_0000_0000u64;
     let mut sim = Sim::new(&python.exe.display().to_string());
     sim.process_mut().settings = vec![("python".into(), "3.11.7 frames".into())];
     sim.module(Module {
-        path: extension.exe.display().to_string(),
+        path: extension_path.display().to_string(),
         load_bias: 0,
         segments: vec![(0x1000.min(extension.addr("main")), 0x20_0000 + extension.addr("main"))],
         build_id: extension.build_id.clone(),
@@ -249,24 +250,42 @@ fn python_frames_replace_the_eval_loop_calls_that_ran_them() {
         sim.mark(&format!("{e}"));
     }
     sim.exit();
-    let trace = write_temp("trace.bin", &sim.bytes());
+    write_temp("trace.bin", &sim.bytes())
+}
+
+/// `program` copied into a `site-packages` folder beside it: an extension
+/// module installed with a package.
+fn installed(program: &Program) -> PathBuf {
+    let dir = program.exe.with_file_name("site-packages");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tiny_ext.so");
+    std::fs::copy(&program.exe, &path).unwrap();
+    path
+}
+
+fn function_names(suspect: &serde_json::Value) -> Vec<String> {
+    suspect["frames"].as_array().unwrap().iter().map(|f| f["function"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn python_frames_replace_the_eval_loop_calls_that_ran_them() {
+    let extension = build(false);
+    let python = build_from(FAKE_PYTHON, "python.c", "python3.11", true);
+    let trace = python_calling(&extension, &installed(&extension), &python);
     let (v, stderr) = report_json(&trace);
     assert!(stderr.is_empty(), "{stderr}");
-    let names = |s: &serde_json::Value| -> Vec<String> {
-        s["frames"].as_array().unwrap().iter().map(|f| f["function"].as_str().unwrap().to_string()).collect()
-    };
     let merged = &v["suspects"][0];
     assert_eq!(merged["stack_id"], 1);
-    assert_eq!(names(merged), ["make_node", "inner", "outer", "<module>", "main"]);
+    assert_eq!(function_names(merged), ["make_node", "inner", "outer", "<module>", "main"]);
     let frames = merged["frames"].as_array().unwrap();
     assert_eq!(frames[1]["python"], true);
     assert_eq!(frames[1]["own_code"], true);
-    assert_eq!(frames[0]["own_code"], false, "a Python frame of the program comes first");
+    assert_eq!(frames[0]["own_code"], false, "a Python frame of the program comes first, not an installed extension's");
     assert!(v["verdict"]["message"].as_str().unwrap().starts_with("inner (app.py:10) keeps"), "{}", v["verdict"]);
 
     let fallback = &v["suspects"][1];
     assert_eq!(
-        names(fallback),
+        function_names(fallback),
         [
             "make_node",
             "PyObject_Vectorcall",
@@ -279,4 +298,21 @@ fn python_frames_replace_the_eval_loop_calls_that_ran_them() {
             "<module>"
         ]
     );
+}
+
+#[test]
+fn the_users_library_python_calls_is_the_line_called_from_python() {
+    let extension = build(false);
+    let python = build_from(FAKE_PYTHON, "python.c", "python3.11", true);
+    let trace = python_calling(&extension, &extension.exe, &python);
+    let (v, stderr) = report_json(&trace);
+    assert!(stderr.is_empty(), "{stderr}");
+    let merged = &v["suspects"][0];
+    assert_eq!(function_names(merged), ["make_node", "inner", "outer", "<module>", "main"]);
+    let own: Vec<bool> = merged["frames"].as_array().unwrap().iter().map(|f| f["own_code"] == true).collect();
+    assert_eq!(own, [true, true, true, true, false], "the user's C code first, then the Python that called it");
+    let line = line_of("__libc_fake_alloc(n * 3)");
+    let verdict = v["verdict"]["message"].as_str().unwrap();
+    let named = format!("make_node (tiny.c:{line}), called from inner (app.py:10), keeps about ");
+    assert!(verdict.starts_with(&named), "{verdict}");
 }

@@ -70,6 +70,7 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
     assert_eq!(a.suspects.len(), 3);
     let line = |suspects, memory| Culprit {
         name: "keep_history".into(),
+        called_from: None,
         growth_bytes_per_epoch: 200 * 1024,
         live_bytes: 2000 * 1024,
         suspects,
@@ -88,6 +89,27 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
 }
 
 #[test]
+fn a_culprit_python_called_is_said_with_its_caller() {
+    let sim = scenario(10, |sim, _| {
+        sim.alloc_many(1, 100, 1024);
+    });
+    let (_, a) = run(&sim);
+    let culprit = Culprit {
+        name: "compute_features (featlib.c:12)".into(),
+        called_from: Some("featurize (job.py:15)".into()),
+        growth_bytes_per_epoch: 100 * 1024,
+        live_bytes: 1000 * 1024,
+        suspects: 1,
+        memory: LineMemory::Only(Memory::Heap),
+        known_as: None,
+    };
+    let msg = a.verdict_message(Some(culprit.clone()));
+    let named = "compute_features (featlib.c:12), called from featurize (job.py:15), keeps about 100 KiB/epoch alive (";
+    assert!(msg.starts_with(named), "{msg}");
+    assert_eq!(culprit.named(), "compute_features (featlib.c:12), called from featurize (job.py:15)");
+}
+
+#[test]
 fn a_culprit_whose_memory_it_only_happened_to_need_is_not_said_to_keep_it() {
     let sim = scenario(10, |sim, _| {
         sim.alloc_many(1, 1, 1 << 20);
@@ -95,6 +117,7 @@ fn a_culprit_whose_memory_it_only_happened_to_need_is_not_said_to_keep_it() {
     let (_, a) = run(&sim);
     let line = |incidental| Culprit {
         name: "churn (train.py:6)".into(),
+        called_from: None,
         growth_bytes_per_epoch: 1 << 20,
         live_bytes: 10 << 20,
         suspects: 3,
@@ -341,6 +364,7 @@ fn growth_below_the_floor_names_the_line_most_of_it_goes_through() {
     let (_, a) = run(&small_leak_in_a_large_heap());
     let line = |suspects| Culprit {
         name: "keep (train.py:9)".into(),
+        called_from: None,
         growth_bytes_per_epoch: 40 * 1024,
         live_bytes: 400 * 1024,
         suspects,

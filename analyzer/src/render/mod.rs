@@ -235,7 +235,7 @@ fn symbolize<'a>(
 /// is; `None` when there are no suspects nor growth below the floor.
 pub fn top_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Option<String> {
     let ranked = ByLine::rank(trace, analysis, symbolizer, STACKS_BY_LINE);
-    ranked.culprit().map(|culprit| culprit.name.into_owned())
+    ranked.culprit().map(|culprit| culprit.named().into_owned())
 }
 
 /// The suspects symbolized and summed by their line of own code, and the
@@ -286,19 +286,31 @@ impl Report<'_> {
 /// The top line as the verdict names it: by its function, long C++ names
 /// shortened as the text report's frames are (see [`names::shortened`]),
 /// and where it is, or for a suspect without own code by its innermost
-/// frame.
+/// frame; native code Python called with the Python line that called it.
 fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> {
     let best = &suspects[line.ranks[0] - 1];
     let frame = line.frame.as_ref().or(best.frames.first());
+    let shown = |f: &Frame| Cow::Owned(f.located_as(&names::shortened(&f.function)));
     Culprit {
-        name: frame
-            .map_or(Cow::Borrowed("the top suspect"), |f| Cow::Owned(f.located_as(&names::shortened(&f.function)))),
+        name: frame.map_or(Cow::Borrowed("the top suspect"), shown),
+        called_from: python_caller(&best.frames).map(shown),
         growth_bytes_per_epoch: line.growth_bytes_per_epoch,
         live_bytes: line.live_bytes,
         suspects: line.ranks.len(),
         memory: line.memory,
         known_as: best.explanation.map(|e| KnownAs { what: e.what, rank: best.rank, incidental: e.incidental_site }),
     }
+}
+
+/// The own Python frame that called the first own-code frame of `frames`
+/// (innermost first) when that one is native: the Python line that called
+/// the user's C code.
+fn python_caller(frames: &[Frame]) -> Option<&Frame> {
+    let mut own = frames.iter().filter(|f| f.own_code);
+    if own.next()?.python {
+        return None;
+    }
+    own.find(|f| f.python)
 }
 
 /// The warning for a trace that did not end cleanly, if any.
@@ -370,5 +382,16 @@ mod tests {
             culprit(&line, &suspects).name,
             "std::_Rb_tree_iterator<…> std::_Rb_tree<…>::_M_emplace_hint_unique<…>(…) [clone .isra.0] (registry.cpp:13)"
         );
+    }
+
+    #[test]
+    fn the_python_caller_is_that_of_the_first_own_frame_when_it_is_native() {
+        let native = |function: &str, own_code| Frame { own_code, ..Frame::named(0x1000, function.into()) };
+        let python = |function: &str| Frame { own_code: true, python: true, ..Frame::named(0, function.into()) };
+        let called = [native("compute_features", true), native("ffi_call", false), python("featurize"), python("main")];
+        assert_eq!(python_caller(&called).map(|f| f.function.as_str()), Some("featurize"));
+        let python_first = [native("PyList_New", false), python("featurize"), native("helper", true)];
+        assert_eq!(python_caller(&python_first), None);
+        assert_eq!(python_caller(&[native("leak", true), native("main", true)]), None, "no Python");
     }
 }
