@@ -94,6 +94,26 @@ pub const PARENT_IMAGE_SETTING: &str = "parent_image";
 /// than for reading.
 pub const LINEAGE_SETTINGS: [&str; 3] = [RUN_SETTING, IMAGE_SETTING, PARENT_IMAGE_SETTING];
 
+/// The settings of a process a distributed launcher started, from the
+/// variables it set in the process's environment (`RANK`, `LOCAL_RANK`,
+/// `WORLD_SIZE`, as torchrun does): its rank in the job, its rank on its
+/// machine and how many ranks there are; each a number, each absent where
+/// the variable was not set (see [`Process::rank`]).
+pub const RANK_SETTING: &str = "rank";
+pub const LOCAL_RANK_SETTING: &str = "local_rank";
+pub const WORLD_SIZE_SETTING: &str = "world_size";
+/// The rank settings, with the variable each is read from.
+pub const RANK_SETTINGS: [(&str, &str); 3] =
+    [(RANK_SETTING, "RANK"), (LOCAL_RANK_SETTING, "LOCAL_RANK"), (WORLD_SIZE_SETTING, "WORLD_SIZE")];
+
+/// A process's place in a distributed job (see [`RANK_SETTING`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rank {
+    pub rank: u32,
+    pub local_rank: Option<u32>,
+    pub world_size: Option<u32>,
+}
+
 /// The setting of a run's first process giving how many traces the
 /// programs the run execs may write ([`EXEC_TRACE_LIMIT_SETTING`]'s value
 /// is a number); absent when there is no limit.
@@ -180,6 +200,17 @@ impl Process {
     /// The image this one descends from (see [`PARENT_IMAGE_SETTING`]).
     pub fn parent_image(&self) -> Option<&str> {
         self.setting(PARENT_IMAGE_SETTING)
+    }
+
+    /// Its place in a distributed job, when a launcher gave it a rank (see
+    /// [`RANK_SETTING`]).
+    pub fn rank(&self) -> Option<Rank> {
+        let number = |name| self.setting(name)?.parse::<u32>().ok();
+        Some(Rank {
+            rank: number(RANK_SETTING)?,
+            local_rank: number(LOCAL_RANK_SETTING),
+            world_size: number(WORLD_SIZE_SETTING),
+        })
     }
 
     /// The value of the setting `name`, if the tracer wrote it.

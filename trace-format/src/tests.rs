@@ -347,3 +347,23 @@ fn byte_counts_take_binary_units() {
     assert_eq!(parse_byte_count("-4k"), None);
     assert_eq!(parse_byte_count("99999999999g"), None, "overflows");
 }
+
+#[test]
+fn a_rank_needs_its_number_and_reads_what_else_was_set() {
+    let process = |settings: &[(&str, &str)]| Process {
+        pid: 1,
+        forked_from: None,
+        start_unix_ns: 0,
+        exe: String::new(),
+        cmdline: Vec::new(),
+        settings: settings.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect(),
+    };
+    let full = process(&[(RANK_SETTING, "3"), (LOCAL_RANK_SETTING, "1"), (WORLD_SIZE_SETTING, "4")]);
+    assert_eq!(full.rank(), Some(Rank { rank: 3, local_rank: Some(1), world_size: Some(4) }));
+    assert_eq!(
+        process(&[(RANK_SETTING, "0"), (WORLD_SIZE_SETTING, "x")]).rank(),
+        Some(Rank { rank: 0, local_rank: None, world_size: None })
+    );
+    assert_eq!(process(&[(LOCAL_RANK_SETTING, "1"), (WORLD_SIZE_SETTING, "2")]).rank(), None, "no rank");
+    assert_eq!(process(&[(RANK_SETTING, "-1")]).rank(), None);
+}

@@ -116,6 +116,10 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// What an ancestor already printed at its start (see [`REPORTED_VAR`]).
     pub ancestor_reported: Option<String>,
+    /// The process's place in a distributed job, as settings (see
+    /// [`trace_format::RANK_SETTINGS`]): those of the launcher's variables
+    /// set to a number.
+    pub rank: Vec<(String, String)>,
 }
 
 impl Config {
@@ -182,6 +186,7 @@ impl Config {
             exec_traces,
             warnings,
             ancestor_reported: env::var(REPORTED_VAR).ok(),
+            rank: rank_settings(|var| env::var(var).ok()),
         }
     }
 
@@ -325,6 +330,20 @@ fn parse_count(text: &str) -> Option<Option<u32>> {
     }
 }
 
+/// The rank settings of the variables `var` gives a number for: set by a
+/// distributed launcher such as torchrun for each rank it starts
+/// (torch.multiprocessing.spawn hands its ranks theirs as an argument, and
+/// sets none).
+fn rank_settings(var: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    trace_format::RANK_SETTINGS
+        .iter()
+        .filter_map(|&(setting, name)| {
+            let number: u32 = var(name)?.trim().parse().ok()?;
+            Some((setting.to_string(), number.to_string()))
+        })
+        .collect()
+}
+
 /// When the run named `run` (its first process's image, `<pid>.<unix ns>`)
 /// started.
 fn run_started(run: &str) -> Option<std::time::SystemTime> {
@@ -398,6 +417,7 @@ mod tests {
             exec_traces: Some(DEFAULT_EXEC_TRACES),
             warnings: vec![],
             ancestor_reported: None,
+            rank: vec![],
         }
     }
 
@@ -423,6 +443,20 @@ mod tests {
         assert_eq!(parse_switch(" 0\n"), Some(false));
         assert_eq!(parse_switch("yes"), None);
         assert_eq!(parse_switch(""), None);
+    }
+
+    #[test]
+    fn a_rank_is_read_from_the_launchers_numbers() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| vars.iter().find(|(var, _)| *var == name).map(|(_, value)| value.to_string())
+        };
+        let settings = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect()
+        };
+        let torchrun = env(&[("RANK", "1"), ("LOCAL_RANK", "1"), ("WORLD_SIZE", " 2\n"), ("MASTER_PORT", "29500")]);
+        assert_eq!(rank_settings(torchrun), settings(&[("rank", "1"), ("local_rank", "1"), ("world_size", "2")]));
+        assert_eq!(rank_settings(env(&[("RANK", "x"), ("WORLD_SIZE", "4")])), settings(&[("world_size", "4")]));
+        assert_eq!(rank_settings(env(&[])), settings(&[]));
     }
 
     #[test]

@@ -1258,6 +1258,7 @@ impl Session {
         if !output.parent_image.is_empty() {
             settings.push((PARENT_IMAGE_SETTING.to_string(), output.parent_image.clone()));
         }
+        settings.extend(self.config.rank.iter().cloned());
         settings.extend(self.python.settings().iter().cloned());
         settings.extend(self.config.warnings.iter().map(|w| (trace_format::WARNING_SETTING.to_string(), w.clone())));
         let process = Process {
