@@ -1,5 +1,6 @@
 //! The tracer inside awkward processes: forks from threads, children that
-//! `_exit` or `exec`, SIGKILL, an unwritable output path.
+//! `_exit` or `exec`, SIGKILL, an unwritable output path, the ranks of a
+//! distributed job.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -880,4 +881,34 @@ fn forked_siblings_draw_samples_of_their_own() {
         assert!((6_000_000..10_000_000).contains(estimate), "an estimate of about 8 MB: {estimates:?}");
     }
     assert_ne!(estimates[0], estimates[1], "the siblings drew the same samples");
+}
+
+/// The ranks torchrun starts share their command line: each trace records
+/// the rank torchrun gave it, and the reports name each rank's process by
+/// it, in the launcher's children and findings and in the rank's own run.
+#[test]
+fn the_ranks_torchrun_starts_are_named_by_their_ranks() {
+    let script = python_script("ddp_ranks.py");
+    let args = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", script.to_str().unwrap()];
+    let run = run_traced(&venv_python(), &args).succeeded();
+    assert!(run.stdout().contains("rank 1: 64 kept") && run.stdout().contains("rank 0: 0 kept"), "{}", run.stdout());
+    let report = report_json(&run.trace);
+    assert_eq!(report["process"]["rank"], serde_json::Value::Null, "the launcher is no rank");
+    let descendants = report["descendant_traces"].as_array().unwrap();
+    let ranks: Vec<&serde_json::Value> = descendants.iter().filter(|d| !d["rank"].is_null()).collect();
+    let mut numbers: Vec<u64> = ranks.iter().map(|d| d["rank"]["rank"].as_u64().unwrap()).collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, [0, 1], "{descendants:#?}");
+    for rank in &ranks {
+        assert_eq!((&rank["rank"]["world_size"], &rank["rank"]["local_rank"]), (&2.into(), &rank["rank"]["rank"]));
+    }
+    let leaking = ranks.iter().find(|d| !d["finding"].is_null()).unwrap_or_else(|| panic!("{descendants:#?}"));
+    assert_eq!(leaking["rank"]["rank"], 1, "rank 1 keeps its tensors: {descendants:#?}");
+    let (path, pid) = (leaking["path"].as_str().unwrap(), leaking["pid"].as_u64().unwrap());
+    let text = report_text(&run.trace);
+    assert!(text.contains(&format!("{path} (pid {pid}, rank 1 of 2, exec'd: ")), "{text}");
+    assert!(text.contains(&format!("  findings   {path} (rank 1 of 2): heap_leak, ")), "{text}");
+    let own = report_text(&run.dir.path().join(path));
+    assert!(own.contains(&format!("\n  pid        {pid} (rank 1 of 2, local rank 1)\n")), "{own}");
+    assert!(!own.contains("rank = "), "the pid line says it: {own}");
 }

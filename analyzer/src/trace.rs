@@ -926,6 +926,8 @@ pub struct Descendant {
     /// such a process (a trace of its run, not this one's).
     pub started_beside: bool,
     pub cmdline: Vec<String>,
+    /// Its place in a distributed job (see [`trace_format::Process::rank`]).
+    pub rank: Option<trace_format::Rank>,
 }
 
 /// The traces found beside a trace, by file name.
@@ -977,6 +979,7 @@ pub fn descendant_traces(path: &Path) -> Beside {
                 forked_from: process.forked_from,
                 started_beside: process.started_beside_another(),
                 cmdline: process.cmdline.clone(),
+                rank: process.rank(),
             };
             Some((numbers, descendant, process))
         })

@@ -45,6 +45,8 @@ struct JsonDescendant<'a> {
     /// Not a descendant: a traced process started beside this one.
     started_beside: bool,
     cmdline: &'a [String],
+    /// Its place in a distributed job; null when a launcher gave it no rank.
+    rank: Option<JsonRank>,
     /// What the descendant's own report finds; null when nothing.
     finding: Option<JsonFinding<'a>>,
 }
@@ -57,10 +59,26 @@ struct JsonFinding<'a> {
     line: Option<&'a str>,
 }
 
+/// A process's place in a distributed job (see [`trace_format::Rank`]).
+#[derive(Serialize)]
+struct JsonRank {
+    rank: u32,
+    local_rank: Option<u32>,
+    world_size: Option<u32>,
+}
+
+impl From<trace_format::Rank> for JsonRank {
+    fn from(rank: trace_format::Rank) -> JsonRank {
+        JsonRank { rank: rank.rank, local_rank: rank.local_rank, world_size: rank.world_size }
+    }
+}
+
 #[derive(Serialize)]
 struct JsonProcess<'a> {
     pid: u32,
     forked_from: Option<u32>,
+    /// Its place in a distributed job; null when a launcher gave it no rank.
+    rank: Option<JsonRank>,
     exe: &'a str,
     cmdline: &'a [String],
     settings: serde_json::Map<String, serde_json::Value>,
@@ -238,6 +256,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
         process: JsonProcess {
             pid: trace.process.pid,
             forked_from: trace.process.forked_from,
+            rank: trace.process.rank().map(JsonRank::from),
             exe: &trace.process.exe,
             cmdline: &trace.process.cmdline,
             settings: trace
@@ -336,6 +355,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 forked_from: d.trace.forked_from,
                 started_beside: d.trace.started_beside,
                 cmdline: &d.trace.cmdline,
+                rank: d.trace.rank.map(JsonRank::from),
                 finding: d.finding.as_ref().map(|f| JsonFinding {
                     kind: f.kind.name(),
                     summary: &f.summary,

@@ -8,7 +8,7 @@ use crate::findings::{program_trace, DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
 use crate::lines::LeakLine;
 use crate::symbolize::Frame;
-use crate::trace::{Memory, Trace};
+use crate::trace::{Descendant, Memory, Trace};
 
 /// Epoch tables longer than this show their head and tail only.
 const EPOCH_ROWS: usize = 40;
@@ -46,20 +46,23 @@ fn run_section(out: &mut String, trace: &Trace) {
     let cmd = if p.cmdline.is_empty() { p.exe.clone() } else { p.cmdline.join(" ") };
     let _ = writeln!(out, "  command    {cmd}");
     let _ = writeln!(out, "  executable {}", p.exe);
-    match p.forked_from {
-        Some(parent) => {
-            let _ = writeln!(out, "  pid        {} (forked from {parent})", p.pid);
-        }
-        None => {
-            let _ = writeln!(out, "  pid        {}", p.pid);
-        }
-    }
+    let rank = p.rank().map(|rank| match rank.local_rank {
+        Some(local) => format!("{}, local rank {local}", rank_words(&rank)),
+        None => rank_words(&rank),
+    });
+    let about: Vec<String> =
+        p.forked_from.map(|parent| format!("forked from {parent}")).into_iter().chain(rank).collect();
+    let _ = writeln!(out, "  pid        {}{}", p.pid, parenthesized(&about));
     let elapsed = trace.snapshots.last().map_or(0, |s| s.elapsed_ns);
     let _ = writeln!(out, "  duration   {}", duration_ns(elapsed));
     let _ = writeln!(out, "  epochs     {} (cut by {})", trace.snapshots.len(), how_epochs_were_cut(trace));
-    // Where the process sits in its run is the descendants' listing's.
-    let settings: Vec<_> =
-        p.settings.iter().filter(|(name, _)| !trace_format::LINEAGE_SETTINGS.contains(&name.as_str())).collect();
+    // Where the process sits in its run is the descendants' listing's, its
+    // rank the pid's.
+    let placement = |name: &str| {
+        trace_format::LINEAGE_SETTINGS.contains(&name)
+            || trace_format::RANK_SETTINGS.iter().any(|(rank, _)| *rank == name)
+    };
+    let settings: Vec<_> = p.settings.iter().filter(|(name, _)| !placement(name)).collect();
     if settings.is_empty() {
         let _ = writeln!(out, "  settings   (defaults)");
     }
@@ -72,6 +75,34 @@ fn run_section(out: &mut String, trace: &Trace) {
     }
 }
 
+/// `parts` in parentheses after a space, ` (forked from 7, rank 1 of 2)`;
+/// nothing when there are none.
+fn parenthesized(parts: &[String]) -> String {
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+/// A process's rank in words: `rank 1 of 2`, or `rank 1` when the
+/// launcher did not say how many there are.
+fn rank_words(rank: &trace_format::Rank) -> String {
+    match rank.world_size {
+        Some(size) => format!("rank {} of {size}", rank.rank),
+        None => format!("rank {}", rank.rank),
+    }
+}
+
+/// A descendant's trace by its path, with its rank when it has one:
+/// `./trace.bin.6184 (rank 1 of 2)`.
+fn descendant_named(descendant: &Descendant) -> String {
+    match &descendant.rank {
+        Some(rank) => format!("{} ({})", descendant.path.display(), rank_words(rank)),
+        None => descendant.path.display().to_string(),
+    }
+}
+
 /// How many of the traces beside this one found more: its descendants'
 /// (naming the first one's finding: a leak in a persistent DataLoader
 /// worker shows only there) and those of processes started beside it (the
@@ -80,7 +111,8 @@ fn findings_note(traces: &[DescendantReport]) -> Option<String> {
     let with_findings =
         |beside: bool| traces.iter().filter(move |d| d.finding.is_some() && d.trace.started_beside == beside);
     let found = |beside: bool| with_findings(beside).count();
-    let first = with_findings(false).next().and_then(|d| Some((d.trace.path.display(), d.finding.as_ref()?.words())));
+    let first =
+        with_findings(false).next().and_then(|d| Some((descendant_named(&d.trace), d.finding.as_ref()?.words())));
     let descendants = match (found(false), first) {
         (1, Some((path, words))) => {
             Some(format!("one of this process's descendants found more in its own trace, {path}: {words}"))
@@ -118,7 +150,8 @@ fn descendants_section(
             (Some(_), false) => "forked",
             (None, false) => "exec'd",
         };
-        format!("{} (pid {}, {how}: {})", d.trace.path.display(), d.trace.pid, d.trace.cmdline.join(" "))
+        let rank = d.trace.rank.map(|rank| format!(", {}", rank_words(&rank))).unwrap_or_default();
+        format!("{} (pid {}{rank}, {how}: {})", d.trace.path.display(), d.trace.pid, d.trace.cmdline.join(" "))
     });
     capped_rows(out, "children", children.collect(), "traces of descendants");
     if let Some(limit) = exec_limit.filter(|&limit| descendants.len() >= limit) {
@@ -140,7 +173,7 @@ fn descendants_section(
         .iter()
         .filter_map(|d| {
             let finding = d.finding.as_ref()?;
-            Some(format!("{}: {}", d.trace.path.display(), finding.words()))
+            Some(format!("{}: {}", descendant_named(&d.trace), finding.words()))
         })
         .collect();
     let any_found = !found.is_empty();
@@ -579,11 +612,13 @@ pub fn render(report: &Report<'_>) -> String {
             };
             let found = other.finding.as_ref().map(|f| format!("; it found {}: {}", f.kind.name(), f.details()));
             let epochs = match (other.snapshots, found.unwrap_or_default()) {
-                (0, _) => String::new(),
-                (1, found) => format!(" (1 epoch{found})"),
-                (n, found) => format!(" ({n} epochs{found})"),
+                (0, _) => None,
+                (1, found) => Some(format!("1 epoch{found}")),
+                (n, found) => Some(format!("{n} epochs{found}")),
             };
-            let _ = writeln!(out, "Note: {why}: analyzer report {}{epochs}", other.trace.path.display());
+            let about: Vec<String> = other.trace.rank.map(|rank| rank_words(&rank)).into_iter().chain(epochs).collect();
+            let _ =
+                writeln!(out, "Note: {why}: analyzer report {}{}", other.trace.path.display(), parenthesized(&about));
         }
     }
     if let Some(note) = findings_note(&report.descendants) {
@@ -680,5 +715,57 @@ mod tests {
         assert_eq!(ranks_text(&[4, 1, 2, 3, 7, 9, 10]), "7 suspects: #1-#4, #7, #9-#10");
         let scattered: Vec<usize> = (1..=20).map(|i| i * 2).collect();
         assert_eq!(ranks_text(&scattered), "20 suspects: #2, #4, #6, #8, #10, #12, #14, #16 and 12 more");
+    }
+
+    #[test]
+    fn a_ranks_process_is_named_by_its_rank_beside_its_pid() {
+        let mut sim = Sim::new("/venv/bin/python");
+        sim.process_mut().settings = [("rank", "1"), ("local_rank", "1"), ("world_size", "2"), ("max_frames", "128")]
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .to_vec();
+        sim.exit();
+        let path = write_temp("trace.bin", &sim.bytes());
+        let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
+        let mut out = String::new();
+        run_section(&mut out, &trace);
+        assert!(out.contains(&format!("\n  pid        {} (rank 1 of 2, local rank 1)\n", trace.process.pid)), "{out}");
+        assert!(!out.contains("rank = ") && out.contains("  settings   max_frames = 128\n"), "the pid says it: {out}");
+
+        let descendant = |pid: u32, rank: Option<trace_format::Rank>, found: bool| DescendantReport {
+            trace: Descendant {
+                path: format!("./trace.bin.{pid}").into(),
+                pid,
+                forked_from: None,
+                started_beside: false,
+                cmdline: vec!["python".into(), "-u".into(), "train.py".into()],
+                rank,
+            },
+            finding: found.then(|| crate::findings::Finding {
+                kind: VerdictKind::HeapLeak,
+                summary: "1 suspect, +1.00 MiB/epoch".into(),
+                line: None,
+            }),
+            snapshots: 9,
+            lifetime_ns: 0,
+            follows_parent: false,
+        };
+        let rank = |rank| Some(trace_format::Rank { rank, local_rank: Some(rank), world_size: Some(2) });
+        let descendants =
+            [descendant(6183, rank(0), false), descendant(6184, rank(1), true), descendant(6190, None, false)];
+        let mut out = String::new();
+        descendants_section(&mut out, &descendants, 0, None);
+        let rows: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            rows,
+            [
+                "  children   ./trace.bin.6183 (pid 6183, rank 0 of 2, exec'd: python -u train.py)",
+                "             ./trace.bin.6184 (pid 6184, rank 1 of 2, exec'd: python -u train.py)",
+                "             ./trace.bin.6190 (pid 6190, exec'd: python -u train.py)",
+                "  findings   ./trace.bin.6184 (rank 1 of 2): heap_leak, 1 suspect, +1.00 MiB/epoch",
+                "             (each has a report of its own: analyzer report <trace>)",
+            ]
+        );
+        let note = findings_note(&descendants).unwrap_or_default();
+        assert!(note.ends_with(", ./trace.bin.6184 (rank 1 of 2): heap_leak, 1 suspect, +1.00 MiB/epoch"), "{note}");
     }
 }
