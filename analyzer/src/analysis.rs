@@ -42,6 +42,7 @@ use std::hash::Hash;
 use crate::format::bytes;
 use crate::sites::Sites;
 use crate::trace::{Counts, IntMap, Memory, Trace};
+use trace_format::EpochCause;
 
 /// Fewest analysis snapshots the leak analysis needs.
 pub const MIN_EPOCHS: usize = 4;
@@ -309,7 +310,6 @@ pub enum EpochSource {
 
 impl EpochSource {
     fn of(trace: &Trace) -> EpochSource {
-        use trace_format::EpochCause;
         let cut_by = |cause: EpochCause| trace.snapshots.iter().any(|s| s.cause == cause);
         // A spawned child follows them only once its parent closed one.
         let follows = trace
@@ -350,6 +350,10 @@ pub struct Analysis {
     pub least_growth: u64,
     /// The mean bytes between samples when the analysed epochs were sampled.
     pub sample_bytes: Option<u64>,
+    /// The analysed epochs were cut both by time slices and by marks or
+    /// DataLoader passes (`TRACER_EPOCH_SECONDS` set beside them): epochs
+    /// of unlike lengths, whose figures per epoch mix them.
+    pub mixed_epoch_causes: bool,
     pub suspects: Vec<Suspect>,
     pub below_floor: BelowFloor,
     /// Stacks whose live bytes grew though their allocations did not pile
@@ -695,6 +699,9 @@ impl Analysis {
             message.push_str("; ");
             message.push_str(&hint);
         }
+        if self.mixed_epoch_causes && self.verdict.kind != VerdictKind::TooFewEpochs {
+            message.push_str("; the epochs were cut both by time slices and by marks or DataLoader passes, which are of unlike lengths: a figure per epoch mixes them (leave TRACER_EPOCH_SECONDS unset, or set it to 0, for marks and passes alone)");
+        }
         message
     }
 
@@ -982,6 +989,11 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         noise_floor,
         least_growth,
         sample_bytes: trace.sample_bytes(),
+        mixed_epoch_causes: {
+            let causes = || trace.snapshots.iter().skip(first).take(k).map(|s| s.cause);
+            causes().any(|c| c == EpochCause::Timer)
+                && causes().any(|c| matches!(c, EpochCause::Mark | EpochCause::Auto))
+        },
         suspects: Vec::new(),
         below_floor: BelowFloor::default(),
         grown_in_place: Vec::new(),

@@ -219,6 +219,31 @@ fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
     }
 }
 
+/// Time slices cut beside marks make epochs of unlike lengths: the verdict
+/// says its figures per epoch mix them. Marks alone, or slices before the
+/// first mark only (not analysed), say nothing of it.
+#[test]
+fn epochs_cut_by_time_slices_and_marks_together_are_said_to_mix() {
+    let mixed = |slices_after_first_mark: bool| {
+        let mut sim = Sim::new("/opt/app/train");
+        sim.snapshot(EpochCause::Timer, "10s");
+        for e in 0..10 {
+            sim.alloc_many(1, 100, 1024);
+            if slices_after_first_mark && e % 3 == 1 {
+                sim.snapshot(EpochCause::Timer, "slice");
+            }
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        let a = run(&sim).1;
+        (a.mixed_epoch_causes, a.verdict_message(None))
+    };
+    let (mixed_causes, message) = mixed(true);
+    assert!(mixed_causes && message.contains("a figure per epoch mixes them"), "{message}");
+    let (mixed_causes, message) = mixed(false);
+    assert!(!mixed_causes && !message.contains("mixes"), "{message}");
+}
+
 #[test]
 fn a_cache_filled_in_the_first_settled_epoch_of_a_short_run_is_not_a_leak() {
     // With 4 analysis epochs only epoch 1 is settled, so a single surviving
