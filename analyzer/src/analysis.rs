@@ -566,6 +566,8 @@ pub struct Culprit<'a> {
     /// What the memory of the line's best suspect is, when the report
     /// knows (a library's cache or records).
     pub known_as: Option<KnownAs<'a>>,
+    /// The bytes of its suspects' survivors by birth epoch, oldest first.
+    pub born: Vec<(u32, u64)>,
 }
 
 /// What a culprit's memory is (see [`Culprit::known_as`]).
@@ -591,7 +593,21 @@ impl<'a> Culprit<'a> {
             suspects: 1,
             memory: LineMemory::Only(suspect.memory),
             known_as: None,
+            born: suspect.survivors.iter().map(|s| (s.birth_epoch, s.bytes)).collect(),
         }
+    }
+
+    /// When what the line keeps grew faster at every settled epoch (in
+    /// `settled`, first and last), to at least twice as much: the first
+    /// and last settled epochs with what each left alive. The growth per
+    /// epoch, their mean, then understates what comes.
+    fn speeding_up(&self, settled: (u32, u32)) -> Option<((u32, u64), (u32, u64))> {
+        let born: Vec<(u32, u64)> = (settled.0..=settled.1)
+            .map(|epoch| (epoch, self.born.iter().filter(|(b, _)| *b == epoch).map(|(_, bytes)| bytes).sum()))
+            .collect();
+        let (&first, &last) = (born.first()?, born.last()?);
+        let rising = born.windows(2).all(|pair| pair[1].1 >= pair[0].1);
+        (born.len() >= 3 && rising && first.1 > 0 && last.1 >= 2 * first.1).then_some((first, last))
     }
 }
 
@@ -779,6 +795,16 @@ impl Analysis {
                         format!("{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}", top.subject())
                     }
                 };
+                // Sampled survivors jump about from epoch to epoch.
+                if let Some(((a, first), (b, last))) =
+                    self.settled.filter(|_| self.sample_bytes.is_none()).and_then(|settled| top.speeding_up(settled))
+                {
+                    msg.push_str(&format!(
+                        "; it keeps more every epoch ({} of epoch {a}, {} of epoch {b}): the figure per epoch, their mean, understates what is to come",
+                        bytes(first),
+                        bytes(last)
+                    ));
+                }
                 if self.suspects.first().is_some_and(|s| s.grown_in_place) {
                     msg.push_str("; the top suspect is one block made larger epoch after epoch (realloc, a growing vector, string or list), its newest copy alive");
                 }

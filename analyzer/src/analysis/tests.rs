@@ -76,6 +76,7 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
         suspects,
         memory,
         known_as: None,
+        born: Vec::new(),
     };
     let heap = LineMemory::Only(Memory::Heap);
     let msg = a.verdict_message(Some(line(2, heap)));
@@ -102,6 +103,7 @@ fn a_culprit_python_called_is_said_with_its_caller() {
         suspects: 1,
         memory: LineMemory::Only(Memory::Heap),
         known_as: None,
+        born: Vec::new(),
     };
     let msg = a.verdict_message(Some(culprit.clone()));
     let named = "compute_features (featlib.c:12), called from featurize (job.py:15), keeps about 100 KiB/epoch alive (";
@@ -123,6 +125,7 @@ fn a_culprit_whose_memory_it_only_happened_to_need_is_not_said_to_keep_it() {
         suspects: 3,
         memory: LineMemory::Only(Memory::Mapped),
         known_as: Some(KnownAs { what: "pymalloc arenas", rank: 1, incidental }),
+        born: Vec::new(),
     };
     let msg = a.verdict_message(Some(line(true)));
     let charged = "pymalloc arenas grew by about 1.00 MiB/epoch of anonymous mapped memory (10.0 MiB now), charged to churn (train.py:6) through 3 stacks: that line needed more of them, and need not be what holds them; ";
@@ -313,6 +316,25 @@ fn two_leaks_rank_by_growth() {
     assert_eq!(suspect_stacks(&a), vec![8, 7]);
 }
 
+/// A hook added every epoch keeps one more thing each step: the verdict
+/// says the leak keeps more every epoch, and from what to what; a steady
+/// leak says nothing of it.
+#[test]
+fn a_leak_that_keeps_more_every_epoch_is_said_to() {
+    for (speeding_up, said) in [(true, true), (false, false)] {
+        let sim = scenario(10, |sim, e| {
+            let count = if speeding_up { 10 * (e as usize + 1) } else { 10 };
+            sim.alloc_many(1, count, 1024);
+        });
+        let (_, a) = run(&sim);
+        assert_eq!(suspect_stacks(&a), vec![1]);
+        let msg = a.verdict_message(None);
+        let expected = "it keeps more every epoch (20.0 KiB of epoch 1, 80.0 KiB of epoch 7)";
+        assert_eq!(msg.contains(expected), said, "{msg}");
+        assert_eq!(msg.contains("keeps more every epoch"), said, "{msg}");
+    }
+}
+
 #[test]
 fn an_intermittent_leak_counts_when_half_the_epochs_leave_survivors() {
     let sim = scenario(12, |sim, e| {
@@ -395,6 +417,7 @@ fn growth_below_the_floor_names_the_line_most_of_it_goes_through() {
         suspects,
         memory: LineMemory::Only(Memory::Heap),
         known_as: None,
+        born: Vec::new(),
     };
     // The one stack below the floor is the line's.
     let message = a.verdict_message(Some(line(1)));

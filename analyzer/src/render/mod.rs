@@ -299,6 +299,12 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> 
         suspects: line.ranks.len(),
         memory: line.memory,
         known_as: best.explanation.map(|e| KnownAs { what: e.what, rank: best.rank, incidental: e.incidental_site }),
+        born: line
+            .ranks
+            .iter()
+            .flat_map(|rank| &suspects[rank - 1].suspect.survivors)
+            .map(|s| (s.birth_epoch, s.bytes))
+            .collect(),
     }
 }
 
