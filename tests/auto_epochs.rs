@@ -432,8 +432,10 @@ fn persistent_workers_copying_their_parents_objects_are_told() {
 ///
 /// The kept batches' small Python objects fill pymalloc arenas too: in some
 /// runs a new arena (1 MiB) is mapped while a batch is received in the
-/// analysed epochs, and ranked at the same line as mapped memory. The line
-/// then holds both kinds, and says so.
+/// analysed epochs, and ranked at the same line as mapped memory; and the
+/// kept tensors' own objects (their `TensorImpl`s, on the heap, below the
+/// floor) pile up with them, the rest of the line's leak. The line then
+/// holds several kinds, and says so.
 #[test]
 fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
     let run = torch_job(&["--workers", &WORKERS.to_string(), "--keep-batches"], &[]);
@@ -457,7 +459,9 @@ fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
     } else {
         for rank in others {
             let suspect = &report["suspects"][rank.as_u64().unwrap() as usize - 1];
-            assert_eq!(suspect["memory"], "mapped", "only a pymalloc arena joins the batches: {suspect:#}");
+            let arena = suspect["memory"] == "mapped";
+            let tensor_objects = suspect["memory"] == "heap" && suspect["below_noise_floor"] == true;
+            assert!(arena || tensor_objects, "a pymalloc arena or the tensors' objects join the batches: {suspect:#}");
         }
         assert_eq!(line["memory"], "mixed", "{line:#}");
         assert!(message.starts_with(&format!("train (loader_epochs.py:{the_loop}) keeps about")), "{message}");

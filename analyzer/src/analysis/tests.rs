@@ -1280,6 +1280,49 @@ fn stacks_of_one_line_with_too_few_epochs_alone_pile_up_together() {
     );
 }
 
+/// A Python function of `sim` all on its first line, `line`, as a frame
+/// that stacks can hold.
+fn python_line(sim: &mut Sim, code: u64, qualname: &str, line: u32) -> trace_format::Frame {
+    sim.py_code(trace_format::PyCode {
+        id: code,
+        filename: "/job/train.py".into(),
+        qualname: qualname.into(),
+        first_line: line,
+        linetable: vec![0x80 | (13 << 3) | 7, 0x00],
+    });
+    trace_format::Frame::Python(trace_format::PyFrame { code, instruction: 2, entry: true })
+}
+
+/// A leaking line's stacks below the floor that pile up too are suspects
+/// with it, the rest of its leak (a tensor's bookkeeping beside its data);
+/// such a stack of a line that does not leak stays below the floor.
+#[test]
+fn a_leaking_lines_small_stacks_that_pile_up_are_suspects_with_it() {
+    use trace_format::Frame;
+    let mut sim = Sim::new("/usr/bin/python3.11");
+    let (leaking, other) =
+        (python_line(&mut sim, 0x7f00_1000, "keep", 10), python_line(&mut sim, 0x7f00_2000, "log", 20));
+    let (data, bookkeeping, elsewhere) = (1, 2, 3);
+    sim.stack_frames(data, vec![Frame::Native(0x40_0100), leaking]);
+    sim.stack_frames(bookkeeping, vec![Frame::Native(0x40_0200), leaking]);
+    sim.stack_frames(elsewhere, vec![Frame::Native(0x40_0300), other]);
+    for e in 0..10 {
+        sim.alloc_many(data, 100, 1024);
+        sim.alloc_many(bookkeeping, 10, 200);
+        sim.alloc_many(elsewhere, 10, 200);
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let path = write_temp("trace.bin", &sim.bytes());
+    let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
+    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
+    let a = crate::render::analyze_by_line(&trace, NoiseFloor::Scaled, &mut symbolizer);
+    assert_eq!(suspect_stacks(&a), vec![data, bookkeeping]);
+    assert!(a.suspects[1].below_floor);
+    let below: Vec<u32> = a.below_floor.largest.iter().map(|s| s.stack).collect();
+    assert_eq!(below, [elsewhere]);
+}
+
 /// A ring buffer of 100 entries, 20 replaced an epoch once full, keeps
 /// the newest five epochs' entries: survivors of three settled epochs,
 /// too few. A dict of its line resized once at an earlier epoch adds
@@ -1288,16 +1331,9 @@ fn stacks_of_one_line_with_too_few_epochs_alone_pile_up_together() {
 /// end, so that neither is taken for a cache that stopped.)
 #[test]
 fn a_small_block_of_an_early_epoch_does_not_make_a_ring_buffer_pile_up_with_its_line() {
-    use trace_format::{Frame, PyCode, PyFrame};
+    use trace_format::Frame;
     let mut sim = Sim::new("/usr/bin/python3.11");
-    sim.py_code(PyCode {
-        id: 0x7f00_1000,
-        filename: "/job/train.py".into(),
-        qualname: "augment".into(),
-        first_line: 24,
-        linetable: vec![0x80 | (13 << 3) | 7, 0x00],
-    });
-    let line = Frame::Python(PyFrame { code: 0x7f00_1000, instruction: 2, entry: true });
+    let line = python_line(&mut sim, 0x7f00_1000, "augment", 24);
     let (ring, dict, leak) = (1, 2, 3);
     sim.stack_frames(ring, vec![Frame::Native(0x40_0100), line]);
     sim.stack_frames(dict, vec![Frame::Native(0x40_0200), line]);

@@ -181,9 +181,13 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
 fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Vec<u32> {
     let below = &analysis.below_floor.largest;
     let few = &analysis.few_settled_epochs;
-    // Suspects matter only to the lines of stacks with too few epochs alone.
-    let suspects =
-        if few.is_empty() { &[][..] } else { &analysis.suspects[..analysis.suspects.len().min(STACKS_BY_LINE)] };
+    // Suspects matter only to the lines of stacks below the floor or with
+    // too few epochs alone.
+    let suspects = if few.is_empty() && below.is_empty() {
+        &[][..]
+    } else {
+        &analysis.suspects[..analysis.suspects.len().min(STACKS_BY_LINE)]
+    };
     let kept = symbolize(trace, symbolizer, suspects.iter().chain(below).chain(few));
     let (below_from, few_from) = (suspects.len(), suspects.len() + below.len());
     let settled = |birth: u32| analysis.settled.is_some_and(|(lo, hi)| (lo..=hi).contains(&birth));
@@ -205,7 +209,10 @@ fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mu
         let piles_up_together = few_stacks.clone().next().is_some()
             && line.growth_bytes_per_epoch > analysis.noise_floor
             && births >= analysis.settled_epochs_needed();
-        if piles_up_together || below_growth > analysis.noise_floor {
+        // A leaking line's small stacks below the floor that pile up too
+        // are the rest of its leak (a tensor's bookkeeping beside its data).
+        let leaking = line.ranks.iter().any(|&rank| rank <= below_from);
+        if piles_up_together || leaking || below_growth > analysis.noise_floor {
             piling_up.extend(below_stacks.map(|i| kept[i].suspect.stack));
         }
         if piles_up_together {
