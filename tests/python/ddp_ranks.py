@@ -34,8 +34,12 @@ def main():
                 kept.append(x.detach().clone())  # rank 1's leak
         mark(f"epoch {epoch}")
     dist.destroy_process_group()
-    print(f"rank {rank}: {len(kept)} kept")
+    print(f"rank {rank}: {len(kept)} kept", flush=True)
 
 
 if __name__ == "__main__":
     main()
+    # torch 2.13's gloo process group sometimes aborts in its C++ teardown at
+    # the interpreter's exit ("terminate called without an active
+    # exception"), untraced as well: leave without running it.
+    os._exit(0)
