@@ -107,7 +107,7 @@ const FLIGHT_RECORDER: Explanation = Explanation {
 /// What memory allocated while matplotlib made or drew a figure is.
 const MATPLOTLIB_FIGURES: Explanation = Explanation {
     what: "matplotlib's figures",
-    detail: "a figure keeps what it holds (its artists, and once drawn or saved its renderer's pixel buffer) as long as anything refers to it, and pyplot refers to every figure it opened (plt.figure, plt.subplots, plt.plot) until it is closed; call plt.close(fig) once a figure is saved (a figure and its artists refer to each other, so Python's cycle collector frees a closed one; gc.collect() does at once), or make figures with matplotlib.figure.Figure, which pyplot does not keep",
+    detail: "a figure keeps what it holds (its artists, and once drawn or saved its renderer's pixel buffer) as long as anything refers to it, and pyplot refers to every figure it opened (plt.figure, plt.subplots, plt.plot) until it is closed; call plt.close(fig) once a figure is saved, or make figures with matplotlib.figure.Figure, which pyplot does not keep. A closed figure and its artists refer to each other, so only Python's cycle collector frees it, which may not run for many epochs: where the program closes its figures already, call gc.collect() before each epoch's end to tell them from a leak",
     incidental_site: false,
 };
 
