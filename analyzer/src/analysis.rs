@@ -41,8 +41,8 @@ use std::hash::Hash;
 
 use crate::format::bytes;
 use crate::sites::Sites;
-use crate::trace::{Counts, IntMap, Memory, Trace};
-use trace_format::EpochCause;
+use crate::trace::{Counts, IntMap, Memory, Sampling, Trace};
+use trace_format::{EpochCause, Snapshot};
 
 /// Fewest analysis snapshots the leak analysis needs.
 pub const MIN_EPOCHS: usize = 4;
@@ -348,8 +348,13 @@ pub struct Analysis {
     /// [`NOISE_FLOOR_MIN`] as this run's epochs lower it (see
     /// [`FLOOR_FULL_EPOCHS`]): the least growth an epoch that counts.
     pub least_growth: u64,
-    /// The mean bytes between samples when the analysed epochs were sampled.
-    pub sample_bytes: Option<u64>,
+    /// How the analysed epochs were sampled, when they were.
+    pub sampling: Option<Sampling>,
+    /// Sites whose survivors pile up, but whose kind of memory grew over
+    /// the later half of the analysed epochs by less than half of what they
+    /// keep an epoch: what grew stopped or slowed (see
+    /// [`growth_in_later_half`]). No suspects, nor below the floor.
+    pub stopped: Option<Stopped>,
     /// The analysed epochs were cut both by time slices and by marks or
     /// DataLoader passes (`TRACER_EPOCH_SECONDS` set beside them): epochs
     /// of unlike lengths, whose figures per epoch mix them.
@@ -429,13 +434,23 @@ fn rose_by_steps(readings: &[u64]) -> bool {
         && still_rising(readings)
 }
 
-/// Whether `readings` (one an epoch) grew over their later half by at
-/// least `least_growth` an epoch.
-fn grew_in_later_half(readings: &[u64], least_growth: u64) -> bool {
+/// Sites that grew but stopped (see [`Analysis::stopped`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    pub sites: usize,
+    /// The first epoch of the later half of the analysed ones, and the last.
+    pub from: u32,
+    pub until: u32,
+    /// What the heap and mappings grew by an epoch over those.
+    pub late_growth: u64,
+}
+
+/// What `readings` (one an epoch) grew by an epoch over their later half
+/// (0 when they fell).
+fn growth_in_later_half(readings: &[u64]) -> u64 {
     let middle = readings.len() / 2;
-    let (Some(&at_middle), Some(&last)) = (readings.get(middle), readings.last()) else { return true };
-    let epochs = (readings.len() - 1 - middle).max(1) as u64;
-    last.saturating_sub(at_middle) >= least_growth * epochs
+    let (Some(&at_middle), Some(&last)) = (readings.get(middle), readings.last()) else { return 0 };
+    last.saturating_sub(at_middle) / (readings.len() - 1 - middle).max(1) as u64
 }
 
 /// Values read at least this many times can rise steadily: three epochs.
@@ -715,6 +730,16 @@ impl Analysis {
             message.push_str("; ");
             message.push_str(&hint);
         }
+        if let Some(stopped) = self.stopped.filter(|_| self.verdict.kind == VerdictKind::NoGrowth) {
+            message.push_str(&format!(
+                "; {} piled up allocations in the earlier epochs, but from epoch {} to {} the heap and mappings grew by only {}/epoch, less than half of what {} kept an epoch: something filled up (a cache, a buffer at its bound) and stopped or slowed; a longer run tells it from a leak that slowed",
+                if stopped.sites == 1 { "1 site".to_string() } else { format!("{} sites", stopped.sites) },
+                stopped.from,
+                stopped.until,
+                bytes(stopped.late_growth),
+                if stopped.sites == 1 { "it" } else { "each" },
+            ));
+        }
         if self.mixed_epoch_causes && self.verdict.kind != VerdictKind::TooFewEpochs {
             message.push_str("; the epochs were cut both by time slices and by marks or DataLoader passes, which are of unlike lengths: a figure per epoch mixes them (leave TRACER_EPOCH_SECONDS unset, or set it to 0, for marks and passes alone)");
         }
@@ -725,18 +750,26 @@ impl Analysis {
     /// mappings grew by less than a few samples an epoch: a leak of that
     /// size leaves too few survivors an epoch to be told from chance.
     fn sparse_samples_hint(&self) -> Option<String> {
-        let mean = self.sample_bytes?;
-        let growth = self.verdict.per_epoch(self.verdict.traced_growth());
+        let sampling = self.sampling?;
+        let (mean, growth) = (sampling.mean_bytes, self.verdict.per_epoch(self.verdict.traced_growth()));
         let sparse = self.verdict.kind == VerdictKind::NoGrowth
+            && self.stopped.is_none()
             && growth > self.least_growth
             && growth < SAMPLES_TO_TELL_AN_EPOCH * mean;
+        let what_to_do = if sampling.whole_run {
+            format!(
+                "run with TRACER_SAMPLE_BYTES={} (or without it)",
+                floor_argument((growth / SAMPLES_TO_TELL_AN_EPOCH).max(1024))
+            )
+        } else {
+            "run with TRACER_WARMUP_SAMPLE_BYTES=0, which records every allocation of the workers".to_string()
+        };
         sparse.then(|| {
             format!(
-                "the allocations were sampled, one per {} on average, and the traced memory grew by {}/epoch, about {:.1} samples an epoch: too few to tell a leak of that size from chance; run with TRACER_SAMPLE_BYTES={} (or without it) to rank what grows",
+                "the allocations were sampled, one per {} on average, and the traced memory grew by {}/epoch, about {:.1} samples an epoch: too few to tell a leak of that size from chance; {what_to_do} to rank what grows",
                 bytes(mean),
                 bytes(growth),
                 growth as f64 / mean as f64,
-                floor_argument((growth / SAMPLES_TO_TELL_AN_EPOCH).max(1024)),
             )
         })
     }
@@ -797,7 +830,7 @@ impl Analysis {
                 };
                 // Sampled survivors jump about from epoch to epoch.
                 if let Some(((a, first), (b, last))) =
-                    self.settled.filter(|_| self.sample_bytes.is_none()).and_then(|settled| top.speeding_up(settled))
+                    self.settled.filter(|_| self.sampling.is_none()).and_then(|settled| top.speeding_up(settled))
                 {
                     msg.push_str(&format!(
                         "; it keeps more every epoch ({} of epoch {a}, {} of epoch {b}): the figure per epoch, their mean, understates what is to come",
@@ -1014,7 +1047,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         settled: None,
         noise_floor,
         least_growth,
-        sample_bytes: trace.sample_bytes(),
+        sampling: trace.sampling(),
+        stopped: None,
         mixed_epoch_causes: {
             let causes = || trace.snapshots.iter().skip(first).take(k).map(|s| s.cause);
             causes().any(|c| c == EpochCause::Timer)
@@ -1051,7 +1085,6 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         live_count: u64,
         settled_hits: usize,
         settled_bytes: u64,
-        last_settled_birth: u32,
     }
     let mut per_site: IntMap<u32, PerSite> = IntMap::default();
     // The settled birth epochs of the sites of several stacks, which may
@@ -1067,7 +1100,6 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         entry.live_count += c.live_count;
         if settled_survivor(birth, &c) {
             entry.settled_bytes += c.live_bytes;
-            entry.last_settled_birth = entry.last_settled_birth.max(birth);
             if sites.is_shared(stack) {
                 shared_births.entry(site).or_default().push(birth);
             } else {
@@ -1084,24 +1116,40 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     for (stack, bytes) in first_state.live_bytes_by_stack() {
         *live_at_1.entry(sites.of(stack)).or_default() += bytes;
     }
-    let traced: Vec<u64> = (start..=reference).map(|i| snap(i).heap_live_bytes + snap(i).mapped_live_bytes).collect();
-    // A site whose survivors are all of the earlier half of the settled
-    // epochs, while the traced memory stopped growing in the later half,
-    // filled (a cache, a buffer pool) and stopped: it piles up no more.
-    let later_half_from = settled_lo + (settled_hi - settled_lo) / 2 + 1;
-    let traced_grew_late = settled_lo == settled_hi || grew_in_later_half(&traced, least_growth);
-    let stopped = |s: &PerSite| !traced_grew_late && s.last_settled_birth < later_half_from;
+    let readings = |of: fn(&Snapshot) -> u64| (start..=reference).map(|i| of(snap(i))).collect::<Vec<u64>>();
+    let (heap, mapped) = (readings(|s| s.heap_live_bytes), readings(|s| s.mapped_live_bytes));
+    let traced: Vec<u64> = heap.iter().zip(&mapped).map(|(h, m)| h + m).collect();
+    // A site keeping `growth` an epoch alive grows its kind of memory by
+    // that much: where the heap (or the mappings) grew by less than half of
+    // it over the later half of the epochs, it piles up no more, whatever
+    // its survivors: a cache or buffer that filled to its bound and stopped,
+    // or goes on replacing entries (survivors of every epoch, a total that
+    // stays put).
+    let middle = traced.len() / 2;
+    let short = settled_lo == settled_hi;
+    let (heap_late, mapped_late) = (growth_in_later_half(&heap), growth_in_later_half(&mapped));
+    let stopped = |site: u32, growth: u64| {
+        let late = match trace.stacks.memory(site) {
+            Memory::Heap => heap_late,
+            Memory::Mapped | Memory::Shared => mapped_late,
+        };
+        !short && 2 * late < growth
+    };
+    let mut stopped_sites = 0;
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
     let mut few_settled_epochs = Vec::new();
     let epochs = verdict.epochs.max(1) as u64;
     let mut suspects: Vec<Suspect> = per_site
         .into_iter()
-        .filter(|(_, s)| !stopped(s))
         .filter_map(|(stack, s)| {
             let growth = s.settled_bytes / settled_epochs;
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
+            if grew && stopped(stack, growth.max((s.live_bytes - live_before) / epochs)) {
+                stopped_sites += usize::from(s.settled_hits >= needed);
+                return None;
+            }
             let piles_up = s.settled_hits >= needed && grew && growth > 0;
             let suspect = |growth: u64, grown_in_place: bool| Suspect {
                 stack,
@@ -1141,6 +1189,14 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             None
         })
         .collect();
+    if stopped_sites > 0 {
+        analysis.stopped = Some(Stopped {
+            sites: stopped_sites,
+            from: snap(start + middle).epoch,
+            until: snap(reference).epoch,
+            late_growth: heap_late + mapped_late,
+        });
+    }
     suspects.sort_by(by_rank);
     below_floor.largest.sort_by(by_rank);
     below_floor.largest.truncate(STACKS_BY_LINE);

@@ -479,21 +479,31 @@ impl Trace {
         })
     }
 
-    /// The mean bytes between samples when the analysed epochs' allocations
-    /// were sampled (`TRACER_SAMPLE_BYTES`, or a worker sampled for life).
-    pub fn sample_bytes(&self) -> Option<u64> {
+    /// How the analysed epochs' allocations were sampled, when they were.
+    pub fn sampling(&self) -> Option<Sampling> {
         let sampling = self.process.setting(trace_format::SAMPLING_SETTING)?;
         if sampling.contains(trace_format::SAMPLED_UNTIL_WARM_UP_ENDS) {
             return None;
         }
         let (bytes, _) = sampling.strip_prefix(trace_format::SAMPLED_BY_BYTES)?.split_once(' ')?;
-        bytes.parse().ok()
+        let whole_run = sampling.contains(trace_format::SAMPLED_WHOLE_RUN);
+        Some(Sampling { mean_bytes: bytes.parse().ok()?, whole_run })
     }
 
     /// The counters at snapshot `index`, when it was captured.
     pub fn state(&self, index: usize) -> Option<&State> {
         self.states.get(&index)
     }
+}
+
+/// How a process's analysed epochs were sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sampling {
+    /// The mean bytes between samples.
+    pub mean_bytes: u64,
+    /// By `TRACER_SAMPLE_BYTES`; else a worker sampled for its life at the
+    /// warm-up's rate (`TRACER_WARMUP_SAMPLE_BYTES`).
+    pub whole_run: bool,
 }
 
 /// What to keep while reading: the states at snapshot 1, at the last two

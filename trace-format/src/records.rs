@@ -149,6 +149,9 @@ pub const SAMPLED_BY_BYTES: &str = "Poisson by bytes, one sample per ";
 /// In [`SAMPLING_SETTING`]'s value, after the rate, when the sampling ends
 /// with the warm-up: every allocation of the epochs after it is recorded.
 pub const SAMPLED_UNTIL_WARM_UP_ENDS: &str = " until the warm-up";
+/// In [`SAMPLING_SETTING`]'s value, after the rate, when the whole run is
+/// sampled at `TRACER_SAMPLE_BYTES`'s rate.
+pub const SAMPLED_WHOLE_RUN: &str = " (TRACER_SAMPLE_BYTES)";
 
 /// The setting saying how the process's epochs are cut.
 pub const EPOCHS_SETTING: &str = "epochs";

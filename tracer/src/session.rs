@@ -15,7 +15,7 @@ use trace_format::{
 use crate::auto_epochs::{self, AutoEpochs};
 use crate::config::{
     self, Config, AUTO_EPOCHS_VAR, PARENT_COUNTERS_VAR, PARENT_IMAGE_VAR, PYTHON_OBJECTS_VAR, REPORTED_FAILURE,
-    REPORTED_OK, REPORTED_VAR, SAMPLE_VAR, WARM_UP_SAMPLE_VAR, WORKER_TRACES_VAR,
+    REPORTED_OK, REPORTED_VAR, WARM_UP_SAMPLE_VAR, WORKER_TRACES_VAR,
 };
 use crate::mappings::{self, Locked, Mappings};
 use crate::modules::{self, ModuleMap};
@@ -1328,7 +1328,7 @@ impl Session {
     fn allocation_sampling_setting(&self, mean_bytes: u64) -> String {
         let poisson = format!("{}{mean_bytes} bytes on average", trace_format::SAMPLED_BY_BYTES);
         match (self.config.sample_warm_up_only, self.recorder.sampling().is_some()) {
-            (false, _) => format!("{poisson} ({SAMPLE_VAR}); counts and bytes are estimates"),
+            (false, _) => format!("{poisson}{}; counts and bytes are estimates", trace_format::SAMPLED_WHOLE_RUN),
             (true, true) if self.recorder.samples_for_life() => format!(
                 "{poisson} for the whole life of this {} ({WARM_UP_SAMPLE_VAR}=0 records it all){}; counts and bytes are estimates",
                 self.worker_kind(),
