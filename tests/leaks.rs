@@ -213,9 +213,9 @@ fn a_library_loaded_where_an_unloaded_one_was_names_only_its_own_stacks() {
 /// version probe), each run in turn every epoch, or the parser loaded
 /// again after the encoder. Each suspect is named by the function, line
 /// and module of the plugin its stack ran through, whichever library
-/// later took its addresses. After A-B-A the parser's leak is its two
-/// loads' stacks together, one line of its own code; the encoder's, four
-/// of the nine settled epochs, is too few alone beside it.
+/// later took its addresses. After A-B-A the parser's first load stopped
+/// leaking when it was closed (no survivors of the later settled epochs):
+/// the encoder's stacks and the parser's second load's are ranked.
 #[test]
 fn each_plugin_at_a_reused_address_names_its_own_leak() {
     let program = compile("swaps_plugins.c");
@@ -230,9 +230,11 @@ fn each_plugin_at_a_reused_address_names_its_own_leak() {
         ),
     ];
     let args = |mode| [mode, parser.to_str().unwrap(), encoder.to_str().unwrap()];
-    for (mode, leaking) in
-        [("probe", &["parser_token"][..]), ("alt", &["parser_token", "encoder_frame"]), ("aba", &["parser_token"])]
-    {
+    for (mode, leaking) in [
+        ("probe", &["parser_token"][..]),
+        ("alt", &["parser_token", "encoder_frame"]),
+        ("aba", &["parser_token", "encoder_frame"]),
+    ] {
         for env in [&[][..], &[FULL_CAPTURE]] {
             let run = run_traced_with(&program, &args(mode), env);
             assert_ne!(
@@ -263,13 +265,10 @@ fn each_plugin_at_a_reused_address_names_its_own_leak() {
             expected.sort_unstable();
             assert_eq!(named, expected, "{mode} {env:?}: {report:#}");
             if mode == "aba" {
-                let births: Vec<u64> = suspects
-                    .iter()
-                    .flat_map(|s| s["survivors"].as_array().unwrap())
-                    .map(|survivor| survivor["birth_epoch"].as_u64().unwrap())
-                    .collect();
-                let (first_load, second_load) = (births.iter().any(|&b| b <= 3), births.iter().any(|&b| b >= 9));
-                assert!(first_load && second_load, "both of the parser's loads: {births:?}");
+                // The parser loaded again, after the encoder took its addresses.
+                let parser = suspects.iter().find(|s| s["frames"][0]["function"] == "parser_token").unwrap();
+                let births = parser["survivors"].as_array().unwrap();
+                assert!(births.iter().all(|b| b["birth_epoch"].as_u64() >= Some(8)), "{parser:#}");
             }
             assert_eq!(report["verdict"]["kind"], "heap_leak", "{mode} {env:?}: {:#}", report["verdict"]);
         }

@@ -42,7 +42,7 @@ use std::hash::Hash;
 use crate::format::bytes;
 use crate::sites::Sites;
 use crate::trace::{Counts, IntMap, Memory, Sampling, Trace};
-use trace_format::{EpochCause, Snapshot};
+use trace_format::EpochCause;
 
 /// Fewest analysis snapshots the leak analysis needs.
 pub const MIN_EPOCHS: usize = 4;
@@ -350,10 +350,10 @@ pub struct Analysis {
     pub least_growth: u64,
     /// How the analysed epochs were sampled, when they were.
     pub sampling: Option<Sampling>,
-    /// Sites whose survivors pile up, but whose kind of memory grew over
-    /// the later half of the analysed epochs by less than half of what they
-    /// keep an epoch: what grew stopped or slowed (see
-    /// [`growth_in_later_half`]). No suspects, nor below the floor.
+    /// Sites whose survivors pile up, but whose own live bytes grew from an
+    /// epoch of the earlier half of the analysed ones to the last by less
+    /// than half of what they keep an epoch: what grew stopped or slowed.
+    /// No suspects, nor below the floor.
     pub stopped: Option<Stopped>,
     /// The analysed epochs were cut both by time slices and by marks or
     /// DataLoader passes (`TRACER_EPOCH_SECONDS` set beside them): epochs
@@ -434,23 +434,14 @@ fn rose_by_steps(readings: &[u64]) -> bool {
         && still_rising(readings)
 }
 
-/// Sites that grew but stopped (see [`Analysis::stopped`]).
+/// Sites that piled up but stopped (see [`Analysis::stopped`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stopped {
     pub sites: usize,
-    /// The first epoch of the later half of the analysed ones, and the last.
+    /// The epoch they are compared from, in the earlier half of the
+    /// analysed ones, and the last.
     pub from: u32,
     pub until: u32,
-    /// What the heap and mappings grew by an epoch over those.
-    pub late_growth: u64,
-}
-
-/// What `readings` (one an epoch) grew by an epoch over their later half
-/// (0 when they fell).
-fn growth_in_later_half(readings: &[u64]) -> u64 {
-    let middle = readings.len() / 2;
-    let (Some(&at_middle), Some(&last)) = (readings.get(middle), readings.last()) else { return 0 };
-    last.saturating_sub(at_middle) / (readings.len() - 1 - middle).max(1) as u64
 }
 
 /// Values read at least this many times can rise steadily: three epochs.
@@ -732,12 +723,11 @@ impl Analysis {
         }
         if let Some(stopped) = self.stopped.filter(|_| self.verdict.kind == VerdictKind::NoGrowth) {
             message.push_str(&format!(
-                "; {} piled up allocations in the earlier epochs, but from epoch {} to {} the heap and mappings grew by only {}/epoch, less than half of what {} kept an epoch: something filled up (a cache, a buffer at its bound) and stopped or slowed; a longer run tells it from a leak that slowed",
+                "; {} piled up allocations in the earlier epochs, but from epoch {} to {} {} by less than half of what it kept an epoch before: something filled up (a cache, a buffer at its bound, or one replacing its entries) and stopped or slowed; a longer run tells it from a leak that slowed",
                 if stopped.sites == 1 { "1 site".to_string() } else { format!("{} sites", stopped.sites) },
                 stopped.from,
                 stopped.until,
-                bytes(stopped.late_growth),
-                if stopped.sites == 1 { "it" } else { "each" },
+                if stopped.sites == 1 { "its live bytes grew" } else { "the live bytes of each grew" },
             ));
         }
         if self.mixed_epoch_causes && self.verdict.kind != VerdictKind::TooFewEpochs {
@@ -1116,24 +1106,43 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     for (stack, bytes) in first_state.live_bytes_by_stack() {
         *live_at_1.entry(sites.of(stack)).or_default() += bytes;
     }
-    let readings = |of: fn(&Snapshot) -> u64| (start..=reference).map(|i| of(snap(i))).collect::<Vec<u64>>();
-    let (heap, mapped) = (readings(|s| s.heap_live_bytes), readings(|s| s.mapped_live_bytes));
-    let traced: Vec<u64> = heap.iter().zip(&mapped).map(|(h, m)| h + m).collect();
-    // A site keeping `growth` an epoch alive grows its kind of memory by
-    // that much: where the heap (or the mappings) grew by less than half of
-    // it over the later half of the epochs, it piles up no more, whatever
-    // its survivors: a cache or buffer that filled to its bound and stopped,
-    // or goes on replacing entries (survivors of every epoch, a total that
-    // stays put).
-    let middle = traced.len() / 2;
-    let short = settled_lo == settled_hi;
-    let (heap_late, mapped_late) = (growth_in_later_half(&heap), growth_in_later_half(&mapped));
-    let stopped = |site: u32, growth: u64| {
-        let late = match trace.stacks.memory(site) {
-            Memory::Heap => heap_late,
-            Memory::Mapped | Memory::Shared => mapped_late,
-        };
-        !short && 2 * late < growth
+    let traced: Vec<u64> = (start..=reference).map(|i| snap(i).heap_live_bytes + snap(i).mapped_live_bytes).collect();
+    // From a snapshot of the earlier half of the epochs on, a site piling
+    // up keeps what it allocates: its live bytes grow by what its survivors
+    // of the settled epochs since hold. One that left none filled and
+    // stopped (the survivors of the last, unsettled epochs may be a loop's
+    // latest, freed at its next turn); one whose live bytes grew by less
+    // than half of them freed older entries as it made new ones (a cache
+    // or buffer at its bound, an LRU, a replay buffer), with survivors of
+    // every epoch and a total that stays put.
+    // Two settled epochs after it at least: a site leaking every other
+    // epoch leaves survivors in one of them.
+    let settled_hi_index = first + k - 3;
+    let earlier_half = start + 1..=((start + reference) / 2).min(settled_hi_index.saturating_sub(2));
+    let middle = if earlier_half.is_empty() { None } else { trace.latest_state_in(earlier_half) };
+    let mut live_at_middle: IntMap<u32, u64> = IntMap::default();
+    let (mut born_settled, mut born_unsettled): (IntMap<u32, u64>, IntMap<u32, u64>) = Default::default();
+    if let Some((index, at_middle)) = middle {
+        for (stack, bytes) in at_middle.live_bytes_by_stack() {
+            *live_at_middle.entry(sites.of(stack)).or_default() += bytes;
+        }
+        let since = snap(index).epoch;
+        for &((stack, birth), c) in state.pairs.iter().filter(|((_, birth), _)| *birth > since) {
+            let born = if birth <= settled_hi { &mut born_settled } else { &mut born_unsettled };
+            *born.entry(sites.of(stack)).or_default() += c.live_bytes;
+        }
+    }
+    // A block made larger again and again (see `grown_in_place`) has one
+    // survivor, its newest copy: not a pile to stop.
+    let stopped = |site: u32, s: &PerSite| {
+        if s.settled_hits < 2 {
+            return false;
+        }
+        let live_now = s.live_bytes;
+        let of = |table: &IntMap<u32, u64>| table.get(&site).copied().unwrap_or(0);
+        let grew = live_now.saturating_sub(of(&live_at_middle) + of(&born_unsettled));
+        let born = of(&born_settled);
+        middle.is_some() && (born == 0 || 2 * grew < born)
     };
     let mut stopped_sites = 0;
     let mut below_floor = BelowFloor::default();
@@ -1146,7 +1155,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             let growth = s.settled_bytes / settled_epochs;
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
-            if grew && stopped(stack, growth.max((s.live_bytes - live_before) / epochs)) {
+            if grew && stopped(stack, &s) {
                 stopped_sites += usize::from(s.settled_hits >= needed);
                 return None;
             }
@@ -1189,13 +1198,9 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             None
         })
         .collect();
-    if stopped_sites > 0 {
-        analysis.stopped = Some(Stopped {
-            sites: stopped_sites,
-            from: snap(start + middle).epoch,
-            until: snap(reference).epoch,
-            late_growth: heap_late + mapped_late,
-        });
+    if let Some((index, _)) = middle.filter(|_| stopped_sites > 0) {
+        analysis.stopped =
+            Some(Stopped { sites: stopped_sites, from: snap(index).epoch, until: snap(reference).epoch });
     }
     suspects.sort_by(by_rank);
     below_floor.largest.sort_by(by_rank);

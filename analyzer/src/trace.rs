@@ -490,6 +490,12 @@ impl Trace {
         Some(Sampling { mean_bytes: bytes.parse().ok()?, whole_run })
     }
 
+    /// The latest state captured at a snapshot in `range`, with its index:
+    /// besides the ones asked for, those at the last two powers of two.
+    pub fn latest_state_in(&self, range: std::ops::RangeInclusive<usize>) -> Option<(usize, &State)> {
+        self.states.range(range).next_back().map(|(&index, state)| (index, state))
+    }
+
     /// The counters at snapshot `index`, when it was captured.
     pub fn state(&self, index: usize) -> Option<&State> {
         self.states.get(&index)
@@ -506,8 +512,9 @@ pub struct Sampling {
     pub whole_run: bool,
 }
 
-/// What to keep while reading: the states at snapshot 1, at the last two
-/// snapshots, and at the explicitly requested indices.
+/// What to keep while reading: the states at snapshot 1, after the warm-up,
+/// at the last two snapshots, at the last two powers of two read, and at
+/// the explicitly requested indices.
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     pub capture: BTreeSet<usize>,
@@ -593,6 +600,8 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
     let mut notices = Vec::new();
     let mut saw_end_record = false;
     let mut states: BTreeMap<usize, State> = BTreeMap::new();
+    // Captured for the analysis's own reasons, never dropped.
+    let mut pinned: BTreeSet<usize> = BTreeSet::new();
 
     let mut current: IntMap<PairKey, Counts> = IntMap::default();
     // Pairs of the last epoch that ended with nothing alive: dropped at the next snapshot.
@@ -691,6 +700,14 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                 let after_warm_up = index >= 2 && warm_up_snapshots(&snapshots, &notices) == index - 1;
                 if index == 1 || after_warm_up || options.capture.contains(&index) {
                     states.insert(index, State::of(&current));
+                    pinned.insert(index);
+                } else if index.is_power_of_two() {
+                    // The last two powers of two: one of them lies in the
+                    // earlier half of the epochs, whatever their number.
+                    states.insert(index, State::of(&current));
+                    if !pinned.contains(&(index / 4)) {
+                        states.remove(&(index / 4));
+                    }
                 }
             }
         }

@@ -10,7 +10,6 @@ mod names;
 pub mod text;
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::analysis::{analyze, Analysis, Culprit, KnownAs, NoiseFloor, Suspect, STACKS_BY_LINE};
@@ -197,18 +196,16 @@ fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mu
         let below_stacks = indices.clone().filter(|&i| (below_from..few_from).contains(&i));
         let few_stacks = indices.clone().filter(|&i| i >= few_from);
         let below_growth: u64 = below_stacks.clone().map(|i| kept[i].suspect.growth_bytes_per_epoch).sum();
-        // A birth epoch counts when the line's survivors of it are a fair
-        // share of its growth: one dict resized beside a ring buffer's
-        // newest entries is no epoch of piling up.
-        let mut by_birth: BTreeMap<u32, u64> = BTreeMap::new();
-        for survivor in indices.flat_map(|i| &kept[i].suspect.survivors).filter(|v| settled(v.birth_epoch)) {
-            *by_birth.entry(survivor.birth_epoch).or_default() += survivor.bytes;
-        }
-        let fair_share = line.growth_bytes_per_epoch / 4;
-        let births = by_birth.values().filter(|&&bytes| bytes >= fair_share).count();
+        let mut births: Vec<u32> = indices
+            .flat_map(|i| &kept[i].suspect.survivors)
+            .map(|v| v.birth_epoch)
+            .filter(|&birth| settled(birth))
+            .collect();
+        births.sort_unstable();
+        births.dedup();
         let piles_up_together = few_stacks.clone().next().is_some()
             && line.growth_bytes_per_epoch > analysis.noise_floor
-            && births >= analysis.settled_epochs_needed();
+            && births.len() >= analysis.settled_epochs_needed();
         // A leaking line's small stacks below the floor that pile up too
         // are the rest of its leak (a tensor's bookkeeping beside its data).
         let leaking = line.ranks.iter().any(|&rank| rank <= below_from);
