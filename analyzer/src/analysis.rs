@@ -1119,11 +1119,11 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     // epoch leaves survivors in one of them.
     let settled_hi_index = first + k - 3;
     let earlier_half = start + 1..=((start + reference) / 2).min(settled_hi_index.saturating_sub(2));
-    let middle = if earlier_half.is_empty() { None } else { trace.latest_state_in(earlier_half) };
+    let middle = if earlier_half.is_empty() { None } else { trace.live_at_power_of_two_in(earlier_half) };
     let mut live_at_middle: IntMap<u32, u64> = IntMap::default();
     let (mut born_settled, mut born_unsettled): (IntMap<u32, u64>, IntMap<u32, u64>) = Default::default();
     if let Some((index, at_middle)) = middle {
-        for (stack, bytes) in at_middle.live_bytes_by_stack() {
+        for (&stack, &bytes) in at_middle {
             *live_at_middle.entry(sites.of(stack)).or_default() += bytes;
         }
         let since = snap(index).epoch;

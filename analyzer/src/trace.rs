@@ -82,6 +82,15 @@ pub struct State {
     pub pairs: Vec<(PairKey, Counts)>,
 }
 
+/// Live bytes per stack of `pairs`.
+fn live_bytes_by_stack<'a>(pairs: impl Iterator<Item = (&'a PairKey, &'a Counts)>) -> IntMap<u32, u64> {
+    let mut out: IntMap<u32, u64> = IntMap::default();
+    for (&(stack, _), c) in pairs.filter(|(_, c)| c.live_bytes > 0) {
+        *out.entry(stack).or_default() += c.live_bytes;
+    }
+    out
+}
+
 impl State {
     fn of(pairs: &IntMap<PairKey, Counts>) -> State {
         State { pairs: pairs.iter().map(|(&key, &counts)| (key, counts)).collect() }
@@ -89,13 +98,7 @@ impl State {
 
     /// Live bytes per stack.
     pub fn live_bytes_by_stack(&self) -> IntMap<u32, u64> {
-        let mut out: IntMap<u32, u64> = IntMap::default();
-        for &((stack, _), c) in &self.pairs {
-            if c.live_bytes > 0 {
-                *out.entry(stack).or_default() += c.live_bytes;
-            }
-        }
-        out
+        live_bytes_by_stack(self.pairs.iter().map(|(key, counts)| (key, counts)))
     }
 
     /// Bytes allocated per stack during `epoch` (allocations born in it).
@@ -431,6 +434,8 @@ pub struct Trace {
     pub saw_end_record: bool,
     /// Counters at the snapshots captured, by snapshot index.
     states: BTreeMap<usize, State>,
+    /// Live bytes per stack at the last two powers of two read.
+    live_at_powers_of_two: BTreeMap<usize, IntMap<u32, u64>>,
 }
 
 /// Snapshots before the analysis starts (see [`Trace::warm_up_snapshots`]);
@@ -490,10 +495,13 @@ impl Trace {
         Some(Sampling { mean_bytes: bytes.parse().ok()?, whole_run })
     }
 
-    /// The latest state captured at a snapshot in `range`, with its index:
-    /// besides the ones asked for, those at the last two powers of two.
-    pub fn latest_state_in(&self, range: std::ops::RangeInclusive<usize>) -> Option<(usize, &State)> {
-        self.states.range(range).next_back().map(|(&index, state)| (index, state))
+    /// Live bytes per stack at the latest snapshot in `range` whose index is
+    /// a power of two (the last two read are kept), with that index.
+    pub fn live_at_power_of_two_in(
+        &self,
+        range: std::ops::RangeInclusive<usize>,
+    ) -> Option<(usize, &IntMap<u32, u64>)> {
+        self.live_at_powers_of_two.range(range).next_back().map(|(&index, live)| (index, live))
     }
 
     /// The counters at snapshot `index`, when it was captured.
@@ -513,8 +521,7 @@ pub struct Sampling {
 }
 
 /// What to keep while reading: the states at snapshot 1, after the warm-up,
-/// at the last two snapshots, at the last two powers of two read, and at
-/// the explicitly requested indices.
+/// at the last two snapshots, and at the explicitly requested indices.
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     pub capture: BTreeSet<usize>,
@@ -600,8 +607,7 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
     let mut notices = Vec::new();
     let mut saw_end_record = false;
     let mut states: BTreeMap<usize, State> = BTreeMap::new();
-    // Captured for the analysis's own reasons, never dropped.
-    let mut pinned: BTreeSet<usize> = BTreeSet::new();
+    let mut live_at_powers_of_two: BTreeMap<usize, IntMap<u32, u64>> = BTreeMap::new();
 
     let mut current: IntMap<PairKey, Counts> = IntMap::default();
     // Pairs of the last epoch that ended with nothing alive: dropped at the next snapshot.
@@ -700,14 +706,12 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                 let after_warm_up = index >= 2 && warm_up_snapshots(&snapshots, &notices) == index - 1;
                 if index == 1 || after_warm_up || options.capture.contains(&index) {
                     states.insert(index, State::of(&current));
-                    pinned.insert(index);
-                } else if index.is_power_of_two() {
+                }
+                if index.is_power_of_two() {
                     // The last two powers of two: one of them lies in the
                     // earlier half of the epochs, whatever their number.
-                    states.insert(index, State::of(&current));
-                    if !pinned.contains(&(index / 4)) {
-                        states.remove(&(index / 4));
-                    }
+                    live_at_powers_of_two.insert(index, live_bytes_by_stack(current.iter()));
+                    live_at_powers_of_two.remove(&(index / 4));
                 }
             }
         }
@@ -782,6 +786,7 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
         end,
         saw_end_record,
         states,
+        live_at_powers_of_two,
     })
 }
 
