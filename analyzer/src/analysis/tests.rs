@@ -15,6 +15,15 @@ fn run_with_floor(sim: &Sim, floor: NoiseFloor) -> (Trace, Analysis) {
     (trace, analysis)
 }
 
+/// The analysis with the stacks that pile up with their line made
+/// suspects, as the report runs it.
+fn run_by_line(sim: &Sim) -> Analysis {
+    let path = write_temp("trace.bin", &sim.bytes());
+    let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
+    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
+    crate::render::analyze_by_line(&trace, NoiseFloor::Scaled, &mut symbolizer)
+}
+
 /// The analysis with stacks grouped by their symbolized frames, as the
 /// report runs it.
 fn analyze_sites(trace: &Trace, floor: NoiseFloor) -> Analysis {
@@ -1389,10 +1398,7 @@ fn a_leaking_lines_small_stacks_that_pile_up_are_suspects_with_it() {
         sim.mark(&format!("epoch {e}"));
     }
     sim.exit();
-    let path = write_temp("trace.bin", &sim.bytes());
-    let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
-    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
-    let a = crate::render::analyze_by_line(&trace, NoiseFloor::Scaled, &mut symbolizer);
+    let a = run_by_line(&sim);
     assert_eq!(suspect_stacks(&a), vec![data, bookkeeping]);
     assert!(a.suspects[1].below_floor);
     let below: Vec<u32> = a.below_floor.largest.iter().map(|s| s.stack).collect();
@@ -1427,10 +1433,7 @@ fn a_ring_buffer_and_a_dict_resized_once_are_not_blamed_beside_a_leak() {
         sim.mark(&format!("epoch {e}"));
     }
     sim.exit();
-    let path = write_temp("trace.bin", &sim.bytes());
-    let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
-    let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
-    let a = crate::render::analyze_by_line(&trace, NoiseFloor::Scaled, &mut symbolizer);
+    let a = run_by_line(&sim);
     assert_eq!(suspect_stacks(&a), vec![leak]);
     let left: Vec<u32> = a.few_settled_epochs.iter().chain(&a.below_floor.largest).map(|s| s.stack).collect();
     assert_eq!(left, [dict], "the ring buffer stopped, the dict alone is too few");
