@@ -639,9 +639,10 @@ impl Culprit<'_> {
 
 impl Analysis {
     /// The settled birth epochs a stack's survivors, or a line's, must come
-    /// from to pile up: half of them, rounded up, at least 1.
+    /// from to pile up: half of them, rounded down, at least 1 (a leak of
+    /// every other epoch leaves 3 of 7, whichever epochs they are).
     pub fn settled_epochs_needed(&self) -> usize {
-        self.snapshots.saturating_sub(3).div_ceil(2).max(1)
+        (self.snapshots.saturating_sub(3) / 2).max(1)
     }
 
     /// Makes suspects of the stacks in `stacks` kept below the noise floor
@@ -1075,6 +1076,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         live_count: u64,
         settled_hits: usize,
         settled_bytes: u64,
+        /// The first and last birth epochs with survivors, settled or not.
+        births: Option<(u32, u32)>,
     }
     let mut per_site: IntMap<u32, PerSite> = IntMap::default();
     // The settled birth epochs of the sites of several stacks, which may
@@ -1088,6 +1091,9 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         let entry = per_site.entry(site).or_default();
         entry.live_bytes += c.live_bytes;
         entry.live_count += c.live_count;
+        if c.live_count > 0 {
+            entry.births = Some(entry.births.map_or((birth, birth), |(lo, hi)| (lo.min(birth), hi.max(birth))));
+        }
         if settled_survivor(birth, &c) {
             entry.settled_bytes += c.live_bytes;
             if sites.is_shared(stack) {
@@ -1119,7 +1125,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     // epoch leaves survivors in one of them.
     let settled_hi_index = first + k - 3;
     let earlier_half = start + 1..=((start + reference) / 2).min(settled_hi_index.saturating_sub(2));
-    let middle = if earlier_half.is_empty() { None } else { trace.live_at_power_of_two_in(earlier_half) };
+    let middle = if earlier_half.is_empty() { None } else { trace.live_at_checkpoint_in(earlier_half) };
     let mut live_at_middle: IntMap<u32, u64> = IntMap::default();
     let (mut born_settled, mut born_unsettled): (IntMap<u32, u64>, IntMap<u32, u64>) = Default::default();
     if let Some((index, at_middle)) = middle {
@@ -1179,7 +1185,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
                     // One block made larger leaves the survivors of one
                     // birth epoch at most, its newest copy; survivors of
                     // more are allocations that piled up in some epochs.
-                    grown_in_place.push(suspect(grown, s.settled_hits <= 1));
+                    grown_in_place.push(suspect(grown, s.births.is_none_or(|(lo, hi)| lo == hi)));
                 }
                 // Survivors of settled epochs, too few of them.
                 if grew && growth > 0 {

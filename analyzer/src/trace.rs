@@ -82,6 +82,13 @@ pub struct State {
     pub pairs: Vec<(PairKey, Counts)>,
 }
 
+/// Snapshots whose live bytes per stack the loader keeps: powers of two
+/// and one and a half times them (2, 3, 4, 6, 8, 12, ...), each at most
+/// half again the one before, so that one lies near the middle of a run.
+fn is_checkpoint(index: usize) -> bool {
+    index.is_power_of_two() || (index.is_multiple_of(3) && (index / 3).is_power_of_two())
+}
+
 /// Live bytes per stack of `pairs`.
 fn live_bytes_by_stack<'a>(pairs: impl Iterator<Item = (&'a PairKey, &'a Counts)>) -> IntMap<u32, u64> {
     let mut out: IntMap<u32, u64> = IntMap::default();
@@ -434,8 +441,9 @@ pub struct Trace {
     pub saw_end_record: bool,
     /// Counters at the snapshots captured, by snapshot index.
     states: BTreeMap<usize, State>,
-    /// Live bytes per stack at the last two powers of two read.
-    live_at_powers_of_two: BTreeMap<usize, IntMap<u32, u64>>,
+    /// Live bytes per stack at the last three checkpoints read (see
+    /// [`is_checkpoint`]).
+    live_at_checkpoints: BTreeMap<usize, IntMap<u32, u64>>,
 }
 
 /// Snapshots before the analysis starts (see [`Trace::warm_up_snapshots`]);
@@ -495,13 +503,10 @@ impl Trace {
         Some(Sampling { mean_bytes: bytes.parse().ok()?, whole_run })
     }
 
-    /// Live bytes per stack at the latest snapshot in `range` whose index is
-    /// a power of two (the last two read are kept), with that index.
-    pub fn live_at_power_of_two_in(
-        &self,
-        range: std::ops::RangeInclusive<usize>,
-    ) -> Option<(usize, &IntMap<u32, u64>)> {
-        self.live_at_powers_of_two.range(range).next_back().map(|(&index, live)| (index, live))
+    /// Live bytes per stack at the latest checkpoint in `range` (see
+    /// [`is_checkpoint`]; the last three read are kept), with its index.
+    pub fn live_at_checkpoint_in(&self, range: std::ops::RangeInclusive<usize>) -> Option<(usize, &IntMap<u32, u64>)> {
+        self.live_at_checkpoints.range(range).next_back().map(|(&index, live)| (index, live))
     }
 
     /// The counters at snapshot `index`, when it was captured.
@@ -607,7 +612,7 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
     let mut notices = Vec::new();
     let mut saw_end_record = false;
     let mut states: BTreeMap<usize, State> = BTreeMap::new();
-    let mut live_at_powers_of_two: BTreeMap<usize, IntMap<u32, u64>> = BTreeMap::new();
+    let mut live_at_checkpoints: BTreeMap<usize, IntMap<u32, u64>> = BTreeMap::new();
 
     let mut current: IntMap<PairKey, Counts> = IntMap::default();
     // Pairs of the last epoch that ended with nothing alive: dropped at the next snapshot.
@@ -707,11 +712,14 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                 if index == 1 || after_warm_up || options.capture.contains(&index) {
                     states.insert(index, State::of(&current));
                 }
-                if index.is_power_of_two() {
-                    // The last two powers of two: one of them lies in the
-                    // earlier half of the epochs, whatever their number.
-                    live_at_powers_of_two.insert(index, live_bytes_by_stack(current.iter()));
-                    live_at_powers_of_two.remove(&(index / 4));
+                if is_checkpoint(index) {
+                    // The last three checkpoints: one of them lies in the
+                    // earlier half of the epochs, near its end, whatever
+                    // their number.
+                    live_at_checkpoints.insert(index, live_bytes_by_stack(current.iter()));
+                    if live_at_checkpoints.len() > 3 {
+                        live_at_checkpoints.pop_first();
+                    }
                 }
             }
         }
@@ -786,7 +794,7 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
         end,
         saw_end_record,
         states,
-        live_at_powers_of_two,
+        live_at_checkpoints,
     })
 }
 
