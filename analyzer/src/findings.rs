@@ -200,10 +200,16 @@ mod tests {
     use crate::trace::descendant_traces;
 
     /// A worker's trace: `leaking` keeps 64 KiB alive per epoch.
-    fn worker(pid: u32, epochs: u32, leaking: bool) -> Vec<u8> {
-        let mut sim = Sim::new("/opt/app/worker");
+    /// A process `exe` that the parent of these tests (pid 4242) forked.
+    fn forked_child(exe: &str, pid: u32) -> Sim {
+        let mut sim = Sim::new(exe);
         sim.process_mut().pid = pid;
         sim.process_mut().forked_from = Some(4242);
+        sim
+    }
+
+    fn worker(pid: u32, epochs: u32, leaking: bool) -> Vec<u8> {
+        let mut sim = forked_child("/opt/app/worker", pid);
         for e in 0..epochs {
             if leaking {
                 sim.alloc_many(7, 1, 64 << 10);
@@ -243,9 +249,7 @@ mod tests {
     /// below the noise floor (4 KiB), under one line of its own code.
     fn worker_leaking_through_small_stacks(pid: u32) -> Vec<u8> {
         use trace_format::{Frame, PyCode, PyFrame};
-        let mut sim = Sim::new("/usr/bin/python3.11");
-        sim.process_mut().pid = pid;
-        sim.process_mut().forked_from = Some(4242);
+        let mut sim = forked_child("/usr/bin/python3.11", pid);
         sim.py_code(PyCode {
             id: 0x7f00_1000,
             filename: "/job/dataset.py".into(),
@@ -286,9 +290,7 @@ mod tests {
     #[test]
     fn a_long_lived_descendant_too_short_to_analyse_is_told_apart() {
         let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
-        let mut loader_worker = Sim::new("/opt/app/train");
-        loader_worker.process_mut().pid = 4501;
-        loader_worker.process_mut().forked_from = Some(4242);
+        let mut loader_worker = forked_child("/opt/app/train", 4501);
         let follows = format!(
             "{}: this forked DataLoader worker closes one each time its parent does",
             trace_format::FOLLOWS_PARENTS_EPOCHS
@@ -319,9 +321,7 @@ mod tests {
     #[test]
     fn a_child_forked_late_lived_from_its_fork() {
         let parent = write_temp("trace.bin", &Sim::new("/opt/app/train").bytes());
-        let mut late = Sim::new("/opt/app/train");
-        late.process_mut().pid = 4700;
-        late.process_mut().forked_from = Some(4242);
+        let mut late = forked_child("/opt/app/train", 4700);
         let forked_at = late.process_mut().start_unix_ns + 9_000_000_000;
         late.process_mut().settings.push((trace_format::IMAGE_SETTING.into(), format!("4700.{forked_at}")));
         late.epoch_ns = 5_000_000_000;
