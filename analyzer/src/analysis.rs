@@ -21,7 +21,9 @@
 //! * A stack is a suspect when its allocations survive from at least
 //!   max(1, ceil(settled/2)) settled epochs, its live bytes grew between
 //!   snapshot 1 and the reference, and its growth — survivor bytes of the
-//!   settled epochs divided by their number — is above the noise floor.
+//!   settled epochs divided by their number, or by the number since its
+//!   first survivor's when it left survivors of half of those (a leak that
+//!   began late, see [`GrowthSpan`]) — is above the noise floor.
 //! * Heap and mapping stacks (the stacks of anonymous mappings) are ranked
 //!   together, by the same rules.
 //! * Noise floor: max(4 KiB, 0.1% of the live heap and mappings at
@@ -121,6 +123,8 @@ pub struct Suspect {
     /// The other stack ids that symbolize the same frames, counted with it.
     pub other_stacks: Vec<u32>,
     pub growth_bytes_per_epoch: u64,
+    /// The settled epochs its growth is over.
+    pub growth_span: GrowthSpan,
     /// Live at the reference snapshot.
     pub live_bytes: u64,
     pub live_count: u64,
@@ -145,6 +149,16 @@ pub struct Suspect {
     /// leave survivors of enough (see [`Analysis::promote`]), as a helper
     /// called from one caller in some epochs and another in the others.
     pub piles_up_only_with_line: bool,
+}
+
+/// The settled epochs a growth per epoch is over: from the first that left
+/// survivors on, so that a leak that began in the middle of the run keeps
+/// its rate, not that rate spread over the epochs before it began.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GrowthSpan {
+    pub epochs: u64,
+    /// The first of them.
+    pub since: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -574,6 +588,8 @@ pub struct Culprit<'a> {
     pub known_as: Option<KnownAs<'a>>,
     /// The bytes of its suspects' survivors by birth epoch, oldest first.
     pub born: Vec<(u32, u64)>,
+    /// The first settled epoch its growth per epoch is over.
+    pub growth_since: u32,
 }
 
 /// What a culprit's memory is (see [`Culprit::known_as`]).
@@ -600,6 +616,7 @@ impl<'a> Culprit<'a> {
             memory: LineMemory::Only(suspect.memory),
             known_as: None,
             born: suspect.survivors.iter().map(|s| (s.birth_epoch, s.bytes)).collect(),
+            growth_since: suspect.growth_span.since,
         }
     }
 
@@ -800,23 +817,28 @@ impl Analysis {
                 } else {
                     String::new()
                 };
-                let live = bytes(top.live_bytes);
+                let live = match self.settled {
+                    Some((first, _)) if top.growth_since > first => {
+                        format!("since epoch {} ({} now)", top.growth_since, bytes(top.live_bytes))
+                    }
+                    _ => format!("({} now)", bytes(top.live_bytes)),
+                };
                 let traced = traced_growth_words(v);
                 let mut msg = match top.known_as {
                     Some(known) if known.incidental => format!(
-                        "{} grew by {growth}({live} now), charged to {}{through}{in_all}: that line needed more of them, and need not be what holds them; {traced} over {over} (see suspect #{})",
+                        "{} grew by {growth}{live}, charged to {}{through}{in_all}: that line needed more of them, and need not be what holds them; {traced} over {over} (see suspect #{})",
                         known.what,
                         top.named(),
                         known.rank
                     ),
                     Some(known) => format!(
-                        "{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}; the memory is {} (see suspect #{})",
+                        "{} keeps {growth}alive {live}{through}{in_all}; {traced} over {over}; the memory is {} (see suspect #{})",
                         top.subject(),
                         known.what,
                         known.rank
                     ),
                     None => {
-                        format!("{} keeps {growth}alive ({live} now){through}{in_all}; {traced} over {over}", top.subject())
+                        format!("{} keeps {growth}alive {live}{through}{in_all}; {traced} over {over}", top.subject())
                     }
                 };
                 // Sampled survivors jump about from epoch to epoch.
@@ -1076,6 +1098,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         live_count: u64,
         settled_hits: usize,
         settled_bytes: u64,
+        first_settled_birth: Option<u32>,
         /// The first and last birth epochs with survivors, settled or not.
         births: Option<(u32, u32)>,
     }
@@ -1096,6 +1119,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         }
         if settled_survivor(birth, &c) {
             entry.settled_bytes += c.live_bytes;
+            entry.first_settled_birth = Some(entry.first_settled_birth.map_or(birth, |first| first.min(birth)));
             if sites.is_shared(stack) {
                 shared_births.entry(site).or_default().push(birth);
             } else {
@@ -1155,10 +1179,29 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     let mut grown_in_place = Vec::new();
     let mut few_settled_epochs = Vec::new();
     let epochs = verdict.epochs.max(1) as u64;
+    let settled_births: Vec<u32> = (start..=settled_hi_index).map(|i| snap(i).epoch).collect();
+    let whole_span = GrowthSpan { epochs: settled_epochs, since: settled_lo };
+    // Over the epochs since its first survivor's when it left survivors in
+    // half of them at least (a leak that began late), else over all (a
+    // stack that leaks now and then, as a helper's called from one place
+    // in some epochs and another in others).
+    let span_of = |s: &PerSite| match s.first_settled_birth {
+        Some(first) => {
+            let epochs = (settled_births.len() - settled_births.partition_point(|&e| e < first)) as u64;
+            let dense = 2 * s.settled_hits as u64 >= epochs;
+            if dense && epochs > 0 {
+                GrowthSpan { epochs, since: first }
+            } else {
+                whole_span
+            }
+        }
+        None => whole_span,
+    };
     let mut suspects: Vec<Suspect> = per_site
         .into_iter()
         .filter_map(|(stack, s)| {
-            let growth = s.settled_bytes / settled_epochs;
+            let span = span_of(&s);
+            let growth = s.settled_bytes / span.epochs;
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
             if grew && stopped(stack, &s) {
@@ -1166,10 +1209,11 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
                 return None;
             }
             let piles_up = s.settled_hits >= needed && grew && growth > 0;
-            let suspect = |growth: u64, grown_in_place: bool| Suspect {
+            let suspect = |growth: u64, growth_span: GrowthSpan, grown_in_place: bool| Suspect {
                 stack,
                 other_stacks: sites.others(stack).to_vec(),
                 growth_bytes_per_epoch: growth,
+                growth_span,
                 live_bytes: s.live_bytes,
                 live_count: s.live_count,
                 settled_with_survivors: s.settled_hits,
@@ -1185,15 +1229,15 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
                     // One block made larger leaves the survivors of one
                     // birth epoch at most, its newest copy; survivors of
                     // more are allocations that piled up in some epochs.
-                    grown_in_place.push(suspect(grown, s.births.is_none_or(|(lo, hi)| lo == hi)));
+                    grown_in_place.push(suspect(grown, whole_span, s.births.is_none_or(|(lo, hi)| lo == hi)));
                 }
                 // Survivors of settled epochs, too few of them.
                 if grew && growth > 0 {
-                    few_settled_epochs.push(Suspect { piles_up_only_with_line: true, ..suspect(growth, false) });
+                    few_settled_epochs.push(Suspect { piles_up_only_with_line: true, ..suspect(growth, span, false) });
                 }
                 return None;
             }
-            let suspect = suspect(growth, false);
+            let suspect = suspect(growth, span, false);
             if growth > noise_floor {
                 return Some(suspect);
             }

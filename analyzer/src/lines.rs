@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::analysis::{LineMemory, Suspect};
+use crate::analysis::{GrowthSpan, LineMemory, Suspect};
 use crate::merge::base_name;
 use crate::symbolize::Frame;
 use crate::trace::Memory;
@@ -21,6 +21,9 @@ pub struct LeakLine {
     /// without one, which is a line of its own.
     pub frame: Option<Frame>,
     pub growth_bytes_per_epoch: u64,
+    /// The longest of its suspects' spans: its growth is their bytes over
+    /// it (the sum of their growths when their spans are the same).
+    pub growth_span: GrowthSpan,
     pub live_bytes: u64,
     pub live_count: u64,
     /// What its suspects' memory is.
@@ -34,6 +37,7 @@ impl LeakLine {
         LeakLine {
             frame: frame.cloned(),
             growth_bytes_per_epoch: 0,
+            growth_span: GrowthSpan::default(),
             live_bytes: 0,
             live_count: 0,
             memory: LineMemory::Only(Memory::Heap),
@@ -42,7 +46,14 @@ impl LeakLine {
     }
 
     fn add(&mut self, rank: usize, suspect: &Suspect) {
-        self.growth_bytes_per_epoch += suspect.growth_bytes_per_epoch;
+        // A leak that began late on one path, early on another, grows at
+        // their bytes over the epochs since the earlier began.
+        let bytes = self.growth_bytes_per_epoch * self.growth_span.epochs
+            + suspect.growth_bytes_per_epoch * suspect.growth_span.epochs;
+        if suspect.growth_span.epochs > self.growth_span.epochs {
+            self.growth_span = suspect.growth_span;
+        }
+        self.growth_bytes_per_epoch = bytes / self.growth_span.epochs.max(1);
         self.live_bytes += suspect.live_bytes;
         self.live_count += suspect.live_count;
         let kind = LineMemory::Only(suspect.memory);
@@ -96,6 +107,7 @@ mod tests {
             stack,
             other_stacks: Vec::new(),
             growth_bytes_per_epoch: growth,
+            growth_span: GrowthSpan { epochs: 5, since: 1 },
             live_bytes: growth * 10,
             live_count: 10,
             settled_with_survivors: 5,

@@ -545,7 +545,7 @@ fn growth_below_the_noise_floor_is_said_and_a_lower_floor_ranks_it() {
             "stacks": 1,
             "growth_bytes_per_epoch": 51200,
             "largest_bytes_per_epoch": 51200,
-            "lines": [{"frame": null, "memory": "heap", "growth_bytes_per_epoch": 51200, "live_bytes": 512000, "live_count": 10, "stacks": 1}]
+            "lines": [{"frame": null, "memory": "heap", "growth_bytes_per_epoch": 51200, "growth_since_epoch": 1, "live_bytes": 512000, "live_count": 10, "stacks": 1}]
         })
     );
     for floor in ["25k", "25600", "25K"] {

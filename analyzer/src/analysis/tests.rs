@@ -86,6 +86,7 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
         memory,
         known_as: None,
         born: Vec::new(),
+        growth_since: 1,
     };
     let heap = LineMemory::Only(Memory::Heap);
     let msg = a.verdict_message(Some(line(2, heap)));
@@ -113,6 +114,7 @@ fn a_culprit_python_called_is_said_with_its_caller() {
         memory: LineMemory::Only(Memory::Heap),
         known_as: None,
         born: Vec::new(),
+        growth_since: 1,
     };
     let msg = a.verdict_message(Some(culprit.clone()));
     let named = "compute_features (featlib.c:12), called from featurize (job.py:15), keeps about 100 KiB/epoch alive (";
@@ -135,6 +137,7 @@ fn a_culprit_whose_memory_it_only_happened_to_need_is_not_said_to_keep_it() {
         memory: LineMemory::Only(Memory::Mapped),
         known_as: Some(KnownAs { what: "pymalloc arenas", rank: 1, incidental }),
         born: Vec::new(),
+        growth_since: 1,
     };
     let msg = a.verdict_message(Some(line(true)));
     let charged = "pymalloc arenas grew by about 1.00 MiB/epoch of anonymous mapped memory (10.0 MiB now), charged to churn (train.py:6) through 3 stacks: that line needed more of them, and need not be what holds them; ";
@@ -471,6 +474,31 @@ fn small_leak_in_a_large_heap() -> Sim {
     })
 }
 
+/// A leak that began at epoch 5 of 12 grows at its rate since, above the
+/// floor, not at that rate spread over the four epochs before it began.
+#[test]
+fn a_leak_that_began_late_grows_at_its_rate_since() {
+    let sim = scenario(12, |sim, e| {
+        if e == 0 {
+            sim.alloc_many(5, 100, 1 << 20);
+        }
+        if e >= 5 {
+            sim.alloc_many(1, 3, 50 * 1024);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(a.settled, Some((1, 9)));
+    assert!(a.noise_floor > 100 * 1000 && a.noise_floor < 150 * 1024, "{}", a.noise_floor);
+    assert_eq!(suspect_stacks(&a), vec![1]);
+    let leak = &a.suspects[0];
+    assert_eq!((leak.growth_bytes_per_epoch, leak.growth_span), (150 * 1024, GrowthSpan { epochs: 5, since: 5 }));
+    let message = a.verdict_message(Some(Culprit::suspect(leak, "mine (train.py:9)")));
+    assert!(
+        message.starts_with("mine (train.py:9) keeps about 150 KiB/epoch alive since epoch 5 (1.03 MiB now)"),
+        "{message}"
+    );
+}
+
 #[test]
 fn the_noise_floor_follows_the_heap() {
     let (_, a) = run(&small_leak_in_a_large_heap());
@@ -515,6 +543,7 @@ fn growth_below_the_floor_names_the_line_most_of_it_goes_through() {
         memory: LineMemory::Only(Memory::Heap),
         known_as: None,
         born: Vec::new(),
+        growth_since: 1,
     };
     // The one stack below the floor is the line's.
     let message = a.verdict_message(Some(line(1)));

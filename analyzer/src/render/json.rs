@@ -148,6 +148,8 @@ struct JsonSuspect<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     explanation: Option<String>,
     growth_bytes_per_epoch: u64,
+    /// The first settled epoch the growth is over.
+    growth_since_epoch: u32,
     live_bytes: u64,
     live_count: u64,
     settled_epochs_with_survivors: usize,
@@ -175,6 +177,7 @@ struct JsonLineSum<'a> {
     frame: Option<JsonFrame<'a>>,
     memory: &'static str,
     growth_bytes_per_epoch: u64,
+    growth_since_epoch: u32,
     live_bytes: u64,
     live_count: u64,
 }
@@ -184,6 +187,7 @@ fn line_sum(line: &LeakLine) -> JsonLineSum<'_> {
         frame: line.frame.as_ref().map(frame),
         memory: line.memory.name(),
         growth_bytes_per_epoch: line.growth_bytes_per_epoch,
+        growth_since_epoch: line.growth_span.since,
         live_bytes: line.live_bytes,
         live_count: line.live_count,
     }
@@ -318,6 +322,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 memory: s.suspect.memory.name(),
                 explanation: s.explanation.map(ToString::to_string),
                 growth_bytes_per_epoch: s.suspect.growth_bytes_per_epoch,
+                growth_since_epoch: s.suspect.growth_span.since,
                 live_bytes: s.suspect.live_bytes,
                 live_count: s.suspect.live_count,
                 settled_epochs_with_survivors: s.suspect.settled_with_survivors,

@@ -309,6 +309,7 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> 
             .flat_map(|rank| &suspects[rank - 1].suspect.survivors)
             .map(|s| (s.birth_epoch, s.bytes))
             .collect(),
+        growth_since: line.growth_span.since,
     }
 }
 
@@ -345,13 +346,14 @@ pub fn end_warning(trace: &Trace) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::LineMemory;
+    use crate::analysis::{GrowthSpan, LineMemory};
 
     fn suspect_at(frame: Frame) -> ShownSuspect {
         let suspect = Suspect {
             stack: 7,
             other_stacks: Vec::new(),
             growth_bytes_per_epoch: 4096,
+            growth_span: GrowthSpan { epochs: 5, since: 1 },
             live_bytes: 40960,
             live_count: 10,
             settled_with_survivors: 5,
@@ -377,6 +379,7 @@ mod tests {
         let line = LeakLine {
             frame: Some(frame),
             growth_bytes_per_epoch: 4096,
+            growth_span: GrowthSpan { epochs: 5, since: 1 },
             live_bytes: 40960,
             live_count: 10,
             memory: LineMemory::Only(Memory::Heap),

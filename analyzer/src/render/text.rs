@@ -427,11 +427,16 @@ fn lines_section(out: &mut String, report: &Report<'_>) {
     };
     let _ =
         writeln!(out, "\nLeaking lines: {} ({of} summed by their first frame in the program's own code)", lines.len());
+    let first_settled = report.analysis.settled.map_or(0, |(first, _)| first);
     for line in lines.iter().take(LINES_SHOWN) {
         let memory = memory_label(line.memory);
+        let since = match line.growth_span.since {
+            since if since > first_settled => format!(" since epoch {since}"),
+            _ => String::new(),
+        };
         let _ = writeln!(
             out,
-            "  +{}/epoch{memory}   {}   {}",
+            "  +{}/epoch{since}{memory}   {}   {}",
             bytes(line.growth_bytes_per_epoch),
             live_now(line.live_bytes, suspects_of(line, &report.symbolized), report.trace),
             ranks_text(&line.ranks)
