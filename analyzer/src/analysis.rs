@@ -43,7 +43,7 @@ use std::hash::Hash;
 
 use crate::format::bytes;
 use crate::sites::Sites;
-use crate::trace::{Counts, IntMap, Memory, Sampling, Trace};
+use crate::trace::{settled_by, Counts, IntMap, Memory, Sampling, Trace};
 use trace_format::EpochCause;
 
 /// Fewest analysis snapshots the leak analysis needs.
@@ -1144,22 +1144,32 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     // latest, freed at its next turn); one whose live bytes grew by less
     // than half of them freed older entries as it made new ones (a cache
     // or buffer at its bound, an LRU, a replay buffer), with survivors of
-    // every epoch and a total that stays put.
+    // every epoch and a total that stays put. Both sides count what was
+    // settled at their snapshot: a batch alive at the snapshot's mark is
+    // not what the site kept.
     // Two settled epochs after it at least: a site leaking every other
     // epoch leaves survivors in one of them.
     let settled_hi_index = first + k - 3;
     let earlier_half = start + 1..=((start + reference) / 2).min(settled_hi_index.saturating_sub(2));
     let middle = if earlier_half.is_empty() { None } else { trace.live_at_checkpoint_in(earlier_half) };
-    let mut live_at_middle: IntMap<u32, u64> = IntMap::default();
-    let (mut born_settled, mut born_unsettled): (IntMap<u32, u64>, IntMap<u32, u64>) = Default::default();
+    // What a site held at the middle, settled by then, and still holds of
+    // it; what it kept of the settled epochs since.
+    let (mut held_at_middle, mut still_held, mut born_since): (IntMap<u32, u64>, IntMap<u32, u64>, IntMap<u32, u64>) =
+        Default::default();
     if let Some((index, at_middle)) = middle {
         for (&stack, &bytes) in at_middle {
-            *live_at_middle.entry(sites.of(stack)).or_default() += bytes;
+            *held_at_middle.entry(sites.of(stack)).or_default() += bytes;
         }
         let since = snap(index).epoch;
-        for &((stack, birth), c) in state.pairs.iter().filter(|((_, birth), _)| *birth > since) {
-            let born = if birth <= settled_hi { &mut born_settled } else { &mut born_unsettled };
-            *born.entry(sites.of(stack)).or_default() += c.live_bytes;
+        for &((stack, birth), c) in &state.pairs {
+            let table = if settled_by(birth, since) {
+                &mut still_held
+            } else if birth > since && birth <= settled_hi {
+                &mut born_since
+            } else {
+                continue;
+            };
+            *table.entry(sites.of(stack)).or_default() += c.live_bytes;
         }
     }
     // A block made larger again and again (see `grown_in_place`) has one
@@ -1168,10 +1178,9 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         if s.settled_hits < 2 {
             return false;
         }
-        let live_now = s.live_bytes;
         let of = |table: &IntMap<u32, u64>| table.get(&site).copied().unwrap_or(0);
-        let grew = live_now.saturating_sub(of(&live_at_middle) + of(&born_unsettled));
-        let born = of(&born_settled);
+        let born = of(&born_since);
+        let grew = (of(&still_held) + born).saturating_sub(of(&held_at_middle));
         middle.is_some() && (born == 0 || 2 * grew < born)
     };
     let mut stopped_sites = 0;

@@ -89,6 +89,13 @@ fn is_checkpoint(index: usize) -> bool {
     index.is_power_of_two() || (index.is_multiple_of(3) && (index / 3).is_power_of_two())
 }
 
+/// Whether allocations born in epoch `birth` have had time to be freed by
+/// the end of `epoch`: those of its last two epochs may be a loop's latest,
+/// alive until its next turn.
+pub fn settled_by(birth: u32, epoch: u32) -> bool {
+    birth + 2 <= epoch
+}
+
 /// Live bytes per stack of `pairs`.
 fn live_bytes_by_stack<'a>(pairs: impl Iterator<Item = (&'a PairKey, &'a Counts)>) -> IntMap<u32, u64> {
     let mut out: IntMap<u32, u64> = IntMap::default();
@@ -442,7 +449,8 @@ pub struct Trace {
     /// Counters at the snapshots captured, by snapshot index.
     states: BTreeMap<usize, State>,
     /// Live bytes per stack at the last three checkpoints read (see
-    /// [`is_checkpoint`]).
+    /// [`is_checkpoint`]), of the allocations settled by then (see
+    /// [`settled_by`]).
     live_at_checkpoints: BTreeMap<usize, IntMap<u32, u64>>,
 }
 
@@ -504,7 +512,8 @@ impl Trace {
     }
 
     /// Live bytes per stack at the latest checkpoint in `range` (see
-    /// [`is_checkpoint`]; the last three read are kept), with its index.
+    /// [`is_checkpoint`]; the last three read are kept) of the allocations
+    /// settled by then (see [`settled_by`]), with its index.
     pub fn live_at_checkpoint_in(&self, range: std::ops::RangeInclusive<usize>) -> Option<(usize, &IntMap<u32, u64>)> {
         self.live_at_checkpoints.range(range).next_back().map(|(&index, live)| (index, live))
     }
@@ -716,7 +725,9 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                     // The last three checkpoints: one of them lies in the
                     // earlier half of the epochs, near its end, whatever
                     // their number.
-                    live_at_checkpoints.insert(index, live_bytes_by_stack(current.iter()));
+                    let epoch = snapshots[index].epoch;
+                    let settled = current.iter().filter(|(&(_, birth), _)| settled_by(birth, epoch));
+                    live_at_checkpoints.insert(index, live_bytes_by_stack(settled));
                     if live_at_checkpoints.len() > 3 {
                         live_at_checkpoints.pop_first();
                     }

@@ -474,6 +474,25 @@ fn small_leak_in_a_large_heap() -> Sim {
     })
 }
 
+/// Each epoch makes a batch of 200 blocks, alive at its mark until the next
+/// epoch replaces it, and keeps 20 of them: the batch alive at the snapshot
+/// the pile is compared from is no part of what the line kept, and the
+/// line still piles up.
+#[test]
+fn a_batch_alive_at_a_mark_does_not_hide_what_its_line_keeps() {
+    let mut batch = Vec::new();
+    let sim = scenario(12, |sim, _| {
+        sim.free_all(std::mem::take(&mut batch));
+        batch = sim.alloc_many(1, 200, 8 << 10);
+        let kept: Vec<u64> = batch.iter().step_by(10).copied().collect();
+        batch.retain(|object| !kept.contains(object));
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), vec![1], "stopped: {:?}", a.stopped);
+    assert_eq!(a.suspects[0].growth_bytes_per_epoch, 20 * (8 << 10));
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+}
+
 /// A leak that began at epoch 5 of 12 grows at its rate since, above the
 /// floor, not at that rate spread over the four epochs before it began.
 #[test]
