@@ -19,7 +19,9 @@
 //!   Only the stacks with survivors of a settled epoch can pile up, so only
 //!   they are symbolized and grouped.
 //! * A stack is a suspect when its allocations survive from at least
-//!   max(1, ceil(settled/2)) settled epochs, its live bytes grew between
+//!   max(1, floor(settled/2)) settled epochs, or from three spread from the
+//!   first third of them to the last (see [`Analysis::piles_up_over`]),
+//!   its live bytes grew between
 //!   snapshot 1 and the reference, and its growth — survivor bytes of the
 //!   settled epochs divided by their number, or by the number since its
 //!   first survivor's when it left survivors of half of those (a leak that
@@ -662,6 +664,18 @@ impl Analysis {
         (self.snapshots.saturating_sub(3) / 2).max(1)
     }
 
+    /// Whether survivors of `hits` settled epochs, `first` and `last` of
+    /// them, pile up: of half the settled epochs (see
+    /// [`Analysis::settled_epochs_needed`]), or of three at least, from
+    /// the first third of the settled epochs to the last (a leak of every
+    /// few epochs: a validation every third epoch that keeps its outputs,
+    /// a record kept every tenth step).
+    pub fn piles_up_over(&self, hits: usize, first: u32, last: u32) -> bool {
+        let Some((lo, hi)) = self.settled else { return false };
+        let third = (hi - lo + 1) / 3;
+        hits >= self.settled_epochs_needed() || (hits >= 3 && first <= lo + third && last + third >= hi)
+    }
+
     /// Makes suspects of the stacks in `stacks` kept below the noise floor
     /// (in [`BelowFloor::largest`]) or with too few settled epochs (in
     /// [`Analysis::few_settled_epochs`]): stacks whose line keeps more than
@@ -1085,7 +1099,6 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     let settled_lo = trace.snapshots[start].epoch;
     let settled_hi = trace.snapshots[first + k - 3].epoch;
     analysis.settled = Some((settled_lo, settled_hi));
-    let needed = analysis.settled_epochs_needed();
     let settled_survivor = |birth: u32, c: &Counts| (settled_lo..=settled_hi).contains(&birth) && c.live_count > 0;
 
     let sites = Sites::group(
@@ -1098,7 +1111,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         live_count: u64,
         settled_hits: usize,
         settled_bytes: u64,
-        first_settled_birth: Option<u32>,
+        /// The first and last settled birth epochs with survivors.
+        settled_births: Option<(u32, u32)>,
         /// The first and last birth epochs with survivors, settled or not.
         births: Option<(u32, u32)>,
     }
@@ -1119,7 +1133,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         }
         if settled_survivor(birth, &c) {
             entry.settled_bytes += c.live_bytes;
-            entry.first_settled_birth = Some(entry.first_settled_birth.map_or(birth, |first| first.min(birth)));
+            entry.settled_births =
+                Some(entry.settled_births.map_or((birth, birth), |(lo, hi)| (lo.min(birth), hi.max(birth))));
             if sites.is_shared(stack) {
                 shared_births.entry(site).or_default().push(birth);
             } else {
@@ -1183,6 +1198,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         let grew = (of(&still_held) + born).saturating_sub(of(&held_at_middle));
         middle.is_some() && (born == 0 || 2 * grew < born)
     };
+    let enough_epochs =
+        |s: &PerSite| s.settled_births.is_some_and(|(first, last)| analysis.piles_up_over(s.settled_hits, first, last));
     let mut stopped_sites = 0;
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
@@ -1194,8 +1211,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     // half of them at least (a leak that began late), else over all (a
     // stack that leaks now and then, as a helper's called from one place
     // in some epochs and another in others).
-    let span_of = |s: &PerSite| match s.first_settled_birth {
-        Some(first) => {
+    let span_of = |s: &PerSite| match s.settled_births {
+        Some((first, _)) => {
             let epochs = (settled_births.len() - settled_births.partition_point(|&e| e < first)) as u64;
             let dense = 2 * s.settled_hits as u64 >= epochs;
             if dense && epochs > 0 {
@@ -1214,10 +1231,10 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
             if grew && stopped(stack, &s) {
-                stopped_sites += usize::from(s.settled_hits >= needed);
+                stopped_sites += usize::from(enough_epochs(&s));
                 return None;
             }
-            let piles_up = s.settled_hits >= needed && grew && growth > 0;
+            let piles_up = enough_epochs(&s) && grew && growth > 0;
             let suspect = |growth: u64, growth_span: GrowthSpan, grown_in_place: bool| Suspect {
                 stack,
                 other_stacks: sites.others(stack).to_vec(),

@@ -474,6 +474,29 @@ fn small_leak_in_a_large_heap() -> Sim {
     })
 }
 
+/// A validation every third epoch that keeps its outputs leaves survivors
+/// of a third of the settled epochs, spread over all of them: a leak, at
+/// its mean rate. A cache refreshed every third epoch, its old contents
+/// freed, leaves those of its last refresh only.
+#[test]
+fn a_leak_of_every_third_epoch_piles_up_and_a_cache_refreshed_as_often_does_not() {
+    let mut cache = Vec::new();
+    let sim = scenario(16, |sim, e| {
+        if e % 3 == 0 {
+            sim.alloc_many(1, 10, 64 << 10);
+            sim.free_all(std::mem::take(&mut cache));
+            cache = sim.alloc_many(2, 10, 64 << 10);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!((a.settled, a.settled_epochs_needed()), (Some((1, 13)), 6));
+    assert_eq!(suspect_stacks(&a), vec![1]);
+    let leak = &a.suspects[0];
+    assert_eq!(leak.settled_with_survivors, 4, "epochs 3, 6, 9 and 12");
+    assert_eq!(leak.growth_bytes_per_epoch, 4 * 10 * (64 << 10) / 13, "its mean over the settled epochs");
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+}
+
 /// Each epoch makes a batch of 200 blocks, alive at its mark until the next
 /// epoch replaces it, and keeps 20 of them: the batch alive at the snapshot
 /// the pile is compared from is no part of what the line kept, and the

@@ -173,7 +173,7 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
 ///   process;
 /// * those of a line that, with its suspects and its other stacks, keeps
 ///   more than the floor and leaves survivors of enough settled epochs
-///   (see [`Analysis::settled_epochs_needed`]), with the line's stacks
+///   (see [`Analysis::piles_up_over`]), with the line's stacks
 ///   below the floor: a helper called from one caller in some epochs and
 ///   from another in the others leaves a stack for each caller, each with
 ///   survivors of some of the epochs.
@@ -205,7 +205,10 @@ fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mu
         births.dedup();
         let piles_up_together = few_stacks.clone().next().is_some()
             && line.growth_bytes_per_epoch > analysis.noise_floor
-            && births.len() >= analysis.settled_epochs_needed();
+            && births
+                .first()
+                .zip(births.last())
+                .is_some_and(|(&first, &last)| analysis.piles_up_over(births.len(), first, last));
         // A leaking line's small stacks below the floor that pile up too
         // are the rest of its leak (a tensor's bookkeeping beside its data).
         let leaking = line.ranks.iter().any(|&rank| rank <= below_from);
