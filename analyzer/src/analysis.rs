@@ -463,12 +463,24 @@ pub struct Stopped {
 /// Values read at least this many times can rise steadily: three epochs.
 const STEADY_MIN_READINGS: usize = 4;
 
+/// Over more steps than this, a rise is judged over this many windows of
+/// about equal length: the epochs of a long run (steps marked one by one)
+/// each hold noise as large as a small leak's growth, which a window of
+/// them averages out.
+const STEADY_WINDOWS: usize = 20;
+
 /// Whether `readings` rose at every step, each step by at least a quarter
 /// of the mean step: growth a pause or a fall would break is not a trend.
+/// Over more than [`STEADY_WINDOWS`] steps, at every window of them.
 fn rose_steadily(readings: &[u64]) -> bool {
     let (Some(&first), Some(&last)) = (readings.first(), readings.last()) else { return false };
     if readings.len() < STEADY_MIN_READINGS || last <= first {
         return false;
+    }
+    let steps = readings.len() - 1;
+    if steps > STEADY_WINDOWS {
+        let window_ends: Vec<u64> = (0..=STEADY_WINDOWS).map(|i| readings[i * steps / STEADY_WINDOWS]).collect();
+        return rose_steadily(&window_ends);
     }
     let mean_step = (last - first) / (readings.len() as u64 - 1);
     readings.windows(2).all(|step| step[1] > step[0] && 4 * (step[1] - step[0]) >= mean_step)

@@ -919,6 +919,13 @@ fn only_a_rise_at_every_step_is_steady() {
     assert!(!rose_steadily(&[10, 10, 10, 10]), "no growth");
     assert!(!rose_steadily(&[10, 30, 31, 32, 33]), "a jump, then a crawl");
     assert!(!rose_steadily(&[10, 20, 30]), "too few readings");
+    // A long run's steps: each rises by 100 give or take 150 of noise, and
+    // the windows of them rise steadily; until the rise stops.
+    let noisy: Vec<u64> = (0..2000u64).map(|i| 10_000 + 100 * i + [0, 150, 20, 130][i as usize % 4]).collect();
+    assert!(noisy.windows(2).any(|step| step[1] < step[0]));
+    assert!(rose_steadily(&noisy));
+    let stopped: Vec<u64> = noisy.iter().enumerate().map(|(i, &v)| v.min(noisy[1500]) + (i % 2) as u64).collect();
+    assert!(!rose_steadily(&stopped), "no rise over the last windows");
     assert!(!rose_steadily(&[]));
 }
 
