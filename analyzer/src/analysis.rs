@@ -469,6 +469,15 @@ const STEADY_MIN_READINGS: usize = 4;
 /// them averages out.
 const STEADY_WINDOWS: usize = 20;
 
+/// How [`rose_steadily`] rose over `epochs` steps.
+fn steadily_words(epochs: usize) -> &'static str {
+    if epochs > STEADY_WINDOWS {
+        "in every twentieth of the epochs"
+    } else {
+        "at every epoch"
+    }
+}
+
 /// Whether `readings` rose at every step, each step by at least a quarter
 /// of the mean step: growth a pause or a fall would break is not a trend.
 /// Over more than [`STEADY_WINDOWS`] steps, at every window of them.
@@ -881,9 +890,10 @@ impl Analysis {
                     msg.push_str("; the top suspect is one block made larger epoch after epoch (realloc, a growing vector, string or list), its newest copy alive");
                 }
                 if self.steady_growth_promoted && self.suspects.iter().any(|s| s.below_floor) {
+                    let every = steadily_words(v.epochs);
                     let how = match self.traced_rise {
-                        TracedRise::InSteps => "in steps, never falling, while the RSS rose at every epoch,",
-                        _ => "at every epoch",
+                        TracedRise::InSteps => format!("in steps, never falling, while the RSS rose {every},"),
+                        _ => every.to_string(),
                     };
                     let by_more = if self.verdict.per_epoch(v.traced_growth()) > self.noise_floor { " by more than it" } else { "" };
                     msg.push_str(&format!(
