@@ -795,24 +795,24 @@ impl Analysis {
     fn sparse_samples_hint(&self) -> Option<String> {
         let sampling = self.sampling?;
         let (mean, growth) = (sampling.mean_bytes, self.verdict.per_epoch(self.verdict.traced_growth()));
+        let finer = (growth / SAMPLES_TO_TELL_AN_EPOCH).max(1024);
+        // A rate no finer than the one in use would not tell more.
         let sparse = self.verdict.kind == VerdictKind::NoGrowth
             && self.stopped.is_none()
             && growth > self.least_growth
-            && growth < SAMPLES_TO_TELL_AN_EPOCH * mean;
+            && growth < SAMPLES_TO_TELL_AN_EPOCH * mean
+            && (finer < mean || !sampling.whole_run);
         let what_to_do = if sampling.whole_run {
-            format!(
-                "run with TRACER_SAMPLE_BYTES={} (or without it)",
-                floor_argument((growth / SAMPLES_TO_TELL_AN_EPOCH).max(1024))
-            )
+            format!("run with TRACER_SAMPLE_BYTES={} (or without it)", floor_argument(finer))
         } else {
             "run with TRACER_WARMUP_SAMPLE_BYTES=0, which records every allocation of the workers".to_string()
         };
         sparse.then(|| {
             format!(
-                "the allocations were sampled, one per {} on average, and the traced memory grew by {}/epoch, about {:.1} samples an epoch: too few to tell a leak of that size from chance; {what_to_do} to rank what grows",
+                "the allocations were sampled, one per {} on average, and the traced memory grew by {}/epoch, about {} samples an epoch: too few to tell a leak of that size from chance; {what_to_do} to rank what grows",
                 bytes(mean),
                 bytes(growth),
-                growth as f64 / mean as f64,
+                samples_words(growth as f64 / mean as f64),
             )
         })
     }
@@ -1014,6 +1014,16 @@ impl Analysis {
 /// Samples an epoch a sampled leak needs for its survivors to show in most
 /// epochs (at fewer, an epoch has none with some chance: e^-n).
 const SAMPLES_TO_TELL_AN_EPOCH: u64 = 8;
+
+/// A number of samples, to two places below one tenth (a sampled run
+/// marking every step has a few hundredths of a sample an epoch).
+fn samples_words(samples: f64) -> String {
+    if samples < 0.1 {
+        format!("{samples:.2}")
+    } else {
+        format!("{samples:.1}")
+    }
+}
 
 /// A byte count as `--noise-floor` and `TRACER_SAMPLE_BYTES` take it:
 /// whole KiB as "12k".

@@ -264,22 +264,23 @@ fn a_full_buffer_replacing_entries_at_random_is_not_a_leak() {
 /// rank it; with every allocation recorded, nothing is said of samples.
 #[test]
 fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
-    let sampled = |sampling: Option<&str>| {
+    let sampled_of = |sampling: Option<&str>, sample_bytes: u64| {
         let mut sim = Sim::new("/opt/app/train");
         if let Some(sampling) = sampling {
             sim.process_mut().settings.push((trace_format::SAMPLING_SETTING.into(), sampling.into()));
         }
         for e in 0..10 {
-            // One sample of 512 KiB every third epoch: 192 KiB/epoch over
-            // the analysed epochs.
+            // One sample every third epoch: 192 KiB/epoch over the analysed
+            // epochs for one of 512 KiB.
             if e % 3 == 0 {
-                sim.alloc(1, 512 << 10);
+                sim.alloc(1, sample_bytes);
             }
             sim.mark(&format!("epoch {e}"));
         }
         sim.exit();
         run(&sim).1
     };
+    let sampled = |sampling: Option<&str>| sampled_of(sampling, 512 << 10);
     let rate = format!(
         "{}524288 bytes on average (TRACER_SAMPLE_BYTES); counts and bytes are estimates",
         trace_format::SAMPLED_BY_BYTES
@@ -289,6 +290,16 @@ fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
     assert_eq!((a.sampling, a.verdict.kind), (expected, VerdictKind::NoGrowth), "{:?}", a.suspects);
     let msg = a.verdict_message(None);
     assert!(msg.contains("sampled, one per 512 KiB on average") && msg.contains("TRACER_SAMPLE_BYTES=24k"), "{msg}");
+    assert!(msg.contains("about 0.4 samples an epoch"), "{msg}");
+
+    // At 1 KiB, the finest rate it would advise, a growth of 6 KiB/epoch is
+    // not for want of samples.
+    let finest = format!(
+        "{}1024 bytes on average (TRACER_SAMPLE_BYTES); counts and bytes are estimates",
+        trace_format::SAMPLED_BY_BYTES
+    );
+    let msg = sampled_of(Some(&finest), 18 << 10).verdict_message(None);
+    assert!(msg.contains("the live heap by 54.0 KiB") && !msg.contains("sampled"), "{msg}");
 
     // A worker sampled for its life at the warm-up's rate: the warm-up's
     // setting is the one to change.
