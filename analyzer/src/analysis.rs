@@ -375,6 +375,9 @@ pub struct Analysis {
     /// DataLoader passes (`TRACER_EPOCH_SECONDS` set beside them): epochs
     /// of unlike lengths, whose figures per epoch mix them.
     pub mixed_epoch_causes: bool,
+    /// The analysed epochs were all time slices, of this many seconds on
+    /// average: the figures per epoch are per slice.
+    pub time_slice_seconds: Option<f64>,
     pub suspects: Vec<Suspect>,
     pub below_floor: BelowFloor,
     /// Stacks whose live bytes grew though their allocations did not pile
@@ -786,6 +789,12 @@ impl Analysis {
         if self.mixed_epoch_causes && self.verdict.kind != VerdictKind::TooFewEpochs {
             message.push_str("; the epochs were cut both by time slices and by marks or DataLoader passes, which are of unlike lengths: a figure per epoch mixes them (leave TRACER_EPOCH_SECONDS unset, or set it to 0, for marks and passes alone)");
         }
+        if let Some(seconds) = self.time_slice_seconds.filter(|_| self.verdict.kind != VerdictKind::TooFewEpochs) {
+            let seconds = if seconds < 10.0 { format!("{seconds:.1}") } else { format!("{seconds:.0}") };
+            message.push_str(&format!(
+                "; an epoch here is a time slice of about {seconds} s, and a figure per epoch is per slice (call tracer_mark(label) at the end of each epoch for figures per epoch of training)"
+            ));
+        }
         message
     }
 
@@ -1112,6 +1121,16 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             let causes = || trace.snapshots.iter().skip(first).take(k).map(|s| s.cause);
             causes().any(|c| c == EpochCause::Timer)
                 && causes().any(|c| matches!(c, EpochCause::Mark | EpochCause::Auto))
+        },
+        time_slice_seconds: {
+            let analysed = &trace.snapshots[start.min(reference)..=reference];
+            let seconds = |s: &trace_format::Snapshot| s.elapsed_ns as f64 / 1e9;
+            match analysed {
+                [first, .., last] if analysed.iter().all(|s| s.cause == EpochCause::Timer) => {
+                    Some((seconds(last) - seconds(first)) / (analysed.len() - 1) as f64)
+                }
+                _ => None,
+            }
         },
         suspects: Vec::new(),
         below_floor: BelowFloor::default(),

@@ -321,6 +321,30 @@ fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
     }
 }
 
+/// Epochs that are all time slices: the verdict says a figure per epoch is
+/// per slice, and how long one is. Marked epochs say nothing of it.
+#[test]
+fn time_sliced_epochs_are_said_to_be_slices() {
+    let message = |cause: EpochCause| {
+        let mut sim = Sim::new("/opt/app/train");
+        for e in 0..10 {
+            sim.alloc_many(1, 100, 1024);
+            sim.snapshot(cause, &format!("{e}"));
+        }
+        sim.exit();
+        let a = run(&sim).1;
+        (a.time_slice_seconds, a.verdict_message(None))
+    };
+    let (seconds, sliced) = message(EpochCause::Timer);
+    assert_eq!(seconds, Some(1.0));
+    assert!(
+        sliced.contains("; an epoch here is a time slice of about 1.0 s, and a figure per epoch is per slice"),
+        "{sliced}"
+    );
+    let (seconds, marked) = message(EpochCause::Mark);
+    assert!(seconds.is_none() && !marked.contains("time slice"), "{marked}");
+}
+
 /// Time slices cut beside marks make epochs of unlike lengths: the verdict
 /// says its figures per epoch mix them. Marks alone, or slices before the
 /// first mark only (not analysed), say nothing of it.
