@@ -1512,21 +1512,24 @@ fn python_line(sim: &mut Sim, code: u64, qualname: &str, line: u32) -> trace_for
 
 /// A leaking line's stacks below the floor that pile up too are suspects
 /// with it, the rest of its leak (a tensor's bookkeeping beside its data);
-/// such a stack of a line that does not leak stays below the floor.
+/// such a stack of a line that does not leak stays below the floor, as
+/// does one keeping a few bytes an epoch beside the line's 100 KiB.
 #[test]
 fn a_leaking_lines_small_stacks_that_pile_up_are_suspects_with_it() {
     use trace_format::Frame;
     let mut sim = Sim::new("/usr/bin/python3.11");
     let (leaking, other) =
         (python_line(&mut sim, 0x7f00_1000, "keep", 10), python_line(&mut sim, 0x7f00_2000, "log", 20));
-    let (data, bookkeeping, elsewhere) = (1, 2, 3);
+    let (data, bookkeeping, elsewhere, crumbs) = (1, 2, 3, 4);
     sim.stack_frames(data, vec![Frame::Native(0x40_0100), leaking]);
     sim.stack_frames(bookkeeping, vec![Frame::Native(0x40_0200), leaking]);
     sim.stack_frames(elsewhere, vec![Frame::Native(0x40_0300), other]);
+    sim.stack_frames(crumbs, vec![Frame::Native(0x40_0400), leaking]);
     for e in 0..10 {
         sim.alloc_many(data, 100, 1024);
         sim.alloc_many(bookkeeping, 10, 200);
         sim.alloc_many(elsewhere, 10, 200);
+        sim.alloc(crumbs, 32);
         sim.mark(&format!("epoch {e}"));
     }
     sim.exit();
@@ -1534,7 +1537,7 @@ fn a_leaking_lines_small_stacks_that_pile_up_are_suspects_with_it() {
     assert_eq!(suspect_stacks(&a), vec![data, bookkeeping]);
     assert!(a.suspects[1].below_floor);
     let below: Vec<u32> = a.below_floor.largest.iter().map(|s| s.stack).collect();
-    assert_eq!(below, [elsewhere]);
+    assert_eq!(below, [elsewhere, crumbs]);
 }
 
 /// A ring buffer of 100 entries, 20 replaced an epoch once full, keeps

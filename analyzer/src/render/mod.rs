@@ -164,6 +164,10 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
     analysis
 }
 
+/// A leaking line's stack below the floor keeps at least 1/N of what the
+/// line keeps to be a suspect with it.
+const SHARE_OF_A_LEAK: u64 = 100;
+
 /// The stacks kept below the noise floor, or with survivors of too few
 /// settled epochs, that pile up with their line of own code:
 /// * those below the floor of a line whose stacks below it keep more than
@@ -176,7 +180,9 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
 ///   (see [`Analysis::piles_up_over`]), with the line's stacks
 ///   below the floor: a helper called from one caller in some epochs and
 ///   from another in the others leaves a stack for each caller, each with
-///   survivors of some of the epochs.
+///   survivors of some of the epochs;
+/// * those below the floor of a line with suspects that keep a
+///   [`SHARE_OF_A_LEAK`] of what it keeps at least.
 fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Vec<u32> {
     let below = &analysis.below_floor.largest;
     let few = &analysis.few_settled_epochs;
@@ -209,11 +215,15 @@ fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mu
                 .first()
                 .zip(births.last())
                 .is_some_and(|(&first, &last)| analysis.piles_up_over(births.len(), first, last));
-        // A leaking line's small stacks below the floor that pile up too
-        // are the rest of its leak (a tensor's bookkeeping beside its data).
-        let leaking = line.ranks.iter().any(|&rank| rank <= below_from);
-        if piles_up_together || leaking || below_growth > analysis.noise_floor {
+        if piles_up_together || below_growth > analysis.noise_floor {
             piling_up.extend(below_stacks.map(|i| kept[i].suspect.stack));
+        } else if line.ranks.iter().any(|&rank| rank <= below_from) {
+            // A leaking line's small stacks below the floor that pile up
+            // too are the rest of its leak (a tensor's bookkeeping beside
+            // its data); a few bytes an epoch beside its MiB are not.
+            let part_of_its_leak =
+                |&i: &usize| kept[i].suspect.growth_bytes_per_epoch * SHARE_OF_A_LEAK >= line.growth_bytes_per_epoch;
+            piling_up.extend(below_stacks.filter(part_of_its_leak).map(|i| kept[i].suspect.stack));
         }
         if piles_up_together {
             piling_up.extend(few_stacks.map(|i| kept[i].suspect.stack));
