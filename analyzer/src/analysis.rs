@@ -800,13 +800,14 @@ impl Analysis {
 
     /// With the allocations sampled, and no suspect while the heap and
     /// mappings grew by less than a few samples an epoch: a leak of that
-    /// size leaves too few survivors an epoch to be told from chance.
+    /// size leaves too few survivors an epoch to be told from chance, also
+    /// beside freed memory that malloc keeps.
     fn sparse_samples_hint(&self) -> Option<String> {
         let sampling = self.sampling?;
         let (mean, growth) = (sampling.mean_bytes, self.verdict.per_epoch(self.verdict.traced_growth()));
         let finer = (growth / SAMPLES_TO_TELL_AN_EPOCH).max(1024);
         // A rate no finer than the one in use would not tell more.
-        let sparse = self.verdict.kind == VerdictKind::NoGrowth
+        let sparse = matches!(self.verdict.kind, VerdictKind::NoGrowth | VerdictKind::AllocatorRetention)
             && self.stopped.is_none()
             && growth > self.least_growth
             && growth < SAMPLES_TO_TELL_AN_EPOCH * mean
