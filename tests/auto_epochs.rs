@@ -104,12 +104,18 @@ fn worker_traces(run: &TracedRun) -> Vec<PathBuf> {
     run.trace_files().into_iter().filter(is_trace).collect()
 }
 
-/// How the workers cut their traces: non-persistent workers live inside one
-/// of their parent's epochs and have their exit snapshot only; persistent
-/// ones follow each epoch their parent closes after their fork.
+/// How the workers cut their traces. Persistent ones follow each epoch
+/// their parent closes after their fork. Workers of one pass live inside
+/// it: the passes that close their parent's epochs do so as they start,
+/// before forking theirs, and a mark comes after the pass's workers have
+/// exited; but the start-up time slices, which the parent cuts until its
+/// training loader repeats or it marks, may end during one of the first
+/// passes, and its workers follow such a slice as any worker follows its
+/// parent's epochs (a worker of a job that makes one long pass must, to
+/// have its growth compared).
 #[derive(Clone, Copy)]
 enum WorkerEpochs {
-    ExitOnly,
+    OnePass,
     Parents,
 }
 
@@ -118,23 +124,47 @@ enum WorkerEpochs {
 fn assert_workers(run: &TracedRun, at_least: usize, sampling: &str, epochs: WorkerEpochs) {
     let workers = worker_traces(run);
     assert!(workers.len() >= at_least, "{} worker traces, expected {at_least} or more", workers.len());
+    let parent = report_json(&run.trace);
     for worker in workers {
         let report = report_json(&worker);
         assert_eq!(report["trace_end"], "complete", "{}", worker.display());
         assert!(report["process"]["forked_from"].is_u64(), "{} is not a forked worker's", worker.display());
         let causes = causes(&report);
+        let (exit, followed) = causes.split_last().expect("at least the exit snapshot");
+        assert_eq!(exit, "exit", "{}", worker.display());
+        assert!(followed.iter().all(|c| c == "parent"), "{}: {causes:?}", worker.display());
+        let closed_by = parents_epochs_followed(&report, &parent);
         match epochs {
-            WorkerEpochs::ExitOnly => assert_eq!(causes, ["exit"], "{}", worker.display()),
-            WorkerEpochs::Parents => {
-                let (exit, followed) = causes.split_last().expect("at least the exit snapshot");
-                assert_eq!(exit, "exit", "{}", worker.display());
-                assert!(followed.len() >= EPOCHS - 1, "{}: {causes:?}", worker.display());
-                assert!(followed.iter().all(|c| c == "parent"), "{}: {causes:?}", worker.display());
+            WorkerEpochs::OnePass => {
+                assert!(closed_by.iter().all(|e| e["cause"] == "timer"), "{}: {closed_by:?}", worker.display())
             }
+            WorkerEpochs::Parents => assert!(followed.len() >= EPOCHS - 1, "{}: {causes:?}", worker.display()),
         }
         let setting = report["process"]["settings"]["sampling"].as_str().unwrap_or_default();
         assert!(setting.contains(sampling), "{}: {setting:?}", worker.display());
     }
+}
+
+/// The parent's epochs that the worker's `parent` epochs followed, as
+/// their labels name them: each by the parent's index of the epoch, which
+/// had closed by then (the index one above it names an epoch that closed
+/// after the worker's).
+fn parents_epochs_followed<'a>(worker: &Value, parent: &'a Value) -> Vec<&'a Value> {
+    let parents = parent["epochs"].as_array().expect("epochs");
+    let followed = worker["epochs"].as_array().expect("epochs").iter().filter(|e| e["cause"] == "parent");
+    followed
+        .map(|epoch| {
+            let label = epoch["label"].as_str().expect("label");
+            let index: usize = label.strip_prefix("parent's epoch ").and_then(|n| n.parse().ok()).expect(label);
+            let closed_by = parents.get(index).unwrap_or_else(|| panic!("{label}: the parent has {}", parents.len()));
+            assert_ne!(closed_by["cause"], "exit", "{label}: {closed_by}");
+            // The worker closes its epoch at an allocation after the parent's;
+            // a sampled worker may meet none before the parent's next, so no
+            // upper bound.
+            assert!(closed_by["elapsed_ns"].as_u64() <= epoch["elapsed_ns"].as_u64(), "{label}: {closed_by} {epoch}");
+            closed_by
+        })
+        .collect()
 }
 
 /// The kinds of the findings the report gives for its descendants' traces.
@@ -178,7 +208,7 @@ fn training_passes_cut_the_epochs_with_forked_workers() {
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     // Each pass of both loaders forks its workers.
-    assert_workers(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::ExitOnly);
+    assert_workers(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::OnePass);
     assert_code_records_only_for_named_code(&run);
 
     let notes = report["notes"].as_array().expect("notes");
@@ -203,7 +233,7 @@ fn training_passes_cut_the_epochs_with_forked_workers() {
 fn workers_past_the_limit_write_no_trace() {
     let run = torch_job(&["--workers", &WORKERS.to_string()], &[("TRACER_WORKER_TRACES", "3")]);
     assert_eq!(worker_traces(&run).len(), 3, "{:?}", run.trace_files());
-    assert_workers(&run, 3, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::ExitOnly);
+    assert_workers(&run, 3, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::OnePass);
     let report = report_json(&run.trace);
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
@@ -265,7 +295,7 @@ fn assert_code_records_only_for_named_code(run: &TracedRun) {
 fn training_passes_cut_the_epochs_when_sampling() {
     let run = torch_job(&["--workers", &WORKERS.to_string()], &[SAMPLING]);
     assert_cut_by_training_passes(&report_json(&run.trace));
-    assert_workers(&run, 2 * WORKERS * EPOCHS, WHOLE_RUN_SAMPLED, WorkerEpochs::ExitOnly);
+    assert_workers(&run, 2 * WORKERS * EPOCHS, WHOLE_RUN_SAMPLED, WorkerEpochs::OnePass);
     let run = torch_job(&["--workers", "0"], &[SAMPLING]);
     assert_cut_by_training_passes(&report_json(&run.trace));
 }
@@ -345,7 +375,6 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
         .collect();
     // The training loader's workers; the evaluation loader's Dataset keeps nothing.
     assert_eq!(leaking.len(), WORKERS, "{leaking:?}");
-    let parents = report;
     for worker in &leaking {
         let report = report_json(worker);
         assert_eq!(report["verdict"]["kind"], "heap_leak", "{}", worker.display());
@@ -355,27 +384,6 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
         let text = report_text(worker);
         assert!(text.contains("(cut by the parent's epochs "), "{text}");
         assert!(text.contains("parent's epoch 2  parent"), "{text}");
-        assert_labels_name_parents_epochs(&report, &parents);
-    }
-}
-
-/// Each epoch a worker closed when its parent did is labelled with the
-/// parent's index of that epoch, which had closed by then (the index one
-/// above it names an epoch that closed after the worker's).
-fn assert_labels_name_parents_epochs(worker: &Value, parent: &Value) {
-    let parents = parent["epochs"].as_array().expect("epochs");
-    let followed: Vec<&Value> =
-        worker["epochs"].as_array().expect("epochs").iter().filter(|e| e["cause"] == "parent").collect();
-    assert!(followed.len() >= 3, "{followed:#?}");
-    for epoch in followed {
-        let label = epoch["label"].as_str().expect("label");
-        let index: usize = label.strip_prefix("parent's epoch ").and_then(|n| n.parse().ok()).expect(label);
-        let closed_by = &parents[index];
-        assert_ne!(closed_by["cause"], "exit", "{label}: {closed_by}");
-        // The worker closes its epoch at an allocation after the parent's;
-        // a sampled worker may meet none before the parent's next, so no
-        // upper bound.
-        assert!(closed_by["elapsed_ns"].as_u64() <= epoch["elapsed_ns"].as_u64(), "{label}: {closed_by} {epoch}");
     }
 }
 
@@ -475,7 +483,7 @@ fn full_capture_records_the_workers_in_full() {
     let report = report_json(&run.trace);
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
-    assert_workers(&run, 2 * WORKERS * EPOCHS, "every allocation recorded", WorkerEpochs::ExitOnly);
+    assert_workers(&run, 2 * WORKERS * EPOCHS, "every allocation recorded", WorkerEpochs::OnePass);
 }
 
 #[test]
@@ -493,7 +501,7 @@ fn auto_epochs_off_leaves_time_slices() {
 #[test]
 fn a_program_that_marks_gets_its_marks_only() {
     let run = torch_job(&["--workers", &WORKERS.to_string(), "--mark"], &[]);
-    assert_workers(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::ExitOnly);
+    assert_workers(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::OnePass);
     let report = report_json(&run.trace);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     let causes = causes(&report);
