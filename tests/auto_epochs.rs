@@ -120,11 +120,12 @@ enum WorkerEpochs {
 }
 
 /// Every descendant trace is complete, cut as `epochs` says, and says it
-/// recorded as `sampling` describes.
-fn assert_workers(run: &TracedRun, at_least: usize, sampling: &str, epochs: WorkerEpochs) {
+/// recorded as `sampling` describes; their reports.
+fn assert_workers(run: &TracedRun, at_least: usize, sampling: &str, epochs: WorkerEpochs) -> Vec<Value> {
     let workers = worker_traces(run);
     assert!(workers.len() >= at_least, "{} worker traces, expected {at_least} or more", workers.len());
     let parent = report_json(&run.trace);
+    let mut reports = Vec::new();
     for worker in workers {
         let report = report_json(&worker);
         assert_eq!(report["trace_end"], "complete", "{}", worker.display());
@@ -142,7 +143,9 @@ fn assert_workers(run: &TracedRun, at_least: usize, sampling: &str, epochs: Work
         }
         let setting = report["process"]["settings"]["sampling"].as_str().unwrap_or_default();
         assert!(setting.contains(sampling), "{}: {setting:?}", worker.display());
+        reports.push(report);
     }
+    reports
 }
 
 /// The parent's epochs that the worker's `parent` epochs followed, as
@@ -484,6 +487,20 @@ fn full_capture_records_the_workers_in_full() {
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     assert_workers(&run, 2 * WORKERS * EPOCHS, "every allocation recorded", WorkerEpochs::OnePass);
+}
+
+/// The parent cuts time slices until its training loader repeats: the
+/// workers of its first training pass, which wait half a second longer
+/// than a slice (10 s by default) before their first sample, see one end
+/// and follow it, as workers of one pass follow no other epoch of their
+/// parent's.
+#[test]
+fn workers_of_one_pass_follow_a_start_up_time_slice_ending_in_it() {
+    let run = torch_job(&["--workers", &WORKERS.to_string(), "--first-pass-wait", "10.5"], &[]);
+    assert_cut_by_training_passes(&report_json(&run.trace));
+    let workers = assert_workers(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::OnePass);
+    let followed_a_slice = workers.iter().filter(|worker| causes(worker).contains(&"parent".to_string())).count();
+    assert!(followed_a_slice >= WORKERS, "{followed_a_slice} workers followed a slice");
 }
 
 #[test]

@@ -17,15 +17,20 @@ while no heap grows (pytorch/pytorch#13246). With --keep-batches the
 training samples are 64 KiB each and the training loop keeps every batch:
 batches made by workers reach the main process in shared memory, which it
 maps and keeps as long as it keeps the batch (pytorch/pytorch#11201).
+With --first-pass-wait S each worker of the first training pass waits S
+seconds before its first sample: at more than a time slice (10 s), one of
+the start-up slices the parent cuts until its training loader repeats ends
+while those workers live.
 
 Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
                         [--worker-leak] [--read-parent-objects] [--keep-batches] [--mark]
-                        [--no-shuffle]
+                        [--no-shuffle] [--first-pass-wait S]
 """
 
 import argparse
 import pathlib
 import sys
+import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -51,14 +56,19 @@ OBJECTS_PER_SAMPLE = 8192
 
 
 class Numbers(Dataset):
-    def __init__(self, length, leak=False, parent_objects=None, width=FEATURES):
+    def __init__(self, length, leak=False, parent_objects=None, width=FEATURES, wait=0.0):
         self.length, self.leak, self.parent_objects, self.width = length, leak, parent_objects, width
         self.cursor = 0
+        self.wait = wait
 
     def __len__(self):
         return self.length
 
     def __getitem__(self, i):
+        if self.wait:
+            # In the worker's own copy of the Dataset: once per worker.
+            time.sleep(self.wait)
+            self.wait = 0.0
         if self.leak:
             keep_sample_buffer()
         if self.parent_objects is not None:
@@ -100,6 +110,8 @@ def main():
     parser.add_argument("--keep-batches", action="store_true", help="64 KiB samples; the training loop keeps every batch")
     parser.add_argument("--mark", action="store_true", help="mark each epoch's end with tracer_mark")
     parser.add_argument("--no-shuffle", action="store_true", help="the training loader keeps its samples' order")
+    parser.add_argument("--first-pass-wait", type=float, default=0.0,
+                        help="seconds each worker of the first training pass waits before its first sample")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -109,11 +121,14 @@ def main():
     workers = {"num_workers": args.workers, "persistent_workers": args.persistent}
     parent_objects = list(range(1000, 1000 + PARENT_OBJECTS)) if args.read_parent_objects else None
     width = 16384 if args.keep_batches else FEATURES
-    train_data = Numbers(args.steps * BATCH, leak=args.worker_leak, parent_objects=parent_objects, width=width)
+    train_data = Numbers(args.steps * BATCH, leak=args.worker_leak, parent_objects=parent_objects, width=width,
+                         wait=args.first_pass_wait)
     train_loader = DataLoader(train_data, batch_size=BATCH, shuffle=not args.no_shuffle, **workers)
     eval_loader = DataLoader(Numbers(4 * BATCH), batch_size=BATCH, **workers)
     for epoch in range(1, args.epochs + 1):
         train(train_loader, model, optimizer, args.keep_batches)
+        # The workers of later passes are forked from a Dataset that waits no more.
+        train_data.wait = 0.0
         total = evaluate(eval_loader, model)
         if args.mark:
             mark(f"epoch {epoch}")
