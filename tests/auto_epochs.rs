@@ -390,7 +390,6 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
     }
 }
 
-/// Full capture records the workers' every allocation too.
 /// Persistent workers that read Python objects made before the fork copy
 /// their parent's pages: their RSS stays flat, their private memory grows
 /// by about 8 MiB an epoch, and their reports say so, with no suspect.
@@ -480,6 +479,7 @@ fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
     }
 }
 
+/// Full capture records the workers' every allocation too.
 #[test]
 fn full_capture_records_the_workers_in_full() {
     let run = torch_job(&["--workers", &WORKERS.to_string()], &[FULL_CAPTURE]);
