@@ -851,5 +851,5 @@ fn a_buffer_made_larger_every_epoch_is_ranked_by_its_growth() {
     assert_eq!(top["live_count"], 1, "one block, its newest copy: {top:#}");
     assert!(!suspects(&report).iter().any(|s| mentions(s, "step_temporaries")), "{report:#}");
     let message = report["verdict"]["message"].as_str().unwrap();
-    assert!(message.contains("one block made larger epoch after epoch"), "{message}");
+    assert!(message.contains("one block, larger at every epoch's end"), "{message}");
 }

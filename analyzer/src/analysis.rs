@@ -20,7 +20,7 @@
 //!   they are symbolized and grouped.
 //! * A stack is a suspect when its allocations survive from at least
 //!   max(1, floor(settled/2)) settled epochs, or from three spread from the
-//!   first third of them to the last (see [`Analysis::piles_up_over`]),
+//!   first third of them to the last (see [`Analysis::pile`]),
 //!   its live bytes grew between
 //!   snapshot 1 and the reference, and its growth — survivor bytes of the
 //!   settled epochs divided by their number, or by the number since its
@@ -151,6 +151,15 @@ pub struct Suspect {
     /// leave survivors of enough (see [`Analysis::promote`]), as a helper
     /// called from one caller in some epochs and another in the others.
     pub piles_up_only_with_line: bool,
+}
+
+/// Whether the survivors of some settled epochs piled up (see [`Analysis::pile`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pile {
+    No,
+    /// Over the earlier settled epochs, none of the last third.
+    Stopped,
+    Growing,
 }
 
 /// The settled epochs a growth per epoch is over: from the first that left
@@ -650,6 +659,24 @@ impl<'a> Culprit<'a> {
     /// `settled`, first and last), to at least twice as much: the first
     /// and last settled epochs with what each left alive. The growth per
     /// epoch, their mean, then understates what comes.
+    /// When what the line kept in the later half of the settled epochs (in
+    /// `settled`, first and last) is a quarter at most of what it kept in
+    /// the earlier half, an epoch: the first epoch of each half with its
+    /// mean. The growth per epoch, their mean, then overstates what comes.
+    fn slowing_down(&self, settled: (u32, u32)) -> Option<((u32, u64), (u32, u64))> {
+        let (lo, hi) = settled;
+        if hi < lo + 3 {
+            return None;
+        }
+        let later = lo + (hi - lo).div_ceil(2);
+        let mean = |from: u32, to: u32| {
+            let bytes: u64 = self.born.iter().filter(|(birth, _)| (from..=to).contains(birth)).map(|(_, b)| b).sum();
+            bytes / u64::from(to - from + 1)
+        };
+        let (earlier_mean, later_mean) = (mean(lo, later - 1), mean(later, hi));
+        (earlier_mean > 0 && 4 * later_mean <= earlier_mean).then_some(((lo, earlier_mean), (later, later_mean)))
+    }
+
     fn speeding_up(&self, settled: (u32, u32)) -> Option<((u32, u64), (u32, u64))> {
         let born: Vec<(u32, u64)> = (settled.0..=settled.1)
             .map(|epoch| (epoch, self.born.iter().filter(|(b, _)| *b == epoch).map(|(_, bytes)| bytes).sum()))
@@ -688,16 +715,23 @@ impl Analysis {
         (self.snapshots.saturating_sub(3) / 2).max(1)
     }
 
-    /// Whether survivors of `hits` settled epochs, `first` and `last` of
-    /// them, pile up: of half the settled epochs (see
+    /// How survivors of `hits` settled epochs, `first` and `last` of them,
+    /// pile up: of half the settled epochs (see
     /// [`Analysis::settled_epochs_needed`]), or of three at least, from
-    /// the first third of the settled epochs to the last (a leak of every
-    /// few epochs: a validation every third epoch that keeps its outputs,
-    /// a record kept every tenth step).
-    pub fn piles_up_over(&self, hits: usize, first: u32, last: u32) -> bool {
-        let Some((lo, hi)) = self.settled else { return false };
+    /// the first third of the settled epochs (a leak of every few epochs:
+    /// a validation every third epoch that keeps its outputs, a record
+    /// kept every tenth step); still, when some are of the last third.
+    pub fn pile(&self, hits: usize, first: u32, last: u32) -> Pile {
+        let Some((lo, hi)) = self.settled else { return Pile::No };
         let third = (hi - lo + 1) / 3;
-        hits >= self.settled_epochs_needed() || (hits >= 3 && first <= lo + third && last + third >= hi)
+        if hits < self.settled_epochs_needed() && (hits < 3 || first > lo + third) {
+            Pile::No
+        } else if last + third.max(1) > hi {
+            Pile::Growing
+        } else {
+            // A cache filled over the earlier epochs, flat since.
+            Pile::Stopped
+        }
     }
 
     /// Makes suspects of the stacks in `stacks` kept below the noise floor
@@ -895,9 +929,17 @@ impl Analysis {
                         bytes(first),
                         bytes(last)
                     ));
+                } else if let Some(((a, earlier), (b, later))) =
+                    self.settled.filter(|_| self.sampling.is_none()).and_then(|settled| top.slowing_down(settled))
+                {
+                    msg.push_str(&format!(
+                        "; it keeps less and less (the settled epochs from {a} kept {}/epoch, those from {b} {}/epoch): a cache filling up towards its bound slows so, and a longer run tells whether it stops",
+                        bytes(earlier),
+                        bytes(later)
+                    ));
                 }
                 if self.suspects.first().is_some_and(|s| s.grown_in_place) {
-                    msg.push_str("; the top suspect is one block made larger epoch after epoch (realloc, a growing vector, string or list), its newest copy alive");
+                    msg.push_str("; the top suspect is one block, larger at every epoch's end, its newest copy alive: one made larger (realloc, a growing vector, string or list), or a temporary alive at the marks that grows with its input (a batch of a growing sequence length)");
                 }
                 if self.steady_growth_promoted && self.suspects.iter().any(|s| s.below_floor) {
                     let every = steadily_words(v.epochs);
@@ -1250,8 +1292,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         let grew = (of(&still_held) + born).saturating_sub(of(&held_at_middle));
         middle.is_some() && (born == 0 || 2 * grew < born)
     };
-    let enough_epochs =
-        |s: &PerSite| s.settled_births.is_some_and(|(first, last)| analysis.piles_up_over(s.settled_hits, first, last));
+    let pile =
+        |s: &PerSite| s.settled_births.map_or(Pile::No, |(first, last)| analysis.pile(s.settled_hits, first, last));
     let mut stopped_sites = 0;
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
@@ -1282,11 +1324,11 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             let growth = s.settled_bytes / span.epochs;
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
-            if grew && stopped(stack, &s) {
-                stopped_sites += usize::from(enough_epochs(&s));
+            if grew && (stopped(stack, &s) || pile(&s) == Pile::Stopped) {
+                stopped_sites += usize::from(pile(&s) != Pile::No);
                 return None;
             }
-            let piles_up = enough_epochs(&s) && grew && growth > 0;
+            let piles_up = pile(&s) == Pile::Growing && grew && growth > 0;
             let suspect = |growth: u64, growth_span: GrowthSpan, grown_in_place: bool| Suspect {
                 stack,
                 other_stacks: sites.others(stack).to_vec(),

@@ -21,8 +21,9 @@ pub struct LeakLine {
     /// without one, which is a line of its own.
     pub frame: Option<Frame>,
     pub growth_bytes_per_epoch: u64,
-    /// The longest of its suspects' spans: its growth is their bytes over
-    /// it (the sum of their growths when their spans are the same).
+    /// The longest span of its suspects that keep a [`SHARE_OF_A_LINE`] of
+    /// its bytes at least: its growth is their bytes over it (the sum of
+    /// their growths when their spans are the same).
     pub growth_span: GrowthSpan,
     pub live_bytes: u64,
     pub live_count: u64,
@@ -46,21 +47,33 @@ impl LeakLine {
     }
 
     fn add(&mut self, rank: usize, suspect: &Suspect) {
-        // A leak that began late on one path, early on another, grows at
-        // their bytes over the epochs since the earlier began.
-        let bytes = self.growth_bytes_per_epoch * self.growth_span.epochs
-            + suspect.growth_bytes_per_epoch * suspect.growth_span.epochs;
-        if suspect.growth_span.epochs > self.growth_span.epochs {
-            self.growth_span = suspect.growth_span;
-        }
-        self.growth_bytes_per_epoch = bytes / self.growth_span.epochs.max(1);
         self.live_bytes += suspect.live_bytes;
         self.live_count += suspect.live_count;
         let kind = LineMemory::Only(suspect.memory);
         self.memory = if self.ranks.is_empty() || self.memory == kind { kind } else { LineMemory::Mixed };
         self.ranks.push(rank);
     }
+
+    /// Its growth from its suspects' bytes and spans: a leak that began
+    /// late on one path, early on another, grows at their bytes over the
+    /// epochs since the earlier began; a few bytes the first call made when
+    /// it began (a parser's cache) do not stretch it back.
+    fn settle_growth(&mut self, kept: &[(u64, GrowthSpan)]) {
+        let bytes: u64 = kept.iter().map(|&(bytes, _)| bytes).sum();
+        self.growth_span = kept
+            .iter()
+            .filter(|&&(part, _)| part * SHARE_OF_A_LINE >= bytes)
+            .map(|&(_, span)| span)
+            .max_by_key(|span| span.epochs)
+            .unwrap_or_default();
+        self.growth_bytes_per_epoch = bytes / self.growth_span.epochs.max(1);
+    }
 }
+
+/// A part of a line (a stack, below the floor or not) keeps at least 1/N
+/// of what the line keeps to count: a few bytes an epoch beside its MiB do
+/// not make its leak.
+pub const SHARE_OF_A_LINE: u64 = 100;
 
 /// What tells two lines apart. A frame without line information (native
 /// code built without debug information) stands for its whole function;
@@ -75,19 +88,27 @@ fn key(frame: &Frame) -> LineKey<'_> {
 /// line, ranked by growth, then live bytes, then their best suspect.
 pub fn group<'a>(suspects: impl IntoIterator<Item = (usize, &'a Suspect, Option<&'a Frame>)>) -> Vec<LeakLine> {
     let mut lines: Vec<LeakLine> = Vec::new();
+    // Each line's suspects' settled bytes and spans.
+    let mut kept: Vec<Vec<(u64, GrowthSpan)>> = Vec::new();
     let mut by_key: HashMap<LineKey<'a>, usize> = HashMap::new();
     for (rank, suspect, own) in suspects {
         let at = match own {
             Some(frame) => *by_key.entry(key(frame)).or_insert_with(|| {
                 lines.push(LeakLine::new(Some(frame)));
+                kept.push(Vec::new());
                 lines.len() - 1
             }),
             None => {
                 lines.push(LeakLine::new(None));
+                kept.push(Vec::new());
                 lines.len() - 1
             }
         };
         lines[at].add(rank, suspect);
+        kept[at].push((suspect.growth_bytes_per_epoch * suspect.growth_span.epochs, suspect.growth_span));
+    }
+    for (line, kept) in lines.iter_mut().zip(&kept) {
+        line.settle_growth(kept);
     }
     lines.sort_by(|a, b| {
         b.growth_bytes_per_epoch
@@ -117,6 +138,24 @@ mod tests {
             grown_in_place: false,
             piles_up_only_with_line: false,
         }
+    }
+
+    /// A leak that began at epoch 6 on one stack, with a few bytes its
+    /// first call made on another, one of all the settled epochs: the
+    /// line grows at the leak's rate since it began.
+    #[test]
+    fn a_few_bytes_of_a_line_do_not_stretch_its_growth_back() {
+        let frame = line_of("keep", Some("train.py"), Some(15), 0x10);
+        let leak = Suspect { growth_span: GrowthSpan { epochs: 6, since: 6 }, ..suspect(1, 1 << 20, Memory::Heap) };
+        let first_call = Suspect { growth_span: GrowthSpan { epochs: 11, since: 1 }, ..suspect(2, 64, Memory::Heap) };
+        let lines = group([(1, &leak, Some(&frame)), (2, &first_call, Some(&frame))]);
+        assert_eq!(lines[0].growth_span, GrowthSpan { epochs: 6, since: 6 });
+        assert_eq!(lines[0].growth_bytes_per_epoch, (6 * (1 << 20) + 11 * 64) / 6);
+        // Two paths of one leak, one since epoch 1, the other since 6.
+        let early = Suspect { growth_span: GrowthSpan { epochs: 11, since: 1 }, ..suspect(2, 1 << 20, Memory::Heap) };
+        let lines = group([(1, &leak, Some(&frame)), (2, &early, Some(&frame))]);
+        assert_eq!(lines[0].growth_span.since, 1);
+        assert_eq!(lines[0].growth_bytes_per_epoch, (6 * (1 << 20) + 11 * (1 << 20)) / 11);
     }
 
     fn line_of(function: &str, file: Option<&str>, line: Option<u32>, address: u64) -> Frame {

@@ -518,6 +518,48 @@ fn small_leak_in_a_large_heap() -> Sim {
     })
 }
 
+/// A cache filled over the first 13 epochs of 30, flat for the rest,
+/// piled up but stopped: no leak now, however long it filled past the
+/// snapshot the pile is compared from.
+#[test]
+fn a_cache_filled_over_the_first_epochs_then_flat_for_long_is_not_a_leak() {
+    for last_fill in [13, 17] {
+        let sim = scenario(30, |sim, e| {
+            if (1..=last_fill).contains(&e) {
+                sim.alloc_many(2, 4, 64 << 10);
+            }
+        });
+        let (_, a) = run(&sim);
+        assert_eq!(suspect_stacks(&a), Vec::<u32>::new(), "filled until epoch {last_fill}");
+        assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+        assert_eq!(a.stopped.map(|s| s.sites), Some(1), "filled until epoch {last_fill}");
+    }
+}
+
+/// A leak whose line keeps less and less: the verdict says so.
+#[test]
+fn a_line_that_keeps_less_and_less_is_said_to_slow_down() {
+    let sim = scenario(12, |sim, e| {
+        sim.alloc_many(1, if e < 5 { 100 } else { 10 }, 1024);
+    });
+    let (_, a) = run(&sim);
+    let message = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "fill (train.py:3)")));
+    assert!(
+        message.contains(
+            "; it keeps less and less (the settled epochs from 1 kept 100 KiB/epoch, those from 5 10.0 KiB/epoch)"
+        ),
+        "{message}"
+    );
+    let (_, steady) = run(&scenario(12, |sim, _| drop(sim.alloc_many(1, 100, 1024))));
+    let message = steady.verdict_message(Some(Culprit::suspect(&steady.suspects[0], "keep (train.py:3)")));
+    assert!(!message.contains("less and less"), "{message}");
+    // One settled epoch has no halves.
+    let (_, short) = run(&scenario(4, |sim, _| drop(sim.alloc_many(1, 100, 1024))));
+    assert_eq!(short.settled, Some((1, 1)));
+    let message = short.verdict_message(Some(Culprit::suspect(&short.suspects[0], "keep (train.py:3)")));
+    assert!(!message.contains("less and less"), "{message}");
+}
+
 /// A validation every third epoch that keeps its outputs leaves survivors
 /// of a third of the settled epochs, spread over all of them: a leak, at
 /// its mean rate. A cache refreshed every third epoch, its old contents
@@ -1395,7 +1437,7 @@ fn a_buffer_doubled_at_some_epochs_under_a_steady_rss_rise_is_a_suspect() {
     assert_eq!(suspect_stacks(&a), vec![1]);
     assert!(a.suspects[0].grown_in_place && a.steady_growth_promoted);
     let msg = a.verdict_message(None);
-    assert!(msg.contains("made larger epoch after epoch"), "{msg}");
+    assert!(msg.contains("one block, larger at every epoch's end"), "{msg}");
 
     let a = doubling(false);
     assert_eq!(a.traced_rise, TracedRise::NotSteadily);

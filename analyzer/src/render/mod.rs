@@ -12,8 +12,8 @@ pub mod text;
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-use crate::analysis::{analyze, Analysis, Culprit, KnownAs, NoiseFloor, Suspect, STACKS_BY_LINE};
-use crate::lines::{self, LeakLine};
+use crate::analysis::{analyze, Analysis, Culprit, KnownAs, NoiseFloor, Pile, Survivor, Suspect, STACKS_BY_LINE};
+use crate::lines::{self, LeakLine, SHARE_OF_A_LINE};
 use crate::sites::SiteKeys;
 use crate::symbolize::{Frame, Symbolizer};
 use crate::trace::{Memory, Trace};
@@ -164,9 +164,25 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
     analysis
 }
 
-/// A leaking line's stack below the floor keeps at least 1/N of what the
-/// line keeps to be a suspect with it.
-const SHARE_OF_A_LEAK: u64 = 100;
+/// A settled birth epoch whose survivors hold less than 1/N of the mean of
+/// a line's epochs with survivors does not count to its pile: a bounded
+/// FIFO's own small blocks, made as it filled over the earlier epochs,
+/// beside the entries of the last few that it keeps.
+const SHARE_OF_AN_EPOCH: u64 = 16;
+
+/// The settled birth epochs (as `settled` tells them) of `survivors` that
+/// count to a pile (see [`SHARE_OF_AN_EPOCH`]), in order.
+fn settled_births_that_count<'a>(
+    survivors: impl Iterator<Item = &'a Survivor>,
+    settled: impl Fn(u32) -> bool,
+) -> Vec<u32> {
+    let mut bytes_by_birth: std::collections::BTreeMap<u32, u64> = Default::default();
+    for survivor in survivors.filter(|s| settled(s.birth_epoch)) {
+        *bytes_by_birth.entry(survivor.birth_epoch).or_default() += survivor.bytes;
+    }
+    let mean = bytes_by_birth.values().sum::<u64>() / (bytes_by_birth.len() as u64).max(1);
+    bytes_by_birth.into_iter().filter(|&(_, bytes)| bytes * SHARE_OF_AN_EPOCH >= mean).map(|(birth, _)| birth).collect()
+}
 
 /// The stacks kept below the noise floor, or with survivors of too few
 /// settled epochs, that pile up with their line of own code:
@@ -177,12 +193,12 @@ const SHARE_OF_A_LEAK: u64 = 100;
 ///   process;
 /// * those of a line that, with its suspects and its other stacks, keeps
 ///   more than the floor and leaves survivors of enough settled epochs
-///   (see [`Analysis::piles_up_over`]), with the line's stacks
+///   (see [`Analysis::pile`]), with the line's stacks
 ///   below the floor: a helper called from one caller in some epochs and
 ///   from another in the others leaves a stack for each caller, each with
 ///   survivors of some of the epochs;
 /// * those below the floor of a line with suspects that keep a
-///   [`SHARE_OF_A_LEAK`] of what it keeps at least.
+///   [`SHARE_OF_A_LINE`] of what it keeps at least.
 fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Vec<u32> {
     let below = &analysis.below_floor.largest;
     let few = &analysis.few_settled_epochs;
@@ -202,19 +218,13 @@ fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mu
         let below_stacks = indices.clone().filter(|&i| (below_from..few_from).contains(&i));
         let few_stacks = indices.clone().filter(|&i| i >= few_from);
         let below_growth: u64 = below_stacks.clone().map(|i| kept[i].suspect.growth_bytes_per_epoch).sum();
-        let mut births: Vec<u32> = indices
-            .flat_map(|i| &kept[i].suspect.survivors)
-            .map(|v| v.birth_epoch)
-            .filter(|&birth| settled(birth))
-            .collect();
-        births.sort_unstable();
-        births.dedup();
+        let births = settled_births_that_count(indices.flat_map(|i| &kept[i].suspect.survivors), settled);
         let piles_up_together = few_stacks.clone().next().is_some()
             && line.growth_bytes_per_epoch > analysis.noise_floor
             && births
                 .first()
                 .zip(births.last())
-                .is_some_and(|(&first, &last)| analysis.piles_up_over(births.len(), first, last));
+                .is_some_and(|(&first, &last)| analysis.pile(births.len(), first, last) == Pile::Growing);
         if piles_up_together || below_growth > analysis.noise_floor {
             piling_up.extend(below_stacks.map(|i| kept[i].suspect.stack));
         } else if line.ranks.iter().any(|&rank| rank <= below_from) {
@@ -222,7 +232,7 @@ fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mu
             // too are the rest of its leak (a tensor's bookkeeping beside
             // its data); a few bytes an epoch beside its MiB are not.
             let part_of_its_leak =
-                |&i: &usize| kept[i].suspect.growth_bytes_per_epoch * SHARE_OF_A_LEAK >= line.growth_bytes_per_epoch;
+                |&i: &usize| kept[i].suspect.growth_bytes_per_epoch * SHARE_OF_A_LINE >= line.growth_bytes_per_epoch;
             piling_up.extend(below_stacks.filter(part_of_its_leak).map(|i| kept[i].suspect.stack));
         }
         if piles_up_together {
@@ -377,6 +387,29 @@ mod tests {
             piles_up_only_with_line: false,
         };
         ShownSuspect { rank: 1, suspect, frames: vec![frame], explanation: None }
+    }
+
+    /// A bounded FIFO's own blocks, made at a few earlier epochs, count
+    /// to no pile beside the entries of the last epochs it keeps.
+    #[test]
+    fn epochs_of_a_few_bytes_beside_a_lines_bulk_do_not_count_to_its_pile() {
+        let survivors: Vec<Survivor> = [
+            (0, 9999),
+            (4, 528),
+            (6, 528),
+            (8, 528),
+            (9, 160 << 10),
+            (10, 160 << 10),
+            (11, 150 << 10),
+            (12, 160 << 10),
+        ]
+        .into_iter()
+        .map(|(birth_epoch, bytes)| Survivor { birth_epoch, count: 1, bytes })
+        .collect();
+        let settled = |birth: u32| (1..=11).contains(&birth);
+        assert_eq!(settled_births_that_count(survivors.iter(), settled), [9, 10, 11]);
+        let even: Vec<Survivor> = (1..=11).map(|birth_epoch| Survivor { birth_epoch, count: 1, bytes: 4096 }).collect();
+        assert_eq!(settled_births_that_count(even.iter(), settled), (1..=11).collect::<Vec<_>>());
     }
 
     #[test]
