@@ -720,13 +720,17 @@ impl Analysis {
     /// [`Analysis::settled_epochs_needed`]), or of three at least, from
     /// the first third of the settled epochs (a leak of every few epochs:
     /// a validation every third epoch that keeps its outputs, a record
-    /// kept every tenth step); still, when some are of the last third.
+    /// kept every tenth step); still, when some are of the last third of
+    /// the settled epochs, or as near the last as they are apart on
+    /// average (a leak of every other epoch left none of the last when it
+    /// is even).
     pub fn pile(&self, hits: usize, first: u32, last: u32) -> Pile {
         let Some((lo, hi)) = self.settled else { return Pile::No };
         let third = (hi - lo + 1) / 3;
+        let apart = (last - first) / (hits.max(2) as u32 - 1);
         if hits < self.settled_epochs_needed() && (hits < 3 || first > lo + third) {
             Pile::No
-        } else if last + third.max(1) > hi {
+        } else if last + third.max(apart).max(1) > hi {
             Pile::Growing
         } else {
             // A cache filled over the earlier epochs, flat since.
