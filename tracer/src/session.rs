@@ -96,6 +96,11 @@ struct Session {
     /// forked children share: a DataLoader worker closes one of its own
     /// each time its parent does.
     epochs_closed: sys::SharedCounterSlot,
+    /// `epochs_closed` as the last fork began, read while no thread could
+    /// close an epoch: the epochs a forked child has followed as it starts
+    /// (its parent may close one between reopening the gate and the child
+    /// reading the counter).
+    epochs_closed_at_fork: AtomicU32,
     /// In a DataLoader worker, its parent's `epochs_closed`.
     parent_epochs_closed: sys::SharedCounterSlot,
     /// The worker following its parent's epochs is a child that Python's
@@ -277,6 +282,7 @@ fn begin(allocators: Allocators) {
         slice_deadline_ns: AtomicU64::new(slice_deadline_ns),
         pid: AtomicU32::new(sys::pid()),
         epochs_closed: sys::SharedCounterSlot::default(),
+        epochs_closed_at_fork: AtomicU32::new(0),
         parent_epochs_closed: sys::SharedCounterSlot::default(),
         multiprocessing_child: AtomicU8::new(MultiprocessingChild::No as u8),
         multiprocessing_settled: AtomicBool::new(false),
@@ -715,11 +721,11 @@ pub fn owns_process() -> bool {
 }
 
 pub fn before_fork() {
-    if active_session().is_none() {
-        return;
-    }
+    let Some(session) = active_session() else { return };
     thread_state::set_forking(true);
     gate::close();
+    let closed = session.epochs_closed.get().map_or(0, |closed| closed.load(Ordering::Relaxed));
+    session.epochs_closed_at_fork.store(closed, Ordering::Relaxed);
 }
 
 pub fn after_fork_in_parent() {
@@ -769,7 +775,8 @@ fn adopt_child(session: &Session) {
         // fork: the inherited one would end with its parent's, just before
         // the child sees the parent's epoch, and cut an empty epoch.
         session.restart_time_slice();
-        session.follow_multiprocessing_parent(MultiprocessingChild::Forked, parents_epochs);
+        let followed = session.epochs_closed_at_fork.load(Ordering::Relaxed);
+        session.follow_multiprocessing_parent(MultiprocessingChild::Forked, parents_epochs, followed);
     }
     // What this process closes is for its own children to follow, and its
     // workers are its own to count.
@@ -820,7 +827,7 @@ impl Session {
             // its parent does: a persistent worker (one that lives through
             // many passes) has its growth compared epoch by epoch, a worker
             // of one pass has its exit snapshot.
-            self.watch_parents_epochs(parents_epochs);
+            self.watch_parents_epochs(parents_epochs, self.epochs_closed_at_fork.load(Ordering::Relaxed));
         }
     }
 
@@ -836,13 +843,14 @@ impl Session {
         self.auto_epochs.stop();
     }
 
-    /// Closes an epoch each time the parent, which closed as many as
-    /// `parents_epochs` counts, closes one from now on. Recording each of
+    /// Closes an epoch each time the parent, which counts the epochs it
+    /// closed at `parents_epochs`, closes one past the `followed` first.
+    /// Recording each of
     /// a worker's allocations, when the user let the warm-up be sampled,
     /// would cost as much again as the parent's own recording: its samples
     /// show what grows in it by tens of KiB an epoch and more.
-    fn watch_parents_epochs(&self, parents_epochs: Option<&'static AtomicU32>) {
-        self.parent_epochs_followed.store(parents_epochs.map_or(0, |c| c.load(Ordering::Relaxed)), Ordering::Relaxed);
+    fn watch_parents_epochs(&self, parents_epochs: Option<&'static AtomicU32>, followed: u32) {
+        self.parent_epochs_followed.store(followed, Ordering::Relaxed);
         self.parent_epochs_closed.set(parents_epochs);
         if self.config.sample_warm_up_only {
             self.recorder.sample_for_life();
@@ -862,24 +870,30 @@ impl Session {
             return;
         }
         let Some([closed, _]) = parents.and_then(sys::parents_counters::<2>) else { return };
-        self.follow_multiprocessing_parent(MultiprocessingChild::Spawned, closed);
+        self.follow_multiprocessing_parent(MultiprocessingChild::Spawned, closed, closed.load(Ordering::Relaxed));
     }
 
     /// In a child that Python's multiprocessing started, spawned or forked
-    /// (a `Pool`'s workers, a `Process`), whose parent closed as many epochs
-    /// as `parents_epochs` counts: unless time slices were asked for, it
+    /// (a `Pool`'s workers, a `Process`), whose parent counts the epochs it
+    /// closed at `parents_epochs`, `followed` of them before it started:
+    /// unless time slices were asked for, it
     /// watches that count, sampled for life, and becomes a worker following
     /// its parent's epochs at the first its parent closes (see
     /// [`Session::follow_parent_epoch`]). Until then it also cuts its own
     /// epochs as any process does, and for good if it closes one by a mark
     /// or a DataLoader pass first (a rank, whose parent waits for it).
-    fn follow_multiprocessing_parent(&self, child: MultiprocessingChild, parents_epochs: &'static AtomicU32) {
+    fn follow_multiprocessing_parent(
+        &self,
+        child: MultiprocessingChild,
+        parents_epochs: &'static AtomicU32,
+        followed: u32,
+    ) {
         if self.config.epoch_seconds_explicit {
             return;
         }
         self.multiprocessing_child.store(child as u8, Ordering::Relaxed);
         self.multiprocessing_settled.store(false, Ordering::Relaxed);
-        self.watch_parents_epochs(Some(parents_epochs));
+        self.watch_parents_epochs(Some(parents_epochs), followed);
     }
 
     /// What started this process, as far as following its parent's epochs goes.
