@@ -399,6 +399,10 @@ pub struct Analysis {
     /// most [`STACKS_BY_LINE`]): suspects only with their line (see
     /// [`Analysis::promote`]).
     pub few_settled_epochs: Vec<Suspect>,
+    /// Those of [`Analysis::few_settled_epochs`] that held nothing settled
+    /// at the snapshot a pile is compared from: a bounded FIFO that keeps
+    /// the entries of the last few epochs held older ones there.
+    pub few_new_since_middle: Vec<u32>,
     /// How the heap and traced mappings rose from epoch 1 to the reference.
     pub traced_rise: TracedRise,
     /// The suspects are stacks below the noise floor, or blocks grown in
@@ -836,6 +840,41 @@ impl Analysis {
         message
     }
 
+    /// Without suspects, a stack that began keeping memory in the later
+    /// half of the settled epochs (it held nothing at the snapshot a pile
+    /// is compared from) and kept some of each epoch since, to the last,
+    /// by more than the noise floor an epoch: too few epochs to
+    /// pile up, and too many to say nothing of (a leak that began at epoch
+    /// 9 of 12). The one that keeps the most.
+    pub fn recent_start(&self) -> Option<&Suspect> {
+        let (lo, hi) = self.settled?;
+        if self.verdict.kind != VerdictKind::NoGrowth || !self.suspects.is_empty() {
+            return None;
+        }
+        let began_recently = |s: &&Suspect| {
+            let (Some(first), Some(last)) = (s.survivors.first(), s.survivors.last()) else { return false };
+            let epochs = s.survivors.len() as u64;
+            self.few_new_since_middle.contains(&s.stack)
+                && first.birth_epoch > lo + (hi - lo) / 2
+                && last.birth_epoch > hi
+                && u64::from(last.birth_epoch - first.birth_epoch) + 1 == epochs
+                && epochs >= 3
+                && s.live_bytes / epochs > self.noise_floor
+        };
+        self.few_settled_epochs.iter().filter(began_recently).max_by_key(|s| s.live_bytes)
+    }
+
+    /// What the verdict adds of [`Analysis::recent_start`]'s stack, `named`.
+    pub fn recent_start_words(&self, named: &str, recent: &Suspect) -> String {
+        let epochs = recent.survivors.len() as u64;
+        format!(
+            "; {named} began keeping memory at epoch {} and kept some of each epoch since ({} now, about {}/epoch): too few epochs to tell a leak from a cache filling up; a longer run tells",
+            recent.survivors.first().map_or(0, |s| s.birth_epoch),
+            bytes(recent.live_bytes),
+            bytes(recent.live_bytes / epochs.max(1)),
+        )
+    }
+
     /// With the allocations sampled, and no suspect while the heap and
     /// mappings grew by less than a few samples an epoch: a leak of that
     /// size leaves too few survivors an epoch to be told from chance, also
@@ -1183,6 +1222,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         below_floor: BelowFloor::default(),
         grown_in_place: Vec::new(),
         few_settled_epochs: Vec::new(),
+        few_new_since_middle: Vec::new(),
         traced_rise: TracedRise::NotSteadily,
         steady_growth_promoted: false,
         verdict: verdict.clone(),
@@ -1428,6 +1468,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     analysis.suspects = suspects;
     analysis.below_floor = below_floor;
     analysis.grown_in_place = grown_in_place;
+    analysis.few_new_since_middle =
+        few_settled_epochs.iter().map(|s| s.stack).filter(|site| !held_at_middle.contains_key(site)).collect();
     analysis.few_settled_epochs = few_settled_epochs;
     analysis
 }

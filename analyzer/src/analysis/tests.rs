@@ -604,6 +604,28 @@ fn a_batch_alive_at_a_mark_does_not_hide_what_its_line_keeps() {
     assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
 }
 
+/// A leak that began at epoch 9 of 12 left survivors of one settled epoch:
+/// too few to pile up, and the verdict says it began and kept some of each
+/// epoch since. A cache filled once at epoch 9 says nothing of it.
+#[test]
+fn a_leak_that_began_in_the_last_epochs_is_said_to_have_begun() {
+    let began_at_9 = |every_epoch_since: bool| {
+        scenario(12, |sim, e| {
+            if e == 9 || (every_epoch_since && e > 9) {
+                sim.alloc_many(1, 100, 1024);
+            }
+        })
+    };
+    let (_, a) = run(&began_at_9(true));
+    assert_eq!((a.settled, a.verdict.kind), (Some((1, 9)), VerdictKind::NoGrowth));
+    let recent = a.recent_start().expect("a recent start");
+    assert_eq!(recent.stack, 1);
+    let words = a.recent_start_words("keep (train.py:9)", recent);
+    assert_eq!(words, "; keep (train.py:9) began keeping memory at epoch 9 and kept some of each epoch since (300 KiB now, about 100 KiB/epoch): too few epochs to tell a leak from a cache filling up; a longer run tells");
+    let (_, once) = run(&began_at_9(false));
+    assert!(once.recent_start().is_none(), "{:?}", once.few_settled_epochs);
+}
+
 /// A leak that began at epoch 5 of 12 grows at its rate since, above the
 /// floor, not at that rate spread over the four epochs before it began.
 #[test]

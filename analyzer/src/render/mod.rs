@@ -130,8 +130,12 @@ impl<'t> Report<'t> {
         floor: NoiseFloor,
     ) -> Report<'t> {
         let ranked = ByLine::rank(trace, analysis, symbolizer, top.max(STACKS_BY_LINE));
-        let culprit = ranked.culprit();
-        let verdict_message = analysis.verdict_message(culprit);
+        let mut verdict_message = analysis.verdict_message(ranked.culprit());
+        if let Some(recent) = analysis.recent_start() {
+            let shown = symbolize(trace, symbolizer, std::iter::once(recent));
+            let named = by_line(&shown).first().map(|line| culprit(line, &shown).named().into_owned());
+            verdict_message.push_str(&analysis.recent_start_words(named.as_deref().unwrap_or("a stack"), recent));
+        }
         let beside = crate::trace::descendant_traces(&trace.path);
         let descendants = crate::findings::look_at(beside.traces, floor);
         let ByLine { symbolized, lines, below_floor, below_floor_lines } = ranked;
