@@ -731,10 +731,21 @@ impl Analysis {
     pub fn pile(&self, hits: usize, first: u32, last: u32) -> Pile {
         let Some((lo, hi)) = self.settled else { return Pile::No };
         let third = (hi - lo + 1) / 3;
-        let apart = (last - first) / (hits.max(2) as u32 - 1);
         if hits < self.settled_epochs_needed() && (hits < 3 || first > lo + third) {
             Pile::No
-        } else if last + third.max(apart).max(1) > hi {
+        } else {
+            self.still(hits, first, last, lo)
+        }
+    }
+
+    /// Whether survivors of `hits` settled epochs that pile up, `first`
+    /// and `last` of them, still do (see [`Analysis::pile`]), with `since`
+    /// the first settled epoch the pile is over.
+    fn still(&self, hits: usize, first: u32, last: u32, since: u32) -> Pile {
+        let Some((_, hi)) = self.settled else { return Pile::No };
+        let third = (hi - since + 1) / 3;
+        let apart = (last - first) / (hits.max(2) as u32 - 1);
+        if last + third.max(apart).max(1) > hi {
             Pile::Growing
         } else {
             // A cache filled over the earlier epochs, flat since.
@@ -1336,8 +1347,6 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         let grew = (of(&still_held) + born).saturating_sub(of(&held_at_middle));
         middle.is_some() && (born == 0 || 2 * grew < born)
     };
-    let pile =
-        |s: &PerSite| s.settled_births.map_or(Pile::No, |(first, last)| analysis.pile(s.settled_hits, first, last));
     let mut stopped_sites = 0;
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
@@ -1361,6 +1370,25 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         }
         None => whole_span,
     };
+    // A leak that began after the snapshot a pile is compared from, where
+    // it held nothing settled, with survivors of half the settled epochs
+    // since it began, three at least: too late to leave survivors of half
+    // of them all. A bounded FIFO that keeps its last epochs' entries held
+    // older ones there.
+    let middle_epoch = middle.map(|(index, _)| snap(index).epoch);
+    let began_late = |site: u32, s: &PerSite, first: u32| {
+        s.settled_hits >= 3
+            && middle_epoch.is_some_and(|epoch| first > epoch)
+            && !held_at_middle.contains_key(&site)
+            && span_of(s).since == first
+    };
+    let pile = |site: u32, s: &PerSite| {
+        let Some((first, last)) = s.settled_births else { return Pile::No };
+        match analysis.pile(s.settled_hits, first, last) {
+            Pile::No if began_late(site, s, first) => analysis.still(s.settled_hits, first, last, first),
+            pile => pile,
+        }
+    };
     let mut suspects: Vec<Suspect> = per_site
         .into_iter()
         .filter_map(|(stack, s)| {
@@ -1368,11 +1396,11 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             let growth = s.settled_bytes / span.epochs;
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
-            if grew && (stopped(stack, &s) || pile(&s) == Pile::Stopped) {
-                stopped_sites += usize::from(pile(&s) != Pile::No);
+            if grew && (stopped(stack, &s) || pile(stack, &s) == Pile::Stopped) {
+                stopped_sites += usize::from(pile(stack, &s) != Pile::No);
                 return None;
             }
-            let piles_up = pile(&s) == Pile::Growing && grew && growth > 0;
+            let piles_up = pile(stack, &s) == Pile::Growing && grew && growth > 0;
             let suspect = |growth: u64, growth_span: GrowthSpan, grown_in_place: bool| Suspect {
                 stack,
                 other_stacks: sites.others(stack).to_vec(),

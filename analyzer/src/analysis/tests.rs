@@ -604,6 +604,46 @@ fn a_batch_alive_at_a_mark_does_not_hide_what_its_line_keeps() {
     assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
 }
 
+/// A leak that began at epoch 9 of 14, or 20 of 30, after the snapshot a
+/// pile is compared from, leaves survivors of fewer than half the settled
+/// epochs but of each since it began: a leak since then. A bounded FIFO
+/// that keeps the entries of its last four epochs, filled from epoch 2,
+/// held older ones at that snapshot; a cache filled from epoch 14 to 22
+/// of 30, flat since, stopped.
+#[test]
+fn a_leak_that_began_after_the_middle_piles_up_and_a_fifo_does_not() {
+    for (epochs, began) in [(14, 9), (30, 20)] {
+        let sim = scenario(epochs, |sim, e| {
+            if e >= began {
+                sim.alloc_many(1, 100, 1024);
+            }
+        });
+        let (_, a) = run(&sim);
+        assert_eq!(suspect_stacks(&a), vec![1], "began at {began} of {epochs}");
+        assert_eq!(a.suspects[0].growth_span.since, began);
+        assert_eq!(a.suspects[0].growth_bytes_per_epoch, 100 * 1024);
+    }
+    let mut fifo = std::collections::VecDeque::new();
+    let sim = scenario(14, |sim, e| {
+        if e >= 2 {
+            fifo.push_back(sim.alloc_many(2, 100, 1024));
+            if fifo.len() > 4 {
+                sim.free_all(fifo.pop_front().unwrap());
+            }
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new(), "{:?}", a.few_settled_epochs);
+    let sim = scenario(30, |sim, e| {
+        if (14..=22).contains(&e) {
+            sim.alloc_many(3, 100, 1024);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+    assert_eq!(a.stopped.map(|s| s.sites), Some(1));
+}
+
 /// A leak that began at epoch 9 of 12 left survivors of one settled epoch:
 /// too few to pile up, and the verdict says it began and kept some of each
 /// epoch since. A cache filled once at epoch 9 says nothing of it.
@@ -1595,16 +1635,22 @@ fn a_leaking_lines_small_stacks_that_pile_up_are_suspects_with_it() {
     let mut sim = Sim::new("/usr/bin/python3.11");
     let (leaking, other) =
         (python_line(&mut sim, 0x7f00_1000, "keep", 10), python_line(&mut sim, 0x7f00_2000, "log", 20));
-    let (data, bookkeeping, elsewhere, crumbs) = (1, 2, 3, 4);
+    let (data, bookkeeping, elsewhere, crumbs, first_call) = (1, 2, 3, 4, 5);
     sim.stack_frames(data, vec![Frame::Native(0x40_0100), leaking]);
     sim.stack_frames(bookkeeping, vec![Frame::Native(0x40_0200), leaking]);
     sim.stack_frames(elsewhere, vec![Frame::Native(0x40_0300), other]);
     sim.stack_frames(crumbs, vec![Frame::Native(0x40_0400), leaking]);
+    sim.stack_frames(first_call, vec![Frame::Native(0x40_0500), leaking]);
     for e in 0..10 {
         sim.alloc_many(data, 100, 1024);
         sim.alloc_many(bookkeeping, 10, 200);
         sim.alloc_many(elsewhere, 10, 200);
         sim.alloc(crumbs, 32);
+        if e == 5 {
+            // Its survivors of one epoch, too few alone, pile up with the
+            // line's; 64 bytes beside its 100 KiB an epoch are no part of it.
+            sim.alloc(first_call, 64);
+        }
         sim.mark(&format!("epoch {e}"));
     }
     sim.exit();

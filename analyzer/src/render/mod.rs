@@ -201,8 +201,10 @@ fn settled_births_that_count<'a>(
 ///   below the floor: a helper called from one caller in some epochs and
 ///   from another in the others leaves a stack for each caller, each with
 ///   survivors of some of the epochs;
-/// * those below the floor of a line with suspects that keep a
-///   [`SHARE_OF_A_LINE`] of what it keeps at least.
+/// * those below the floor of a line with suspects;
+///
+/// each keeping a [`SHARE_OF_A_LINE`] of what the line keeps at least but
+/// for the first kind.
 fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Vec<u32> {
     let below = &analysis.below_floor.largest;
     let few = &analysis.few_settled_epochs;
@@ -229,18 +231,20 @@ fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mu
                 .first()
                 .zip(births.last())
                 .is_some_and(|(&first, &last)| analysis.pile(births.len(), first, last) == Pile::Growing);
-        if piles_up_together || below_growth > analysis.noise_floor {
+        // A few bytes an epoch beside the line's MiB are no part of its
+        // leak (a parser's cache its first call made), unless the line's
+        // leak is many such stacks.
+        let part_of_its_leak =
+            |&i: &usize| kept[i].suspect.growth_bytes_per_epoch * SHARE_OF_A_LINE >= line.growth_bytes_per_epoch;
+        let leaking = line.ranks.iter().any(|&rank| rank <= below_from);
+        if below_growth > analysis.noise_floor {
             piling_up.extend(below_stacks.map(|i| kept[i].suspect.stack));
-        } else if line.ranks.iter().any(|&rank| rank <= below_from) {
-            // A leaking line's small stacks below the floor that pile up
-            // too are the rest of its leak (a tensor's bookkeeping beside
-            // its data); a few bytes an epoch beside its MiB are not.
-            let part_of_its_leak =
-                |&i: &usize| kept[i].suspect.growth_bytes_per_epoch * SHARE_OF_A_LINE >= line.growth_bytes_per_epoch;
+        } else if piles_up_together || leaking {
+            // The rest of its leak: a tensor's bookkeeping beside its data.
             piling_up.extend(below_stacks.filter(part_of_its_leak).map(|i| kept[i].suspect.stack));
         }
         if piles_up_together {
-            piling_up.extend(few_stacks.map(|i| kept[i].suspect.stack));
+            piling_up.extend(few_stacks.filter(part_of_its_leak).map(|i| kept[i].suspect.stack));
         }
     }
     piling_up
