@@ -323,7 +323,9 @@ impl Verdict {
 /// depends on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EpochSource {
-    /// Marks, time slices, or nothing yet.
+    /// The program's marks.
+    Marks,
+    /// Time slices, or nothing yet.
     Program,
     /// The tracer found the passes over a DataLoader.
     DataLoaderPasses,
@@ -344,7 +346,9 @@ impl EpochSource {
             && trace.process.forked_from.is_some();
         if follows || cut_by(EpochCause::Parent) {
             EpochSource::ParentsEpochs { parent: trace.process.forked_from }
-        } else if cut_by(EpochCause::Auto) && !cut_by(EpochCause::Mark) {
+        } else if cut_by(EpochCause::Mark) {
+            EpochSource::Marks
+        } else if cut_by(EpochCause::Auto) {
             EpochSource::DataLoaderPasses
         } else {
             EpochSource::Program
@@ -922,6 +926,9 @@ impl Analysis {
             VerdictKind::TooFewEpochs => {
                 let what_to_do = match self.epochs_from {
                     EpochSource::Program => "call tracer_mark(label) at the end of each training step or epoch, or set TRACER_EPOCH_SECONDS to cut the run into time slices, and run longer".to_string(),
+                    EpochSource::Marks => format!(
+                        "each tracer_mark closed one, and the exit closes the last, which is not analysed: run {MIN_EPOCHS} marked epochs or more"
+                    ),
                     EpochSource::DataLoaderPasses => format!(
                         "the epochs were cut where DataLoader passes began, and the last pass ends with the exit, which is not analysed: run {} passes or more, or call tracer_mark(label) at the end of each epoch",
                         MIN_EPOCHS + 1

@@ -814,9 +814,19 @@ fn too_few_epochs() {
         let (_, a) = run(&sim);
         assert_eq!(a.verdict.kind, VerdictKind::TooFewEpochs, "{epochs} epochs");
         assert!(a.suspects.is_empty());
+        // A program that marks is asked for more marked epochs, not marks.
+        assert_eq!(a.epochs_from, EpochSource::Marks);
         let msg = a.verdict_message(None);
-        assert!(msg.contains("tracer_mark") && msg.contains("TRACER_EPOCH_SECONDS") && msg.contains('4'), "{msg}");
+        assert!(msg.contains("run 4 marked epochs or more") && !msg.contains("TRACER_EPOCH_SECONDS"), "{msg}");
     }
+    // One cut by time slices alone is told how to mark.
+    let mut sim = Sim::new("/opt/app/train");
+    sim.snapshot(EpochCause::Timer, "10s");
+    sim.exit();
+    let (_, a) = run(&sim);
+    assert_eq!((a.verdict.kind, a.epochs_from), (VerdictKind::TooFewEpochs, EpochSource::Program));
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("call tracer_mark(label)") && msg.contains("TRACER_EPOCH_SECONDS"), "{msg}");
     // Exit is dropped only when 3 other snapshots remain.
     let sim = scenario(2, |sim, _| {
         sim.alloc_many(1, 100, 1024);
