@@ -478,6 +478,8 @@ pub struct Stopped {
     /// analysed ones, and the last.
     pub from: u32,
     pub until: u32,
+    /// The one that holds the most, and how much.
+    pub largest: (u32, u64),
 }
 
 /// Values read at least this many times can rise steadily: three epochs.
@@ -1355,6 +1357,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         middle.is_some() && (born == 0 || 2 * grew < born)
     };
     let mut stopped_sites = 0;
+    let mut largest_stopped = (0, 0);
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
     let mut few_settled_epochs = Vec::new();
@@ -1404,7 +1407,10 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
             if grew && (stopped(stack, &s) || pile(stack, &s) == Pile::Stopped) {
-                stopped_sites += usize::from(pile(stack, &s) != Pile::No);
+                if pile(stack, &s) != Pile::No {
+                    stopped_sites += 1;
+                    largest_stopped = largest_stopped.max((s.live_bytes, stack));
+                }
                 return None;
             }
             let piles_up = pile(stack, &s) == Pile::Growing && grew && growth > 0;
@@ -1448,8 +1454,13 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         })
         .collect();
     if let Some((index, _)) = middle.filter(|_| stopped_sites > 0) {
-        analysis.stopped =
-            Some(Stopped { sites: stopped_sites, from: snap(index).epoch, until: snap(reference).epoch });
+        let (bytes, site) = largest_stopped;
+        analysis.stopped = Some(Stopped {
+            sites: stopped_sites,
+            from: snap(index).epoch,
+            until: snap(reference).epoch,
+            largest: (site, bytes),
+        });
     }
     suspects.sort_by(by_rank);
     below_floor.largest.sort_by(by_rank);

@@ -942,3 +942,36 @@ fn progress_shows_when_asked_and_changes_nothing_else() {
     let never = analyzer(&["--progress".as_ref(), "never".as_ref(), "report".as_ref(), path.as_os_str()]);
     assert!(stderr(&never).is_empty(), "{}", stderr(&never));
 }
+
+/// A cache filled over the first epochs and flat since: the verdict names
+/// the site that stopped, with what it holds; a leak that began in the
+/// last epochs is named too.
+#[test]
+fn the_verdict_names_a_site_that_stopped_and_one_that_began_late() {
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..14 {
+        if (1..=4).contains(&e) {
+            sim.alloc_many(2, 4, 64 << 10);
+        }
+        sim.mark(&format!("{e}"));
+    }
+    sim.exit();
+    let path = write_temp("stopped_cache.bin", &sim.bytes());
+    let v = json(&report(&path, &["--json"]));
+    let message = v["verdict"]["message"].as_str().unwrap();
+    assert_eq!(v["verdict"]["kind"], "no_growth", "{message}");
+    assert!(message.contains("1 site piled up allocations in the earlier epochs"), "{message}");
+    assert!(message.ends_with("; it is 0x400200 (1.00 MiB now)"), "{message}");
+
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..12 {
+        if e >= 9 {
+            sim.alloc_many(3, 100, 1024);
+        }
+        sim.mark(&format!("{e}"));
+    }
+    sim.exit();
+    let path = write_temp("began_late.bin", &sim.bytes());
+    let message = json(&report(&path, &["--json"]))["verdict"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("; 0x400300 began keeping memory at epoch 9"), "{message}");
+}

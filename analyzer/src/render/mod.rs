@@ -12,7 +12,9 @@ pub mod text;
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-use crate::analysis::{analyze, Analysis, Culprit, KnownAs, NoiseFloor, Pile, Survivor, Suspect, STACKS_BY_LINE};
+use crate::analysis::{
+    analyze, Analysis, Culprit, KnownAs, NoiseFloor, Pile, Survivor, Suspect, VerdictKind, STACKS_BY_LINE,
+};
 use crate::lines::{self, LeakLine, SHARE_OF_A_LINE};
 use crate::sites::SiteKeys;
 use crate::symbolize::{Frame, Symbolizer};
@@ -132,9 +134,17 @@ impl<'t> Report<'t> {
         let ranked = ByLine::rank(trace, analysis, symbolizer, top.max(STACKS_BY_LINE));
         let mut verdict_message = analysis.verdict_message(ranked.culprit());
         if let Some(recent) = analysis.recent_start() {
-            let shown = symbolize(trace, symbolizer, std::iter::once(recent));
-            let named = by_line(&shown).first().map(|line| culprit(line, &shown).named().into_owned());
-            verdict_message.push_str(&analysis.recent_start_words(named.as_deref().unwrap_or("a stack"), recent));
+            verdict_message
+                .push_str(&analysis.recent_start_words(&site_named(trace, symbolizer, recent.stack), recent));
+        }
+        if let Some(stopped) = analysis.stopped.filter(|_| analysis.verdict.kind == VerdictKind::NoGrowth) {
+            let (site, bytes) = stopped.largest;
+            let named = site_named(trace, symbolizer, site);
+            let bytes = crate::format::bytes(bytes);
+            verdict_message.push_str(&match stopped.sites {
+                1 => format!("; it is {named} ({bytes} now)"),
+                _ => format!("; of those, {named} holds the most ({bytes} now)"),
+            });
         }
         let beside = crate::trace::descendant_traces(&trace.path);
         let descendants = crate::findings::look_at(beside.traces, floor);
@@ -341,6 +351,18 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> 
             .map(|s| (s.birth_epoch, s.bytes))
             .collect(),
         growth_since: line.growth_span.since,
+    }
+}
+
+/// A site as the verdict names it: by its first own-code frame, or its
+/// innermost, with the Python line that called it (see [`culprit`]).
+fn site_named(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) -> String {
+    let frames = stack_frames(trace, symbolizer, stack);
+    let shown = |f: &Frame| f.located_as(&names::shortened(&f.function));
+    let name = frames.iter().find(|f| f.own_code).or(frames.first()).map_or("a site".to_string(), shown);
+    match python_caller(&frames) {
+        Some(caller) => format!("{name}, called from {}", shown(caller)),
+        None => name,
     }
 }
 
