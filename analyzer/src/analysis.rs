@@ -665,10 +665,6 @@ impl<'a> Culprit<'a> {
         }
     }
 
-    /// When what the line keeps grew faster at every settled epoch (in
-    /// `settled`, first and last), to at least twice as much: the first
-    /// and last settled epochs with what each left alive. The growth per
-    /// epoch, their mean, then understates what comes.
     /// When what the line kept in the later half of the settled epochs (in
     /// `settled`, first and last) is a quarter at most of what it kept in
     /// the earlier half, an epoch: the first epoch of each half with its
@@ -687,6 +683,10 @@ impl<'a> Culprit<'a> {
         (earlier_mean > 0 && 4 * later_mean <= earlier_mean).then_some(((lo, earlier_mean), (later, later_mean)))
     }
 
+    /// When what the line keeps grew faster at every settled epoch (in
+    /// `settled`, first and last), to at least twice as much: the first
+    /// and last settled epochs with what each left alive. The growth per
+    /// epoch, their mean, then understates what comes.
     fn speeding_up(&self, settled: (u32, u32)) -> Option<((u32, u64), (u32, u64))> {
         let born: Vec<(u32, u64)> = (settled.0..=settled.1)
             .map(|epoch| (epoch, self.born.iter().filter(|(b, _)| *b == epoch).map(|(_, bytes)| bytes).sum()))
@@ -1406,14 +1406,15 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             let growth = s.settled_bytes / span.epochs;
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
-            if grew && (stopped(stack, &s) || pile(stack, &s) == Pile::Stopped) {
-                if pile(stack, &s) != Pile::No {
+            let site_pile = pile(stack, &s);
+            if grew && (stopped(stack, &s) || site_pile == Pile::Stopped) {
+                if site_pile != Pile::No {
                     stopped_sites += 1;
                     largest_stopped = largest_stopped.max((s.live_bytes, stack));
                 }
                 return None;
             }
-            let piles_up = pile(stack, &s) == Pile::Growing && grew && growth > 0;
+            let piles_up = site_pile == Pile::Growing && grew && growth > 0;
             let suspect = |growth: u64, growth_span: GrowthSpan, grown_in_place: bool| Suspect {
                 stack,
                 other_stacks: sites.others(stack).to_vec(),
