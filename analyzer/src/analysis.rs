@@ -489,12 +489,12 @@ const STEADY_MIN_READINGS: usize = 4;
 /// about equal length: the epochs of a long run (steps marked one by one)
 /// each hold noise as large as a small leak's growth, which a window of
 /// them averages out.
-const STEADY_WINDOWS: usize = 20;
+const STEADY_WINDOWS: usize = 10;
 
 /// How [`rose_steadily`] rose over `epochs` steps.
 fn steadily_words(epochs: usize) -> &'static str {
     if epochs > STEADY_WINDOWS {
-        "in every twentieth of the epochs"
+        "in every tenth of the epochs"
     } else {
         "at every epoch"
     }

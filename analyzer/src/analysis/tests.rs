@@ -1086,6 +1086,9 @@ fn only_a_rise_at_every_step_is_steady() {
     assert!(rose_steadily(&noisy));
     let stopped: Vec<u64> = noisy.iter().enumerate().map(|(i, &v)| v.min(noisy[1500]) + (i % 2) as u64).collect();
     assert!(!rose_steadily(&stopped), "no rise over the last windows");
+    // 64 KiB kept every 25th of 498 steps: each window holds one or more.
+    let every_25th: Vec<u64> = (0..498u64).map(|i| (80 << 20) + (64 << 10) * (i / 25) + 300 * (i % 3)).collect();
+    assert!(rose_steadily(&every_25th));
     assert!(!rose_steadily(&[]));
 }
 
