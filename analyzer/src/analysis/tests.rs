@@ -482,6 +482,8 @@ fn an_intermittent_leak_counts_when_half_the_epochs_leave_survivors() {
         });
         let (_, a) = run(&sim);
         assert_eq!(suspect_stacks(&a), vec![1], "{epochs} epochs, leaking at e % 2 == {parity}");
+        // Its first settled epoch left none: it did not begin late.
+        assert_eq!(a.suspects[0].growth_span.since, 1, "{epochs} epochs, leaking at e % 2 == {parity}");
     }
     // A leak of one epoch in three in a run of ten: 2 of 7, too few.
     let sim = scenario(10, |sim, e| {
