@@ -407,6 +407,11 @@ pub struct Analysis {
     /// at the snapshot a pile is compared from: a bounded FIFO that keeps
     /// the entries of the last few epochs held older ones there.
     pub few_new_since_middle: Vec<u32>,
+    /// The sites a verdict without suspects speaks of beside its culprit
+    /// (the one that stopped holding the most, one that began late), by
+    /// stack id, as the report names them (see
+    /// `render::analyze_by_line`); unnamed, the verdict leaves them out.
+    pub site_names: IntMap<u32, String>,
     /// How the heap and traced mappings rose from epoch 1 to the reference.
     pub traced_rise: TracedRise,
     /// The suspects are stacks below the noise floor, or blocks grown in
@@ -844,6 +849,18 @@ impl Analysis {
                 stopped.until,
                 if stopped.sites == 1 { "its live bytes grew" } else { "the live bytes of each grew" },
             ));
+            if let Some(named) = self.site_names.get(&stopped.largest.0) {
+                let held = bytes(stopped.largest.1);
+                message.push_str(&match stopped.sites {
+                    1 => format!("; it is {named} ({held} now)"),
+                    _ => format!("; of those, {named} holds the most ({held} now)"),
+                });
+            }
+        }
+        if let Some(recent) = self.recent_start() {
+            if let Some(named) = self.site_names.get(&recent.stack) {
+                message.push_str(&self.recent_start_words(named, recent));
+            }
         }
         if self.mixed_epoch_causes && self.verdict.kind != VerdictKind::TooFewEpochs {
             message.push_str("; the epochs were cut both by time slices and by marks or DataLoader passes, which are of unlike lengths: a figure per epoch mixes them (leave TRACER_EPOCH_SECONDS unset, or set it to 0, for marks and passes alone)");
@@ -1243,6 +1260,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         grown_in_place: Vec::new(),
         few_settled_epochs: Vec::new(),
         few_new_since_middle: Vec::new(),
+        site_names: IntMap::default(),
         traced_rise: TracedRise::NotSteadily,
         steady_growth_promoted: false,
         verdict: verdict.clone(),

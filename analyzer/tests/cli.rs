@@ -962,6 +962,19 @@ fn the_verdict_names_a_site_that_stopped_and_one_that_began_late() {
     assert_eq!(v["verdict"]["kind"], "no_growth", "{message}");
     assert!(message.contains("1 site piled up allocations in the earlier epochs"), "{message}");
     assert!(message.ends_with("; it is 0x400200 (1.00 MiB now)"), "{message}");
+    // Cut by time slices, the site is named beside its words, before the
+    // slices' note.
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..14 {
+        if (1..=4).contains(&e) {
+            sim.alloc_many(2, 4, 64 << 10);
+        }
+        sim.snapshot(trace_format::EpochCause::Timer, &format!("{e}s"));
+    }
+    sim.exit();
+    let path = write_temp("stopped_cache_sliced.bin", &sim.bytes());
+    let message = json(&report(&path, &["--json"]))["verdict"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("; it is 0x400200 (1.00 MiB now); an epoch here is a time slice"), "{message}");
 
     let mut sim = Sim::new("/opt/app/train");
     for e in 0..12 {

@@ -132,20 +132,7 @@ impl<'t> Report<'t> {
         floor: NoiseFloor,
     ) -> Report<'t> {
         let ranked = ByLine::rank(trace, analysis, symbolizer, top.max(STACKS_BY_LINE));
-        let mut verdict_message = analysis.verdict_message(ranked.culprit());
-        if let Some(recent) = analysis.recent_start() {
-            verdict_message
-                .push_str(&analysis.recent_start_words(&site_named(trace, symbolizer, recent.stack), recent));
-        }
-        if let Some(stopped) = analysis.stopped.filter(|_| analysis.verdict.kind == VerdictKind::NoGrowth) {
-            let (site, bytes) = stopped.largest;
-            let named = site_named(trace, symbolizer, site);
-            let bytes = crate::format::bytes(bytes);
-            verdict_message.push_str(&match stopped.sites {
-                1 => format!("; it is {named} ({bytes} now)"),
-                _ => format!("; of those, {named} holds the most ({bytes} now)"),
-            });
-        }
+        let verdict_message = analysis.verdict_message(ranked.culprit());
         let beside = crate::trace::descendant_traces(&trace.path);
         let descendants = crate::findings::look_at(beside.traces, floor);
         let ByLine { symbolized, lines, below_floor, below_floor_lines } = ranked;
@@ -175,6 +162,13 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
     let with_their_line = piling_up_with_their_line(trace, &analysis, symbolizer);
     analysis.promote(&with_their_line);
     analysis.promote_steady_growth();
+    // The sites a verdict without suspects speaks of beside its culprit.
+    let spoken_of =
+        analysis.stopped.map(|stopped| stopped.largest.0).into_iter().chain(analysis.recent_start().map(|s| s.stack));
+    let spoken_of: Vec<u32> = spoken_of.filter(|_| analysis.verdict.kind == VerdictKind::NoGrowth).collect();
+    for site in spoken_of {
+        analysis.site_names.insert(site, site_named(trace, symbolizer, site));
+    }
     analysis
 }
 
