@@ -899,7 +899,7 @@ impl Analysis {
     }
 
     /// What the verdict adds of [`Analysis::recent_start`]'s stack, `named`.
-    pub fn recent_start_words(&self, named: &str, recent: &Suspect) -> String {
+    fn recent_start_words(&self, named: &str, recent: &Suspect) -> String {
         let epochs = recent.survivors.len() as u64;
         format!(
             "; {named} began keeping memory at epoch {} and kept some of each epoch since ({} now, about {}/epoch): too few epochs to tell a leak from a cache filling up; a longer run tells",
@@ -1292,6 +1292,9 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         /// The first and last birth epochs with survivors, settled or not.
         births: Option<(u32, u32)>,
     }
+    let with_birth = |births: Option<(u32, u32)>, birth: u32| {
+        Some(births.map_or((birth, birth), |(lo, hi)| (lo.min(birth), hi.max(birth))))
+    };
     let mut per_site: IntMap<u32, PerSite> = IntMap::default();
     // The settled birth epochs of the sites of several stacks, which may
     // each have survivors of one epoch.
@@ -1305,12 +1308,11 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         entry.live_bytes += c.live_bytes;
         entry.live_count += c.live_count;
         if c.live_count > 0 {
-            entry.births = Some(entry.births.map_or((birth, birth), |(lo, hi)| (lo.min(birth), hi.max(birth))));
+            entry.births = with_birth(entry.births, birth);
         }
         if settled_survivor(birth, &c) {
             entry.settled_bytes += c.live_bytes;
-            entry.settled_births =
-                Some(entry.settled_births.map_or((birth, birth), |(lo, hi)| (lo.min(birth), hi.max(birth))));
+            entry.settled_births = with_birth(entry.settled_births, birth);
             if sites.is_shared(stack) {
                 shared_births.entry(site).or_default().push(birth);
             } else {

@@ -329,7 +329,7 @@ impl Report<'_> {
 fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> {
     let best = &suspects[line.ranks[0] - 1];
     let frame = line.frame.as_ref().or(best.frames.first());
-    let shown = |f: &Frame| Cow::Owned(f.located_as(&names::shortened(&f.function)));
+    let shown = |f: &Frame| Cow::Owned(shown(f));
     Culprit {
         name: frame.map_or(Cow::Borrowed("the top suspect"), shown),
         called_from: python_caller(&best.frames).map(shown),
@@ -348,11 +348,16 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> 
     }
 }
 
+/// A frame as the verdict names it: its function, long C++ names shortened
+/// (see [`names::shortened`]), and where it is.
+fn shown(frame: &Frame) -> String {
+    frame.located_as(&names::shortened(&frame.function))
+}
+
 /// A site as the verdict names it: by its first own-code frame, or its
 /// innermost, with the Python line that called it (see [`culprit`]).
 fn site_named(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) -> String {
     let frames = stack_frames(trace, symbolizer, stack);
-    let shown = |f: &Frame| f.located_as(&names::shortened(&f.function));
     let name = frames.iter().find(|f| f.own_code).or(frames.first()).map_or("a site".to_string(), shown);
     match python_caller(&frames) {
         Some(caller) => format!("{name}, called from {}", shown(caller)),
