@@ -87,29 +87,31 @@ fn key(frame: &Frame) -> LineKey<'_> {
 /// Sums `suspects` (rank, suspect, first own-code frame; in rank order) by
 /// line, ranked by growth, then live bytes, then their best suspect.
 pub fn group<'a>(suspects: impl IntoIterator<Item = (usize, &'a Suspect, Option<&'a Frame>)>) -> Vec<LeakLine> {
-    let mut lines: Vec<LeakLine> = Vec::new();
-    // Each line's suspects' settled bytes and spans.
-    let mut kept: Vec<Vec<(u64, GrowthSpan)>> = Vec::new();
+    // Each line with its suspects' settled bytes and spans.
+    let mut lines: Vec<(LeakLine, Vec<(u64, GrowthSpan)>)> = Vec::new();
     let mut by_key: HashMap<LineKey<'a>, usize> = HashMap::new();
     for (rank, suspect, own) in suspects {
         let at = match own {
             Some(frame) => *by_key.entry(key(frame)).or_insert_with(|| {
-                lines.push(LeakLine::new(Some(frame)));
-                kept.push(Vec::new());
+                lines.push((LeakLine::new(Some(frame)), Vec::new()));
                 lines.len() - 1
             }),
             None => {
-                lines.push(LeakLine::new(None));
-                kept.push(Vec::new());
+                lines.push((LeakLine::new(None), Vec::new()));
                 lines.len() - 1
             }
         };
-        lines[at].add(rank, suspect);
-        kept[at].push((suspect.growth_bytes_per_epoch * suspect.growth_span.epochs, suspect.growth_span));
+        let (line, kept) = &mut lines[at];
+        line.add(rank, suspect);
+        kept.push((suspect.growth_bytes_per_epoch * suspect.growth_span.epochs, suspect.growth_span));
     }
-    for (line, kept) in lines.iter_mut().zip(&kept) {
-        line.settle_growth(kept);
-    }
+    let mut lines: Vec<LeakLine> = lines
+        .into_iter()
+        .map(|(mut line, kept)| {
+            line.settle_growth(&kept);
+            line
+        })
+        .collect();
     lines.sort_by(|a, b| {
         b.growth_bytes_per_epoch
             .cmp(&a.growth_bytes_per_epoch)
