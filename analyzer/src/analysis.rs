@@ -730,6 +730,12 @@ impl Analysis {
         (self.snapshots.saturating_sub(3) / 2).max(1)
     }
 
+    /// `since`, the first epoch a growth is over, when it is not the first
+    /// settled epoch: the growth began late, and is over the epochs since.
+    pub fn late_start(&self, since: u32) -> Option<u32> {
+        self.settled.filter(|&(first, _)| since > first).map(|_| since)
+    }
+
     /// How survivors of `hits` settled epochs, `first` and `last` of them,
     /// pile up: of half the settled epochs (see
     /// [`Analysis::settled_epochs_needed`]), or of three at least, from
@@ -976,11 +982,9 @@ impl Analysis {
                 } else {
                     String::new()
                 };
-                let live = match self.settled {
-                    Some((first, _)) if top.growth_since > first => {
-                        format!("since epoch {} ({} now)", top.growth_since, bytes(top.live_bytes))
-                    }
-                    _ => format!("({} now)", bytes(top.live_bytes)),
+                let live = match self.late_start(top.growth_since) {
+                    Some(epoch) => format!("since epoch {epoch} ({} now)", bytes(top.live_bytes)),
+                    None => format!("({} now)", bytes(top.live_bytes)),
                 };
                 let traced = traced_growth_words(v);
                 let mut msg = match top.known_as {

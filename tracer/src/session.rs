@@ -845,10 +845,10 @@ impl Session {
 
     /// Closes an epoch each time the parent, which counts the epochs it
     /// closed at `parents_epochs`, closes one past the `followed` first.
-    /// Recording each of
-    /// a worker's allocations, when the user let the warm-up be sampled,
-    /// would cost as much again as the parent's own recording: its samples
-    /// show what grows in it by tens of KiB an epoch and more.
+    /// Recording each of a worker's allocations, when the user let the
+    /// warm-up be sampled, would cost as much again as the parent's own
+    /// recording: its samples show what grows in it by tens of KiB an
+    /// epoch and more.
     fn watch_parents_epochs(&self, parents_epochs: Option<&'static AtomicU32>, followed: u32) {
         self.parent_epochs_followed.store(followed, Ordering::Relaxed);
         self.parent_epochs_closed.set(parents_epochs);

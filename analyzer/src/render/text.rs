@@ -427,13 +427,10 @@ fn lines_section(out: &mut String, report: &Report<'_>) {
     };
     let _ =
         writeln!(out, "\nLeaking lines: {} ({of} summed by their first frame in the program's own code)", lines.len());
-    let first_settled = report.analysis.settled.map_or(0, |(first, _)| first);
     for line in lines.iter().take(LINES_SHOWN) {
         let memory = memory_label(line.memory);
-        let since = match line.growth_span.since {
-            since if since > first_settled => format!(" since epoch {since}"),
-            _ => String::new(),
-        };
+        let since = report.analysis.late_start(line.growth_span.since).map(|epoch| format!(" since epoch {epoch}"));
+        let since = since.unwrap_or_default();
         let _ = writeln!(
             out,
             "  +{}/epoch{since}{memory}   {}   {}",
