@@ -379,10 +379,11 @@ pub struct Analysis {
     pub least_growth: u64,
     /// How the analysed epochs were sampled, when they were.
     pub sampling: Option<Sampling>,
-    /// Sites whose survivors pile up, but whose own live bytes grew from an
+    /// Sites whose survivors piled up, but whose own live bytes grew from an
     /// epoch of the earlier half of the analysed ones to the last by less
-    /// than half of what they keep an epoch: what grew stopped or slowed.
-    /// No suspects, nor below the floor.
+    /// than half of what they kept an epoch, or that left none of the last
+    /// epochs (see [`Pile::Stopped`]): what grew stopped or slowed. No
+    /// suspects, nor below the floor.
     pub stopped: Option<Stopped>,
     /// The analysed epochs were cut both by time slices and by marks or
     /// DataLoader passes (`TRACER_EPOCH_SECONDS` set beside them): epochs
