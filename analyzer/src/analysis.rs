@@ -1394,13 +1394,14 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     // stack that leaks now and then, as a helper's called from one place
     // in some epochs and another in others).
     // A leak of every other epoch whose first settled epoch left none did
-    // not begin late.
+    // not begin late; survivors of one settled epoch show no rate (a
+    // pymalloc arena opened in the last of two).
     let span_of = |s: &PerSite| match s.settled_births {
         Some((first, last)) => {
             let epochs = (settled_births.len() - settled_births.partition_point(|&e| e < first)) as u64;
             let dense = 2 * s.settled_hits as u64 >= epochs;
             let apart = (last - first) / (s.settled_hits.max(2) as u32 - 1);
-            if dense && epochs > 0 && first - settled_lo >= apart.max(1) {
+            if dense && s.settled_hits >= 2 && first - settled_lo >= apart.max(1) {
                 GrowthSpan { epochs, since: first }
             } else {
                 whole_span

@@ -646,6 +646,24 @@ fn a_leak_that_began_after_the_middle_piles_up_and_a_fifo_does_not() {
     assert_eq!(a.stopped.map(|s| s.sites), Some(1));
 }
 
+/// Of two settled epochs, a block kept once in the second shows no rate of
+/// its own: its growth is over both, as the leak's beside it.
+#[test]
+fn survivors_of_one_settled_epoch_did_not_begin_late() {
+    let sim = scenario(5, |sim, e| {
+        sim.alloc_many(1, 100, 1024);
+        if e == 2 {
+            sim.alloc(2, 200 * 1024);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(a.settled, Some((1, 2)));
+    let spans: Vec<(u32, u64, GrowthSpan)> =
+        a.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch, s.growth_span)).collect();
+    let whole = GrowthSpan { epochs: 2, since: 1 };
+    assert_eq!(spans, [(1, 100 * 1024, whole), (2, 100 * 1024, whole)]);
+}
+
 /// A leak that began at epoch 9 of 12 left survivors of one settled epoch:
 /// too few to pile up, and the verdict says it began and kept some of each
 /// epoch since. A cache filled once at epoch 9 says nothing of it.
