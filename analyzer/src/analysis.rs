@@ -703,14 +703,19 @@ impl<'a> Culprit<'a> {
     }
 }
 
+/// `name` with the Python line that called it, when one did.
+pub fn with_caller<'a>(name: &'a str, caller: Option<&str>) -> Cow<'a, str> {
+    match caller {
+        Some(caller) => Cow::Owned(format!("{name}, called from {caller}")),
+        None => Cow::Borrowed(name),
+    }
+}
+
 impl Culprit<'_> {
     /// The line with the Python line that called it, when one did:
     /// `compute_features (featlib.c:12), called from featurize (job.py:15)`.
     pub fn named(&self) -> Cow<'_, str> {
-        match &self.called_from {
-            Some(caller) => Cow::Owned(format!("{}, called from {caller}", self.name)),
-            None => Cow::Borrowed(&self.name),
-        }
+        with_caller(&self.name, self.called_from.as_deref())
     }
 
     /// [`Culprit::named`] where a sentence goes on after it: its caller set
@@ -1277,8 +1282,11 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         // The loader always keeps these; without them nothing can be said.
         return analysis;
     };
+    // The last two epochs before the reference are not settled (see
+    // `trace::settled_by`): the newest survivors may be a loop's latest.
+    let settled_hi_index = first + k - 3;
     let settled_lo = trace.snapshots[start].epoch;
-    let settled_hi = trace.snapshots[first + k - 3].epoch;
+    let settled_hi = trace.snapshots[settled_hi_index].epoch;
     analysis.settled = Some((settled_lo, settled_hi));
     let settled_survivor = |birth: u32, c: &Counts| (settled_lo..=settled_hi).contains(&birth) && c.live_count > 0;
 
@@ -1347,7 +1355,6 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     // not what the site kept.
     // Two settled epochs after it at least: a site leaking every other
     // epoch leaves survivors in one of them.
-    let settled_hi_index = first + k - 3;
     let earlier_half = start + 1..=((start + reference) / 2).min(settled_hi_index.saturating_sub(2));
     let middle = if earlier_half.is_empty() { None } else { trace.live_at_checkpoint_in(earlier_half) };
     // What a site held at the middle, settled by then, and still holds of

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 
 use crate::analysis::{
-    analyze, Analysis, Culprit, KnownAs, NoiseFloor, Pile, Survivor, Suspect, VerdictKind, STACKS_BY_LINE,
+    analyze, with_caller, Analysis, Culprit, KnownAs, NoiseFloor, Pile, Survivor, Suspect, VerdictKind, STACKS_BY_LINE,
 };
 use crate::lines::{self, LeakLine, SHARE_OF_A_LINE};
 use crate::sites::SiteKeys;
@@ -359,10 +359,7 @@ fn shown(frame: &Frame) -> String {
 fn site_named(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) -> String {
     let frames = stack_frames(trace, symbolizer, stack);
     let name = frames.iter().find(|f| f.own_code).or(frames.first()).map_or("a site".to_string(), shown);
-    match python_caller(&frames) {
-        Some(caller) => format!("{name}, called from {}", shown(caller)),
-        None => name,
-    }
+    with_caller(&name, python_caller(&frames).map(shown).as_deref()).into_owned()
 }
 
 /// The own Python frame that called the first own-code frame of `frames`
