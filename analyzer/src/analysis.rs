@@ -750,11 +750,16 @@ impl Analysis {
     /// kept every tenth step); still, when some are of the last third of
     /// the settled epochs, or as near the last as they are apart on
     /// average (a leak of every other epoch left none of the last when it
-    /// is even).
-    pub fn pile(&self, hits: usize, first: u32, last: u32) -> Pile {
+    /// is even). Survivors of one settled epoch pile up only with some of
+    /// an epoch after it (`newest`, the newest survivors' birth, settled or
+    /// not): alone they are a block made once (a cache filled in that
+    /// epoch) as much as a leak's first keep.
+    pub fn pile(&self, hits: usize, first: u32, last: u32, newest: u32) -> Pile {
         let Some((lo, hi)) = self.settled else { return Pile::No };
         let third = (hi - lo + 1) / 3;
-        if hits < self.settled_epochs_needed() && (hits < 3 || first > lo + third) {
+        if hits == 1 && newest <= last {
+            Pile::No
+        } else if hits < self.settled_epochs_needed() && (hits < 3 || first > lo + third) {
             Pile::No
         } else {
             self.still(hits, first, last, lo)
@@ -1430,7 +1435,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     };
     let pile = |site: u32, s: &PerSite| {
         let Some((first, last)) = s.settled_births else { return Pile::No };
-        match analysis.pile(s.settled_hits, first, last) {
+        let newest = s.births.map_or(last, |(_, newest)| newest);
+        match analysis.pile(s.settled_hits, first, last, newest) {
             Pile::No if began_late(site, s, first) => analysis.still(s.settled_hits, first, last, first),
             pile => pile,
         }
@@ -1467,7 +1473,16 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             };
             if !piles_up {
                 let grown = (s.live_bytes - live_before.min(s.live_bytes)) / epochs;
-                if grown >= least_growth {
+                // A block whose newest copy was there at the middle
+                // snapshot has not grown since (made once, or grown and
+                // stopped), nor has one made after the first snapshot, when
+                // no site's block was there, and settled since: a block made
+                // once, an arena opened.
+                let made_once = s.births.is_some_and(|(lo, hi)| {
+                    lo == hi
+                        && (middle_epoch.is_some_and(|epoch| hi <= epoch) || (live_before == 0 && hi <= settled_hi))
+                });
+                if grown >= least_growth && !made_once {
                     // One block made larger leaves the survivors of one
                     // birth epoch at most, its newest copy; survivors of
                     // more are allocations that piled up in some epochs.

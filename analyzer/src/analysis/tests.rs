@@ -646,22 +646,49 @@ fn a_leak_that_began_after_the_middle_piles_up_and_a_fifo_does_not() {
     assert_eq!(a.stopped.map(|s| s.sites), Some(1));
 }
 
-/// Of two settled epochs, a block kept once in the second shows no rate of
-/// its own: its growth is over both, as the leak's beside it.
+/// Of two settled epochs, a block kept once in the second and never again
+/// (a pymalloc arena opened there) is no pile: only the leak beside it is
+/// a suspect, over both. Kept there and at every epoch since, it is one.
 #[test]
-fn survivors_of_one_settled_epoch_did_not_begin_late() {
-    let sim = scenario(5, |sim, e| {
-        sim.alloc_many(1, 100, 1024);
-        if e == 2 {
-            sim.alloc(2, 200 * 1024);
-        }
-    });
-    let (_, a) = run(&sim);
+fn survivors_of_one_settled_epoch_alone_do_not_pile_up() {
+    let kept_at_2 = |and_since: bool| {
+        scenario(5, |sim, e| {
+            sim.alloc_many(1, 100, 1024);
+            if e == 2 || (and_since && e > 2) {
+                sim.alloc(2, 200 * 1024);
+            }
+        })
+    };
+    let (_, a) = run(&kept_at_2(false));
     assert_eq!(a.settled, Some((1, 2)));
     let spans: Vec<(u32, u64, GrowthSpan)> =
         a.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch, s.growth_span)).collect();
-    let whole = GrowthSpan { epochs: 2, since: 1 };
-    assert_eq!(spans, [(1, 100 * 1024, whole), (2, 100 * 1024, whole)]);
+    assert_eq!(spans, [(1, 100 * 1024, GrowthSpan { epochs: 2, since: 1 })]);
+    let (_, a) = run(&kept_at_2(true));
+    assert_eq!(suspect_stacks(&a), [2, 1]);
+}
+
+/// One block made at epoch 3 of 12 and never touched again is no block
+/// grown in place, even where a steady rise ranks the stacks below the
+/// floor: the leak that makes the rise is the only suspect.
+#[test]
+fn a_block_made_once_is_not_grown_in_place() {
+    let sim = scenario(12, |sim, e| {
+        // A large heap puts the floor above the leak.
+        if e == 0 {
+            sim.alloc_many(3, 200, 1 << 20);
+        }
+        sim.alloc_many(1, 100, 1024);
+        if e == 3 {
+            sim.alloc(2, 1 << 20);
+        }
+    });
+    let (_, mut a) = run(&sim);
+    a.promote_steady_growth();
+    assert!(a.noise_floor > 100 * 1024, "{}", a.noise_floor);
+    assert!(a.grown_in_place.is_empty(), "{:?}", a.grown_in_place);
+    assert_eq!(suspect_stacks(&a), [1]);
+    assert!(a.steady_growth_promoted);
 }
 
 /// A leak that began at epoch 9 of 12 left survivors of one settled epoch:

@@ -228,13 +228,14 @@ fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mu
         let below_stacks = indices.clone().filter(|&i| (below_from..few_from).contains(&i));
         let few_stacks = indices.clone().filter(|&i| i >= few_from);
         let below_growth: u64 = below_stacks.clone().map(|i| kept[i].suspect.growth_bytes_per_epoch).sum();
-        let births = settled_births_that_count(indices.flat_map(|i| &kept[i].suspect.survivors), settled);
+        let survivors = || indices.clone().flat_map(|i| &kept[i].suspect.survivors);
+        let births = settled_births_that_count(survivors(), settled);
+        let newest = survivors().map(|s| s.birth_epoch).max();
         let piles_up_together = few_stacks.clone().next().is_some()
             && line.growth_bytes_per_epoch > analysis.noise_floor
-            && births
-                .first()
-                .zip(births.last())
-                .is_some_and(|(&first, &last)| analysis.pile(births.len(), first, last) == Pile::Growing);
+            && births.first().zip(births.last()).zip(newest).is_some_and(|((&first, &last), newest)| {
+                analysis.pile(births.len(), first, last, newest) == Pile::Growing
+            });
         // A few bytes an epoch beside the line's MiB are no part of its
         // leak (a parser's cache its first call made), unless the line's
         // leak is many such stacks.
