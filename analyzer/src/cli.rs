@@ -45,8 +45,9 @@ enum Command {
         top: usize,
         /// Growth per epoch a stack must exceed to be a suspect, as 4096,
         /// 64k or 2m [default: 4k, or 0.1% of the memory traced at analysis
-        /// epoch 1 if more].
-        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+        /// epoch 1 if more]. A stack below it is still a suspect when its
+        /// line keeps more, or when the heap rises at every epoch.
+        #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = parse_bytes)]
         noise_floor: Option<u64>,
     },
     /// Draws a flamegraph of leaked, live or allocated bytes, or of the
@@ -59,16 +60,16 @@ enum Command {
         #[arg(long, value_enum)]
         weigh: Option<Weigh>,
         /// The epoch for --weigh live or allocated [default: the last].
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_epoch)]
         epoch: Option<usize>,
         /// Differential flamegraph of live bytes at epoch A versus epoch B.
-        #[arg(long, num_args = 2, value_names = ["A", "B"])]
+        #[arg(long, num_args = 2, value_names = ["A", "B"], allow_negative_numbers = true, value_parser = parse_epoch)]
         diff: Option<Vec<usize>>,
         /// Where to write the SVG [default: TRACE.<what>.svg].
         #[arg(short = 'o', long = "output", value_name = "SVG")]
         output: Option<PathBuf>,
         /// For --weigh leaked: the noise floor, as `report --noise-floor`.
-        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+        #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = parse_bytes)]
         noise_floor: Option<u64>,
     },
 }
@@ -87,6 +88,10 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
 
 fn parse_count(text: &str) -> Result<usize, String> {
     text.trim().parse().map_err(|_| format!("'{text}' is not a count: give a whole number, 0 or more"))
+}
+
+fn parse_epoch(text: &str) -> Result<usize, String> {
+    text.trim().parse().map_err(|_| format!("'{text}' is not an epoch: give its number, as in --epoch 3 or --diff 2 5"))
 }
 
 fn noise_floor(bytes: Option<u64>) -> NoiseFloor {

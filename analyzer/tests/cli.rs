@@ -526,6 +526,8 @@ fn growth_below_the_noise_floor_at_every_epoch_is_a_leak() {
     let message = v["verdict"]["message"].as_str().unwrap();
     assert!(message.contains("are ranked because the heap and traced mappings rose at every epoch"), "{message}");
     assert!(!message.contains("by more than it"), "{message}");
+    let text = stdout(&report(&path, &[]));
+    assert!(text.contains("all below it, suspects as the heap rose steadily (see the verdict))"), "{text}");
 }
 
 #[test]
@@ -586,6 +588,16 @@ fn usage_errors_are_one_line() {
     assert!(!stderr(&top).contains("tip"), "clap's tip to write `-- -1` does not work here: {}", stderr(&top));
     let floor = analyzer(&["report".as_ref(), "--noise-floor".as_ref(), "99999999999g".as_ref()]);
     assert_one_line_error(&floor, "more bytes than a 64-bit count holds");
+    let negative = analyzer(&["report".as_ref(), "--noise-floor".as_ref(), "-5".as_ref()]);
+    assert_one_line_error(&negative, "'-5' is not a byte count");
+    assert!(!stderr(&negative).contains("tip"), "{}", stderr(&negative));
+    // --diff takes two epochs: a trace given after one is named as what it is not.
+    let diff = analyzer(&["flamegraph".as_ref(), "--diff".as_ref(), "3".as_ref(), "trace.bin".as_ref()]);
+    assert_one_line_error(&diff, "'trace.bin' is not an epoch");
+    assert_one_line_error(
+        &analyzer(&["flamegraph".as_ref(), "--epoch".as_ref(), "-2".as_ref()]),
+        "'-2' is not an epoch",
+    );
     let out = analyzer(&["--help".as_ref()]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("report") && stdout(&out).contains("flamegraph"));

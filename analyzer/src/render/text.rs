@@ -566,11 +566,16 @@ pub fn render(report: &Report<'_>) -> String {
         if !a.suspects.is_empty() {
             lines_section(&mut out, report);
         }
-        let by_line = a.suspects.iter().filter(|s| s.below_floor).count();
-        let by_line = match by_line {
+        let below = a.suspects.iter().filter(|s| s.below_floor).count();
+        let why = if a.steady_growth_promoted {
+            "suspects as the heap rose steadily (see the verdict)"
+        } else {
+            "suspects with their line, which keeps more"
+        };
+        let by_line = match below {
             0 => String::new(),
-            n if n == a.suspects.len() => ", all below it, suspects with their line, which keeps more".to_string(),
-            n => format!(", {n} below it, suspects with their line, which keeps more"),
+            n if n == a.suspects.len() => format!(", all below it, {why}"),
+            n => format!(", {n} below it, {why}"),
         };
         let _ = writeln!(
             out,
