@@ -970,7 +970,7 @@ impl Analysis {
                         MIN_EPOCHS + 1
                     ),
                     EpochSource::ParentsEpochs { parent } => format!(
-                        "this worker ended before its parent closed more epochs. A DataLoader without persistent_workers=True starts its workers again for every pass, as a multiprocessing pool with maxtasksperchild does every few tasks, and what a worker allocates goes when it exits: it cannot pile up from epoch to epoch. Its parent's report covers the job{}",
+                        "this process follows its parent's epochs{} and closed too few of them. Either it ended early, as a DataLoader's worker does without persistent_workers=True (started again for every pass) or a multiprocessing pool's with maxtasksperchild, and what it allocated went when it exited: that cannot pile up from epoch to epoch, and its parent's report covers the job; or its parent closed too few epochs, which its parent's report says how to mend",
                         parent.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
                     ),
                 };

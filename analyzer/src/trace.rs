@@ -501,9 +501,11 @@ impl Trace {
     }
 
     /// How the analysed epochs' allocations were sampled, when they were.
+    /// A warm-up that ended (a spawned child that closed an epoch of its
+    /// own) left the epochs after it recorded in full.
     pub fn sampling(&self) -> Option<Sampling> {
         let sampling = self.process.setting(trace_format::SAMPLING_SETTING)?;
-        if sampling.contains(trace_format::SAMPLED_UNTIL_WARM_UP_ENDS) {
+        if sampling.contains(trace_format::SAMPLED_UNTIL_WARM_UP_ENDS) || self.sampled_warm_up_end().is_some() {
             return None;
         }
         let (bytes, _) = sampling.strip_prefix(trace_format::SAMPLED_BY_BYTES)?.split_once(' ')?;

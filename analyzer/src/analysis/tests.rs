@@ -319,6 +319,28 @@ fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
     let msg = sampled(Some(&worker)).verdict_message(None);
     assert!(msg.contains("run with TRACER_WARMUP_SAMPLE_BYTES=0") && !msg.contains("TRACER_SAMPLE_BYTES="), "{msg}");
 
+    // A spawned child whose warm-up ended (it closed an epoch of its own)
+    // recorded every allocation after it: nothing is said of samples.
+    let mut child = Sim::new("/opt/app/train");
+    let spawned = format!(
+        "{}65536 bytes on average for the whole life of this spawned multiprocessing child (TRACER_WARMUP_SAMPLE_BYTES=0 records it all), unless it closes an epoch by a mark or a DataLoader pass before its parent closes one: then until that epoch, and every allocation after it; counts and bytes are estimates",
+        trace_format::SAMPLED_BY_BYTES
+    );
+    child.process_mut().settings.push((trace_format::SAMPLING_SETTING.into(), spawned));
+    child.mark("epoch 0");
+    let text = format!("{}0: every allocation is recorded from epoch 1 on", trace_format::WARM_UP_ENDED_NOTICE);
+    child.push(trace_format::Record::Notice(trace_format::Notice { elapsed_ns: 1, text }));
+    for e in 1..10 {
+        if e % 3 == 0 {
+            child.alloc(1, 512 << 10);
+        }
+        child.mark(&format!("epoch {e}"));
+    }
+    child.exit();
+    let a = run(&child).1;
+    assert_eq!(a.sampling, None);
+    assert!(!a.verdict_message(None).contains("sampled"), "{}", a.verdict_message(None));
+
     let warm_up_only = format!(
         "{}65536 bytes on average until the warm-up (the first epoch) ends, then every allocation",
         trace_format::SAMPLED_BY_BYTES
