@@ -276,6 +276,16 @@ fn unsupported_python_runs_with_native_stacks_and_says_so_once() {
     assert!(!trace.stacks.is_empty());
     assert!(!trace.stacks.has_python_frames(), "no Python frames on an unsupported version");
     assert!(trace.codes.is_empty());
+
+    // A leak found there is named in the interpreter, which the report says.
+    let (mut command, dir) = traced_command(&python);
+    command.arg(python_script("unsupported.py")).arg("leak");
+    let output = output_within(command, dir.path(), Duration::from_secs(60));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report = report_text(&dir.path().join("trace.bin"));
+    assert!(report.contains("Verdict (heap_leak)"), "{report}");
+    let note = report.lines().find(|l| l.starts_with("Note: Python 3.10.")).unwrap_or_else(|| panic!("{report}"));
+    assert!(note.contains("frames were not read") && note.contains("stacks are native only"), "{note}");
 }
 
 /// Small objects leaked under pymalloc never reach malloc; the arenas that

@@ -159,6 +159,13 @@ pub const EPOCHS_SETTING: &str = "epochs";
 /// which closes an epoch each time its parent does.
 pub const FOLLOWS_PARENTS_EPOCHS: &str = "its parent's epochs";
 
+/// The setting of a Python process saying whether its frames were read:
+/// `3.11.7 frames`, or its version, [`PYTHON_FRAMES_UNSUPPORTED`] and why.
+pub const PYTHON_SETTING: &str = "python";
+/// What [`PYTHON_SETTING`]'s value has after the version when the
+/// interpreter's frames could not be read: the stacks are native only.
+pub const PYTHON_FRAMES_UNSUPPORTED: &str = " unsupported: ";
+
 /// The setting of a Python process naming what served its objects:
 /// `malloc (...)`, [`PYMALLOC`] with its objects untraced (only the arenas
 /// that hold them recorded), or [`PYMALLOC_OBJECTS_TRACED`].

@@ -13,7 +13,10 @@ use crate::analysis::Suspect;
 use crate::merge::{base_name, is_python_module};
 use crate::symbolize::Frame;
 use crate::trace::{Memory, Trace};
-use trace_format::{PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING};
+use trace_format::{
+    PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING, PYTHON_FRAMES_UNSUPPORTED,
+    PYTHON_SETTING,
+};
 
 /// A known reason for a suspect's memory to be kept.
 #[derive(Debug, PartialEq, Eq)]
@@ -55,6 +58,16 @@ pub fn pymalloc_note(trace: &Trace) -> Option<String> {
         .map_or("run with TRACER_PYTHON_OBJECTS=1 to trace them", |rest| rest.trim_end_matches(')'));
     Some(format!(
         "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one, only the arenas that hold them (as mapped memory), charged to whichever line needed a new one; {advice}"
+    ))
+}
+
+/// The note for a Python process whose frames were not read (an
+/// interpreter older than 3.11): its stacks hold the interpreter's C
+/// functions where the Python lines would be.
+pub fn python_frames_note(trace: &Trace) -> Option<String> {
+    let (version, why) = trace.process.setting(PYTHON_SETTING)?.split_once(PYTHON_FRAMES_UNSUPPORTED)?;
+    Some(format!(
+        "Python {version}'s frames were not read ({why}): the stacks are native only, and a line named in the interpreter (obmalloc.c, ceval.c) stands for Python code they do not show; run the job under Python 3.11 to 3.13 to see its Python lines"
     ))
 }
 

@@ -643,7 +643,8 @@ pub fn render(report: &Report<'_>) -> String {
     // Only where growth on the heap was found: the small objects of a leak
     // may be missing from its count, which the note says how to add.
     let heap_growth = a.verdict.kind == VerdictKind::HeapLeak || a.growth_below_floor();
-    if let Some(note) = super::explain::pymalloc_note(trace).filter(|_| heap_growth) {
+    let notes = [super::explain::python_frames_note(trace), super::explain::pymalloc_note(trace)];
+    for note in notes.into_iter().flatten().filter(|_| heap_growth) {
         let _ = writeln!(out, "Note: {note}");
     }
     if let Some(fg) = &report.flamegraph {

@@ -266,11 +266,13 @@ impl Python {
                 sys::print_stderr(&format!(
                     "tracer: Python {text} frames unavailable: {why}; stacks are native only\n"
                 ));
-                format!("{text} unsupported: {why}")
+                format!("{text}{}{why}", trace_format::PYTHON_FRAMES_UNSUPPORTED)
             }
         };
-        let settings =
-            vec![("python".to_string(), frames), (PYTHON_ALLOCATOR_SETTING.to_string(), allocator_setting(objects))];
+        let settings = vec![
+            (trace_format::PYTHON_SETTING.to_string(), frames),
+            (PYTHON_ALLOCATOR_SETTING.to_string(), allocator_setting(objects)),
+        ];
         Python { walker: walker.ok(), settings, traces_objects: matches!(objects, Objects::Traced) }
     }
 
