@@ -757,9 +757,9 @@ impl Analysis {
     pub fn pile(&self, hits: usize, first: u32, last: u32, newest: u32) -> Pile {
         let Some((lo, hi)) = self.settled else { return Pile::No };
         let third = (hi - lo + 1) / 3;
-        if hits == 1 && newest <= last {
-            Pile::No
-        } else if hits < self.settled_epochs_needed() && (hits < 3 || first > lo + third) {
+        let alone = hits == 1 && newest <= last;
+        let too_few = hits < self.settled_epochs_needed() && (hits < 3 || first > lo + third);
+        if alone || too_few {
             Pile::No
         } else {
             self.still(hits, first, last, lo)
