@@ -225,6 +225,41 @@ fn descendants_traces_beside_the_trace_are_listed() {
     );
 }
 
+/// A parent that keeps nothing, whose worker leaks: its "no leak found"
+/// says that it speaks of the parent alone.
+#[test]
+fn a_verdict_of_no_leak_beside_a_leaking_descendant_says_it_is_of_this_process() {
+    let marked = |pid: u32, leak: bool| {
+        let mut sim = Sim::new("/opt/app/train");
+        sim.process_mut().pid = pid;
+        if pid != 4242 {
+            sim.process_mut().forked_from = Some(4242);
+        }
+        for e in 0..8 {
+            if leak {
+                sim.alloc_many(1, 100, 1024);
+            }
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        sim
+    };
+    let path = write_temp("trace.bin", &marked(4242, false).bytes());
+    std::fs::write(path.with_file_name("trace.bin.4243"), marked(4243, true).bytes()).unwrap();
+    let v = json(&report(&path, &["--json"]));
+    assert_eq!(v["verdict"]["kind"], "no_growth");
+    let message = v["verdict"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with(
+            "; this is of this process alone: one of its descendants found more in its own trace (see the note below)"
+        ),
+        "{message}"
+    );
+    std::fs::remove_file(path.with_file_name("trace.bin.4243")).unwrap();
+    let message = json(&report(&path, &["--json"]))["verdict"]["message"].as_str().unwrap().to_string();
+    assert!(!message.contains("descendants"), "{message}");
+}
+
 /// A process started beside the traced one (the other end of a pipeline)
 /// wrote its own trace: its findings are not a descendant's.
 #[test]

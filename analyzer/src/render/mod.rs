@@ -132,9 +132,9 @@ impl<'t> Report<'t> {
         floor: NoiseFloor,
     ) -> Report<'t> {
         let ranked = ByLine::rank(trace, analysis, symbolizer, top.max(STACKS_BY_LINE));
-        let verdict_message = analysis.verdict_message(ranked.culprit());
         let beside = crate::trace::descendant_traces(&trace.path);
         let descendants = crate::findings::look_at(beside.traces, floor);
+        let verdict_message = analysis.verdict_message(ranked.culprit()) + &descendants_found(analysis, &descendants);
         let ByLine { symbolized, lines, below_floor, below_floor_lines } = ranked;
         Report {
             trace,
@@ -150,6 +150,23 @@ impl<'t> Report<'t> {
             descendants,
             other_runs: beside.other_runs,
         }
+    }
+}
+
+/// What a verdict that found nothing in this process adds when its
+/// descendants found something in theirs: "no leak found" is of this
+/// process alone (a Pool's or DataLoader's workers that leak).
+fn descendants_found(analysis: &Analysis, descendants: &[crate::findings::DescendantReport]) -> String {
+    if !matches!(analysis.verdict.kind, VerdictKind::NoGrowth | VerdictKind::TooFewEpochs) {
+        return String::new();
+    }
+    match descendants.iter().filter(|d| d.finding.is_some() && !d.trace.started_beside).count() {
+        0 => String::new(),
+        1 => "; this is of this process alone: one of its descendants found more in its own trace (see the note below)"
+            .to_string(),
+        n => format!(
+            "; this is of this process alone: {n} of its descendants found more in their own traces (see the note below)"
+        ),
     }
 }
 
