@@ -135,6 +135,22 @@ def run_reused(count):
         gc.collect()  # the function and its globals form a cycle
 
 
+MOVED_FILE = "<moved>"
+MOVED_SCOPES = []
+
+
+def run_moved(count):
+    """Module code made and freed one after another whose only difference
+    is the lines it is on: same file object, name, first line and bytecode,
+    a line table of the same size. Its frame, the caller of the function it
+    defines, must get its own lines."""
+    for i in range(count):
+        source = "\n" * i + "def g(size):\n    KEEP.append(bytearray(size)); allocate(NAME, size, here())\ng(SIZE)\n"
+        scope = {"KEEP": KEEP, "allocate": allocate, "here": here, "NAME": f"moved{i}", "SIZE": 190_000 + 1000 * i}
+        exec(compile(source, MOVED_FILE, "exec"), scope)
+        MOVED_SCOPES.append(scope)
+
+
 def main():
     outer(123_457)
     Holder().make(124_457)
@@ -145,6 +161,7 @@ def main():
     run_exec(129_457)
     run_thread(130_457)
     run_reused(30)
+    run_moved(8)
     KEEP.append(bytearray(131_457)); allocate("main", 131_457, here())
 
 

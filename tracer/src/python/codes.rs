@@ -5,14 +5,17 @@
 //!
 //! A freed code object's memory can hold a different code object later, and
 //! its line table's memory a different line table. The cache remembers the
-//! identity of the object it copied (the filename, qualname and line-table
-//! pointers, the first line and the bytecode length) and compares it on every
-//! hit; a mismatch means a new object, which gets a new id. Only the code
-//! object's own fields are compared: the line table is not read again, as it
-//! would cost a cache miss a frame on every walk (half of this table's time).
-//! A new function taking both an old one's address and its line table's,
-//! with the same file, name, first line and bytecode length, would keep the
-//! old one's lines.
+//! identity of the object it copied (the filename, qualname, line-table and
+//! constants pointers, the first line and the bytecode length) and compares
+//! it on every hit; a mismatch means a new object, which gets a new id. Only
+//! the code object's own fields are compared: the line table is not read
+//! again, as it would cost a cache miss a frame on every walk (half of this
+//! table's time). Module code exec'd again and again that differs only in
+//! the lines it is on (same file object, name, first line and bytecode
+//! length) was seen on 3.11 to take the freed one's address and its line
+//! table's; its constants tuple's address told them apart. A new code object taking an old one's
+//! address, its line table's and its constants', with the same file, name,
+//! first line and bytecode length, would keep the old one's lines.
 //!
 //! The copy is also when `DataLoader.__iter__` is recognised, by its file and
 //! qualified name: the walk then knows it from the cache without reading
@@ -51,6 +54,7 @@ struct Identity {
     filename: u64,
     qualname: u64,
     linetable: u64,
+    consts: u64,
     first_line: u32,
     code_units: u64,
 }
@@ -102,6 +106,7 @@ impl CodeTable {
             filename: object.word(layout.code_filename),
             qualname: object.word(layout.code_qualname),
             linetable: object.word(layout.code_linetable),
+            consts: object.word(layout.code_consts),
             first_line: object.u32(layout.code_firstlineno),
             code_units: object.word(layout.var_size),
         };
@@ -200,12 +205,12 @@ struct Recent {
 
 const EMPTY: Recent = Recent {
     address: 0,
-    identity: Identity { filename: 0, qualname: 0, linetable: 0, first_line: 0, code_units: 0 },
+    identity: Identity { filename: 0, qualname: 0, linetable: 0, consts: 0, first_line: 0, code_units: 0 },
     code: Code { id: 0, data_loader_iter: false },
 };
 
 const EMPTY_FRAME: RecentFrame = RecentFrame {
-    key: FrameKey { frame: 0, code: 0, instr: 0, qualname: 0, linetable: 0, owner: 0, entry: false },
+    key: FrameKey { frame: 0, code: 0, instr: 0, qualname: 0, linetable: 0, consts: 0, owner: 0, entry: false },
     word: 0,
     data_loader_iter: false,
 };
@@ -241,6 +246,7 @@ pub struct FrameKey {
     pub instr: u64,
     pub qualname: u64,
     pub linetable: u64,
+    pub consts: u64,
     pub owner: u8,
     pub entry: bool,
 }
@@ -370,6 +376,7 @@ mod tests {
             instr: 0x50c8,
             qualname: 0x6000,
             linetable: 0x6100,
+            consts: 0x6200,
             owner: 0,
             entry: false,
         };
@@ -381,6 +388,7 @@ mod tests {
                 FrameKey { instr: 0x50ca, ..key },
                 FrameKey { qualname: 0x6008, ..key },
                 FrameKey { linetable: 0x6108, ..key },
+                FrameKey { consts: 0x6208, ..key },
                 FrameKey { owner: 1, ..key },
                 FrameKey { entry: true, ..key },
             ] {

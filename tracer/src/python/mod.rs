@@ -479,7 +479,8 @@ impl Walker {
                 None => false,
             };
             // A frame that holds what it held when a walk last decoded it
-            // (its code object by address and name, the instruction) is
+            // (its code object by address, name, line table and constants,
+            // the instruction) is
             // what it was then.
             let key = FrameKey {
                 frame,
@@ -487,6 +488,7 @@ impl Walker {
                 instr,
                 qualname: memory::word(code, l.code_qualname)?,
                 linetable: memory::word(code, l.code_linetable)?,
+                consts: memory::word(code, l.code_consts)?,
                 owner,
                 entry,
             };
