@@ -97,6 +97,24 @@ fn a_failed_exec_costs_no_epoch() {
     assert!(mentions(&suspects(&report)[0], "keep_blocks"), "{report:#}");
 }
 
+/// `fork` from a signal handler, wherever it interrupts the thread: in
+/// malloc (a single-threaded heap half updated, no lock held) or in the
+/// tracer's own work (its gate waiting for the thread that forks). The
+/// program ends, and every child exits as it would untraced.
+#[test]
+fn fork_from_a_signal_handler_never_hangs_nor_breaks_the_child() {
+    let program = compile("forks_in_handler.c");
+    for capture in ["0", "64k"] {
+        let (mut command, dir) = traced_command(&program);
+        command.env("TRACER_WARMUP_SAMPLE_BYTES", capture);
+        let output = output_within(command, dir.path(), std::time::Duration::from_secs(60));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{capture}: {stderr}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "forks_in_handler: 0 children failed\n", "{capture}");
+        assert!(stderr.is_empty(), "{capture}: {stderr}");
+    }
+}
+
 /// `_exit` from a signal handler that interrupted malloc on the same thread
 /// (an arena's lock held): the exit snapshot takes nothing from malloc, so
 /// the program exits as it would untraced, and its trace is complete

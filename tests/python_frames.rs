@@ -9,38 +9,11 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use integration_tests::*;
 use trace_format::{Frame as TreeFrame, PyCode, Record, SiteCounters, TraceEnd};
-
-/// Runs `command` with its output in files, killing it after `limit`.
-fn output_within(mut command: Command, dir: &Path, limit: Duration) -> Output {
-    let stdout = std::fs::File::create(dir.join("stdout.txt")).unwrap();
-    let stderr = std::fs::File::create(dir.join("stderr.txt")).unwrap();
-    let mut child = command.stdin(Stdio::null()).stdout(stdout).stderr(stderr).spawn().unwrap();
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "the traced program did not finish within {limit:?}; stderr:\n{}",
-                std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Output {
-        status,
-        stdout: std::fs::read(dir.join("stdout.txt")).unwrap(),
-        stderr: std::fs::read(dir.join("stderr.txt")).unwrap(),
-    }
-}
 
 /// A trace read back, with the order rules checked: every code object a
 /// stack names comes before the stack, every stack before the first

@@ -402,3 +402,30 @@ impl StackTree {
         stack
     }
 }
+
+/// Runs `command` with its output in files, killing it after `limit`.
+pub fn output_within(mut command: Command, dir: &Path, limit: std::time::Duration) -> std::process::Output {
+    let stdout = std::fs::File::create(dir.join("stdout.txt")).unwrap();
+    let stderr = std::fs::File::create(dir.join("stderr.txt")).unwrap();
+    let mut child = command.stdin(std::process::Stdio::null()).stdout(stdout).stderr(stderr).spawn().unwrap();
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the traced program did not finish within {limit:?}; stderr:\n{}",
+                std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: std::fs::read(dir.join("stdout.txt")).unwrap(),
+        stderr: std::fs::read(dir.join("stderr.txt")).unwrap(),
+    }
+}

@@ -26,7 +26,7 @@ use crate::sites::Scope;
 use crate::stacks::{StackId, StackKind, StackTable, WrittenIds};
 use crate::thread_state::Counted;
 use crate::unwind::{CapturedStack, Entry};
-use crate::writer::TraceWriter;
+use crate::writer::{self, TraceWriter};
 use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
 
 const NOT_STARTED: u8 = 0;
@@ -720,8 +720,22 @@ pub fn owns_process() -> bool {
     active_session().is_some_and(|session| session.pid.load(Ordering::Relaxed) == sys::pid())
 }
 
+/// A `fork` from a signal handler that interrupted this thread inside the
+/// tracer (its tables half updated, its locks perhaps held by the work the
+/// handler interrupted) or inside malloc called by a hook (its heap half
+/// updated in a single-threaded process, which takes no lock): the gate,
+/// which waits for every thread to leave, would wait for this one forever,
+/// and the child's tracer would allocate from a heap that is not whole.
+/// The fork goes ahead without the gate and the child is not traced.
+/// `fork`'s handlers run one fork at a time.
+static FORKING_INSIDE: AtomicBool = AtomicBool::new(false);
+
 pub fn before_fork() {
     let Some(session) = active_session() else { return };
+    if thread_state::interrupted_inside() {
+        FORKING_INSIDE.store(true, Ordering::Relaxed);
+        return;
+    }
     thread_state::set_forking(true);
     gate::close();
     let closed = session.epochs_closed.get().map_or(0, |closed| closed.load(Ordering::Relaxed));
@@ -729,7 +743,7 @@ pub fn before_fork() {
 }
 
 pub fn after_fork_in_parent() {
-    if active_session().is_none() {
+    if active_session().is_none() || FORKING_INSIDE.swap(false, Ordering::Relaxed) {
         return;
     }
     gate::open();
@@ -738,6 +752,13 @@ pub fn after_fork_in_parent() {
 
 pub fn after_fork_in_child() {
     let Some(session) = active_session() else { return };
+    if FORKING_INSIDE.swap(false, Ordering::Relaxed) {
+        // Nothing is taken that the interrupted work may hold; when the
+        // handler returns, that work goes on here and writes nothing.
+        STATE.store(STOPPED, Ordering::Release);
+        writer::forbid_writes();
+        return;
+    }
     gate::reset_in_child();
     thread_state::set_forking(false);
     thread_state::sample_afresh_after_fork();

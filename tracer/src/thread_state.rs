@@ -16,6 +16,8 @@ use crate::python::GlanceMemo;
 /// zeroed by the loader for every thread.
 struct ThreadFlags {
     inside_tracer: Cell<bool>,
+    /// This thread is inside the program's allocator, called by a hook.
+    inside_allocator: Cell<bool>,
     /// This thread is running `fork` (between the prepare and parent handlers).
     forking: Cell<bool>,
     /// Allocations made on this thread, to pace the epoch clock checks.
@@ -93,6 +95,7 @@ fn flags() -> &'static ThreadFlags {
         static FLAGS: ThreadFlags = const {
             ThreadFlags {
                 inside_tracer: Cell::new(false),
+                inside_allocator: Cell::new(false),
                 forking: Cell::new(false),
                 allocations: Cell::new(0),
                 clock_check_at: Cell::new(0),
@@ -147,6 +150,25 @@ impl Drop for Leave<'_> {
     fn drop(&mut self) {
         self.0.set(false);
     }
+}
+
+/// Runs `call`, a hook's call into the program's allocator, with the
+/// thread marked inside it (see [`interrupted_inside`]).
+#[inline(always)]
+pub fn in_allocator<R>(call: impl FnOnce() -> R) -> R {
+    let flags = flags();
+    let was_inside = flags.inside_allocator.replace(true);
+    let result = call();
+    flags.inside_allocator.set(was_inside);
+    result
+}
+
+/// Whether this thread is inside the tracer or inside the allocator a
+/// hook called: a signal handler that runs on it then interrupted that
+/// work, which may hold the tracer's tables or malloc's heap half updated.
+pub fn interrupted_inside() -> bool {
+    let flags = flags();
+    flags.inside_tracer.get() || flags.inside_allocator.get()
 }
 
 pub fn set_forking(forking: bool) {

@@ -2,6 +2,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use trace_format::{file_header, frame_record, snapshot_frame, EncodedCounters, Record, RecordReader, Snapshot};
 
@@ -9,6 +10,16 @@ use crate::sys::{self, Claim};
 
 /// What the write buffer keeps between flushes.
 const KEPT_CAPACITY: usize = 1 << 20;
+
+/// Set in a child forked while its forking thread was inside the tracer:
+/// the work it interrupted goes on in the child too, and must not write
+/// the parent's trace.
+static WRITES_FORBIDDEN: AtomicBool = AtomicBool::new(false);
+
+/// Nothing more is written by this process (see [`WRITES_FORBIDDEN`]).
+pub fn forbid_writes() {
+    WRITES_FORBIDDEN.store(true, Ordering::Relaxed);
+}
 
 pub struct TraceWriter {
     /// -1 once the program took the descriptor over (see [`TraceWriter::check_descriptor`]).
@@ -59,6 +70,10 @@ impl TraceWriter {
     /// Writes what was appended since the last flush in one go, so that a
     /// process killed meanwhile leaves at most one torn record at the end.
     pub fn flush(&mut self) -> io::Result<()> {
+        if WRITES_FORBIDDEN.load(Ordering::Relaxed) {
+            self.pending.clear();
+            return Ok(());
+        }
         self.check_descriptor()?;
         let result = sys::write_all(self.fd, &self.pending);
         self.pending.clear();
@@ -75,6 +90,9 @@ impl TraceWriter {
         let (head, body, tail) = snapshot_frame(snapshot, counters);
         self.pending.extend_from_slice(&head);
         self.flush()?;
+        if WRITES_FORBIDDEN.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         sys::write_all(self.fd, body)?;
         sys::write_all(self.fd, &tail)
     }

@@ -238,7 +238,7 @@ macro_rules! forward {
         if NEXT_IS.load(Ordering::Acquire) == GLIBC {
             // SAFETY: the caller's request, unchanged, to glibc's allocator,
             // which the program would call without the tracer.
-            unsafe { $glibc($($arg),*) }
+            crate::thread_state::in_allocator(|| unsafe { $glibc($($arg),*) })
         } else {
             // SAFETY: as above, to the function the program would call.
             through_next(&$symbol, |next: $ty| unsafe { next($($arg),*) }, || unsafe { $glibc($($arg),*) })
