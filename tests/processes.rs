@@ -115,6 +115,23 @@ fn fork_from_a_signal_handler_never_hangs_nor_breaks_the_child() {
     }
 }
 
+/// A thread whose cancellation is pending allocates and marks epochs: the
+/// tracer's writes are no cancellation points, so the thread is cancelled
+/// at its own, as it is untraced (a cancellation acted on inside the
+/// tracer unwound through its frames, and glibc aborted the process).
+#[test]
+fn a_cancelled_thread_is_cancelled_at_its_own_cancellation_point() {
+    let program = compile("cancelled_thread.c");
+    let (command, dir) = traced_command(&program);
+    let output = output_within(command, dir.path(), std::time::Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "cancelled_thread: 1000 steps, cancelled\n");
+    let (records, end) = read_trace(&dir.path().join("trace.bin"));
+    assert_eq!(end, TraceEnd::EndOfFile);
+    assert_eq!(records.iter().filter(|r| matches!(r, Record::Snapshot(_))).count(), 11, "10 marks and the exit");
+}
+
 /// `_exit` from a signal handler that interrupted malloc on the same thread
 /// (an arena's lock held): the exit snapshot takes nothing from malloc, so
 /// the program exits as it would untraced, and its trace is complete

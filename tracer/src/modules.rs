@@ -7,6 +7,8 @@ use std::ffi::CStr;
 
 use trace_format::Module;
 
+use crate::fast_hash::BuildWordHasher;
+
 /// The modules the process has had loaded at its snapshots and before its
 /// `dlclose` calls, and those written so far to its trace file.
 #[derive(Default)]
@@ -18,11 +20,11 @@ pub struct ModuleMap {
     /// [`ModuleMap::refresh`]).
     seen: Vec<Module>,
     /// The latest entry of `seen` for each (path, load bias).
-    latest: HashMap<(String, u64), usize>,
+    latest: HashMap<(String, u64), usize, BuildWordHasher>,
     /// By entry of `seen`: a later entry took some of its addresses.
     replaced: Vec<bool>,
     /// The entries of `seen` this file holds.
-    written: HashSet<usize>,
+    written: HashSet<usize, BuildWordHasher>,
     /// The load events counted when the modules were last listed.
     listed_at: Option<u64>,
     /// The objects loaded at the last listing, in the loader's order: each
@@ -54,7 +56,7 @@ impl ModuleMap {
     /// Takes `modules` as those loaded now. One the last listing lacked was
     /// loaded since it, after the nodes made before it.
     fn list(&mut self, modules: Vec<Module>, nodes_made: u32) {
-        let before: HashMap<usize, u32> = self.loaded.drain(..).collect();
+        let before: HashMap<usize, u32, BuildWordHasher> = self.loaded.drain(..).collect();
         for module in modules {
             let entry = self.see(module);
             let nodes_before = before.get(&entry).copied().unwrap_or(self.nodes_at_listing);

@@ -238,7 +238,7 @@ pub fn parents_counters<const N: usize>(address: SharedCountersAddress) -> Optio
     }
     let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     // SAFETY: `path` is NUL-terminated; the descriptor is closed below.
-    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    let fd = unsafe { nocancel::open(path.as_ptr(), flags, 0) };
     if fd < 0 {
         return None;
     }
@@ -276,14 +276,14 @@ impl SharedCounterSlot {
 /// Reads up to `buf.len()` bytes of a file into a stack buffer without allocating.
 pub fn read_small_file(path: &std::ffi::CStr, buf: &mut [u8]) -> usize {
     // SAFETY: `path` is NUL-terminated; the descriptor is closed before return.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe { nocancel::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
     if fd < 0 {
         return 0;
     }
     let mut filled = 0;
     while filled < buf.len() {
         // SAFETY: the pointer and length describe the unfilled part of `buf`.
-        let n = unsafe { libc::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
+        let n = unsafe { nocancel::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
         if n > 0 {
             filled += n as usize;
         } else if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
@@ -291,7 +291,7 @@ pub fn read_small_file(path: &std::ffi::CStr, buf: &mut [u8]) -> usize {
         }
     }
     // SAFETY: `fd` was opened above and is not used after this.
-    unsafe { libc::close(fd) };
+    unsafe { nocancel::close(fd) };
     filled
 }
 
@@ -346,7 +346,7 @@ pub fn print_stderr(message: &str) {
 pub fn write_all(fd: i32, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         // SAFETY: the pointer and length describe the live slice `bytes`.
-        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        let n = unsafe { nocancel::write(fd, bytes.as_ptr().cast(), bytes.len()) };
         if n > 0 {
             bytes = &bytes[n as usize..];
         } else if n == 0 {
@@ -405,7 +405,7 @@ pub fn open_to_read(fd: i32) -> io::Result<i32> {
 pub fn read_at(fd: i32, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     loop {
         // SAFETY: the pointer and length describe `buf`, writable for the call.
-        let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as libc::off_t) };
+        let n = unsafe { nocancel::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as libc::off_t) };
         if n >= 0 {
             return Ok(n as usize);
         }
@@ -442,7 +442,7 @@ fn open(path: &Path, flags: libc::c_int) -> io::Result<i32> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
     // SAFETY: `c_path` is NUL-terminated and outlives the call.
-    let fd = unsafe { libc::open(c_path.as_ptr(), flags | libc::O_CLOEXEC, 0o644 as libc::c_uint) };
+    let fd = unsafe { nocancel::open(c_path.as_ptr(), flags | libc::O_CLOEXEC, 0o644) };
     if fd < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -508,7 +508,7 @@ fn fstat(fd: i32) -> Option<libc::stat> {
 
 pub fn close(fd: i32) {
     // SAFETY: closing a descriptor the caller owns; errors leave nothing to undo.
-    unsafe { libc::close(fd) };
+    unsafe { nocancel::close(fd) };
 }
 
 /// Whether `signal`, sent to this process by the calling thread, ends it
@@ -558,7 +558,7 @@ pub fn mapping_containing(address: u64) -> Option<(u64, u64)> {
 /// allocation, no lock of glibc's, so that a hook may call it.
 pub fn maps_line_containing<R>(address: u64, read: impl FnOnce(&[u8]) -> R) -> Option<R> {
     // SAFETY: the path is NUL-terminated; the descriptor is closed below.
-    let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe { nocancel::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
     if fd < 0 {
         return None;
     }
@@ -568,7 +568,7 @@ pub fn maps_line_containing<R>(address: u64, read: impl FnOnce(&[u8]) -> R) -> O
     let mut found = None;
     loop {
         // SAFETY: the pointer and length describe the unfilled part of `buf`.
-        let n = unsafe { libc::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
+        let n = unsafe { nocancel::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
         if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
             continue;
         }
@@ -599,6 +599,51 @@ fn parse_range(line: &[u8]) -> Option<(u64, u64)> {
     let dash = range.iter().position(|&b| b == b'-')?;
     let hex = |digits: &[u8]| u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok();
     Some((hex(&range[..dash])?, hex(&range[dash + 1..])?))
+}
+
+/// The system calls of the tracer's I/O, made directly: glibc's wrappers
+/// of them are cancellation points, where a thread that `pthread_cancel`
+/// targets would unwind from inside a hook, through the tracer's frames,
+/// which catch every unwind (a panic is the tracer's own failure), and glibc
+/// aborts the process when its forced unwind is caught. The raw `syscall`
+/// is no cancellation point; the cancellation waits for the program's own.
+mod nocancel {
+    use std::ffi::{c_char, c_int, c_void};
+
+    /// # Safety
+    /// `path` is NUL-terminated.
+    pub unsafe fn open(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
+        // SAFETY: openat relative to the working directory, as open is; the caller's path.
+        unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, path, flags, mode) as c_int }
+    }
+
+    /// # Safety
+    /// `buf` is writable for `len` bytes.
+    pub unsafe fn read(fd: c_int, buf: *mut c_void, len: usize) -> isize {
+        // SAFETY: the caller's buffer and length.
+        unsafe { libc::syscall(libc::SYS_read, fd, buf, len) as isize }
+    }
+
+    /// # Safety
+    /// `buf` is readable for `len` bytes.
+    pub unsafe fn write(fd: c_int, buf: *const c_void, len: usize) -> isize {
+        // SAFETY: the caller's buffer and length.
+        unsafe { libc::syscall(libc::SYS_write, fd, buf, len) as isize }
+    }
+
+    /// # Safety
+    /// `buf` is writable for `len` bytes.
+    pub unsafe fn pread(fd: c_int, buf: *mut c_void, len: usize, offset: libc::off_t) -> isize {
+        // SAFETY: the caller's buffer, length and offset.
+        unsafe { libc::syscall(libc::SYS_pread64, fd, buf, len, offset) as isize }
+    }
+
+    /// # Safety
+    /// `fd` is the caller's to close.
+    pub unsafe fn close(fd: c_int) -> c_int {
+        // SAFETY: the caller's descriptor.
+        unsafe { libc::syscall(libc::SYS_close, fd) as c_int }
+    }
 }
 
 #[cfg(test)]
