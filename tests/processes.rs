@@ -132,6 +132,26 @@ fn a_cancelled_thread_is_cancelled_at_its_own_cancellation_point() {
     assert_eq!(records.iter().filter(|r| matches!(r, Record::Snapshot(_))).count(), 11, "10 marks and the exit");
 }
 
+/// A trace that would pass the process's file-size limit stops where it
+/// is, with one line on stderr; the kernel would have ended the program
+/// with SIGXFSZ. The trace up to there is read.
+#[test]
+fn a_file_size_limit_stops_the_trace_not_the_program() {
+    let program = compile("file_size_limit.c");
+    let (command, dir) = traced_command(&program);
+    let output = output_within(command, dir.path(), std::time::Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "file_size_limit: done\n");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("file-size limit of 8192 bytes (ulimit -f); recording stopped"), "{stderr}");
+    let trace = dir.path().join("trace.bin");
+    assert!(std::fs::metadata(&trace).unwrap().len() <= 8 << 10);
+    let (records, _) = read_trace(&trace);
+    assert!(records.iter().any(|r| matches!(r, Record::Snapshot(_))), "the snapshots before the limit are there");
+}
+
 /// `_exit` from a signal handler that interrupted malloc on the same thread
 /// (an arena's lock held): the exit snapshot takes nothing from malloc, so
 /// the program exits as it would untraced, and its trace is complete

@@ -498,6 +498,29 @@ pub fn file_id(fd: i32) -> Option<FileId> {
     fstat(fd).map(|status| FileId { device: status.st_dev, inode: status.st_ino })
 }
 
+/// Fails when writing `len` more bytes at the end of the regular file `fd`
+/// would pass the process's file-size limit (`ulimit -f`): the kernel would
+/// end the program with SIGXFSZ.
+pub fn within_file_size_limit(fd: i32, len: usize) -> io::Result<()> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes only into `limit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
+        return Ok(());
+    }
+    match fstat(fd) {
+        Some(status) if status.st_mode & libc::S_IFMT == libc::S_IFREG => {
+            if status.st_size as u64 + len as u64 > limit.rlim_cur {
+                return Err(io::Error::other(format!(
+                    "it would pass the file-size limit of {} bytes (ulimit -f)",
+                    limit.rlim_cur
+                )));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// What `fstat` says of `fd`; `None` when `fd` is not open.
 fn fstat(fd: i32) -> Option<libc::stat> {
     // SAFETY: an all-zero stat is a valid value for fstat to overwrite.

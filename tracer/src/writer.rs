@@ -75,7 +75,8 @@ impl TraceWriter {
             return Ok(());
         }
         self.check_descriptor()?;
-        let result = sys::write_all(self.fd, &self.pending);
+        let result = sys::within_file_size_limit(self.fd, self.pending.len())
+            .and_then(|()| sys::write_all(self.fd, &self.pending));
         self.pending.clear();
         // A first snapshot's stack nodes take MiBs; later flushes are small.
         self.pending.shrink_to(KEPT_CAPACITY);
@@ -89,6 +90,9 @@ impl TraceWriter {
     pub fn write_snapshot(&mut self, snapshot: &Snapshot, counters: &EncodedCounters) -> io::Result<()> {
         let (head, body, tail) = snapshot_frame(snapshot, counters);
         self.pending.extend_from_slice(&head);
+        if self.owns_descriptor() {
+            sys::within_file_size_limit(self.fd, self.pending.len() + body.len() + tail.len())?;
+        }
         self.flush()?;
         if WRITES_FORBIDDEN.load(Ordering::Relaxed) {
             return Ok(());

@@ -399,10 +399,10 @@ pub fn end_warning(trace: &Trace) -> Option<String> {
     match &trace.end {
         EndKind::Complete if trace.saw_end_record => None,
         EndKind::Complete => Some(format!(
-            "the trace has no end record (the process was probably killed, or is still running); reporting {epochs}"
+            "the trace has no end record (the process was probably killed, or is still running, or the tracer stopped writing it, which it said on stderr); reporting {epochs}"
         )),
         EndKind::Truncated { offset } => Some(format!(
-            "the trace was cut at byte {offset} (the process was probably killed); reporting the complete {epochs}"
+            "the trace was cut at byte {offset} (the process was probably killed, or the disk filled); reporting the complete {epochs}"
         )),
         EndKind::Damaged { offset, reason } => {
             Some(format!("the trace is damaged at byte {offset} ({reason}); reporting the complete {epochs} before it"))
