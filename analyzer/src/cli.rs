@@ -228,33 +228,46 @@ fn report(
 
     // The flamegraph of leaked bytes: every suspect, weighed by its growth;
     // without suspects, the growth below the noise floor the report sums.
+    let asked_for_svg = output.is_some();
     let svg = output.unwrap_or_else(|| default_svg(path, "leaks"));
-    let drawn = if report.below_floor.is_empty() {
-        let mut stacks = Vec::with_capacity(analysis.suspects.len());
-        for (i, s) in analysis.suspects.iter().enumerate() {
-            let frames = match report.symbolized.get(i) {
-                Some(symbolized) => flame::fold(&symbolized.frames),
-                None => flame::fold(&render::stack_frames(&trace, &mut symbolizer, s.stack)),
-            };
-            stacks.push((frames, s.growth_bytes_per_epoch));
-        }
-        let subtitle = Some(format!("{} leak suspects, bytes leaked per epoch", analysis.suspects.len()));
-        let drawn = flame::write(&svg, "Leaked bytes per epoch", subtitle, &stacks, "no leak suspects")?;
-        if drawn {
-            Drawn::Suspects
+    let drawn = (|| -> Result<Drawn, Failure> {
+        Ok(if report.below_floor.is_empty() {
+            let mut stacks = Vec::with_capacity(analysis.suspects.len());
+            for (i, s) in analysis.suspects.iter().enumerate() {
+                let frames = match report.symbolized.get(i) {
+                    Some(symbolized) => flame::fold(&symbolized.frames),
+                    None => flame::fold(&render::stack_frames(&trace, &mut symbolizer, s.stack)),
+                };
+                stacks.push((frames, s.growth_bytes_per_epoch));
+            }
+            let subtitle = Some(format!("{} leak suspects, bytes leaked per epoch", analysis.suspects.len()));
+            let drawn = flame::write(&svg, "Leaked bytes per epoch", subtitle, &stacks, "no leak suspects")?;
+            if drawn {
+                Drawn::Suspects
+            } else {
+                Drawn::Nothing
+            }
         } else {
-            Drawn::Nothing
+            let stacks: Vec<flame::Folded> =
+                report.below_floor.iter().map(|s| (flame::fold(&s.frames), s.suspect.growth_bytes_per_epoch)).collect();
+            let subtitle = Some(format!(
+                "no suspect; the {} stacks below the noise floor ({}/epoch) that grow the most, bytes kept per epoch",
+                stacks.len(),
+                bytes(analysis.noise_floor)
+            ));
+            flame::write(&svg, "Growth below the noise floor, bytes per epoch", subtitle, &stacks, "no growth")?;
+            Drawn::BelowFloor
+        })
+    })();
+    // The report is read where the trace is; a flamegraph beside a trace in
+    // a directory this user cannot write is no reason to withhold it.
+    let drawn = match drawn {
+        Ok(drawn) => drawn,
+        Err(failure) if !asked_for_svg => {
+            warn(&failure.to_string());
+            Drawn::NotWritten(failure.to_string())
         }
-    } else {
-        let stacks: Vec<flame::Folded> =
-            report.below_floor.iter().map(|s| (flame::fold(&s.frames), s.suspect.growth_bytes_per_epoch)).collect();
-        let subtitle = Some(format!(
-            "no suspect; the {} stacks below the noise floor ({}/epoch) that grow the most, bytes kept per epoch",
-            stacks.len(),
-            bytes(analysis.noise_floor)
-        ));
-        flame::write(&svg, "Growth below the noise floor, bytes per epoch", subtitle, &stacks, "no growth")?;
-        Drawn::BelowFloor
+        Err(failure) => return Err(failure),
     };
     report.flamegraph = Some(FlamegraphInfo { path: svg, drawn });
 

@@ -646,6 +646,27 @@ fn an_unwritable_flamegraph_path_is_one_line() {
     assert_one_line_error(&out, "flamegraph");
 }
 
+/// Beside a trace where the flamegraph cannot go (a directory this user
+/// cannot write, here a directory in its place), the report is still
+/// given, saying so, with one warning line.
+#[test]
+fn a_flamegraph_that_cannot_go_beside_the_trace_does_not_withhold_the_report() {
+    let sim = all_behaviours(6, true);
+    let path = write_temp("trace.bin", &sim.bytes());
+    std::fs::create_dir(svg_beside(&path)).unwrap();
+    let out = report(&path, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("Verdict (heap_leak)"), "{text}");
+    let line = text.lines().find(|l| l.starts_with("Flamegraph")).unwrap();
+    assert!(line.starts_with("Flamegraph: not written: cannot write the flamegraph") && line.contains("-o"), "{line}");
+    let warning = stderr(&out);
+    assert_eq!(warning.lines().count(), 1, "{warning}");
+    assert!(warning.starts_with("analyzer: warning: cannot write the flamegraph"), "{warning}");
+    let v = json(&report(&path, &["--json"]));
+    assert!(v["flamegraph"].is_null(), "{}", v["flamegraph"]);
+}
+
 #[test]
 fn a_stack_the_trace_lacks_does_not_break_the_report() {
     let mut sim = Sim::new("/opt/app/train");

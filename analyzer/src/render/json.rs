@@ -350,7 +350,11 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             file_growth_bytes: clamp(a.verdict.file_growth()),
             epochs: a.verdict.epochs,
         },
-        flamegraph: report.flamegraph.as_ref().map(|f| f.path.display().to_string()),
+        flamegraph: report
+            .flamegraph
+            .as_ref()
+            .filter(|f| !matches!(f.drawn, super::Drawn::NotWritten(_)))
+            .map(|f| f.path.display().to_string()),
         descendant_traces: report
             .descendants
             .iter()

@@ -46,7 +46,7 @@ pub struct FlamegraphInfo {
 }
 
 /// What the report's flamegraph shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Drawn {
     /// The suspects, each by its growth.
     Suspects,
@@ -54,6 +54,8 @@ pub enum Drawn {
     BelowFloor,
     /// Nothing to draw: a placeholder frame.
     Nothing,
+    /// The default path could not be written: why, and what to do.
+    NotWritten(String),
 }
 
 /// The complete result of `analyzer report`.

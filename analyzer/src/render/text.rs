@@ -649,10 +649,11 @@ pub fn render(report: &Report<'_>) -> String {
     }
     if let Some(fg) = &report.flamegraph {
         let path = fg.path.display();
-        let _ = match fg.drawn {
+        let _ = match &fg.drawn {
             Drawn::Suspects => writeln!(out, "Flamegraph of leaked bytes: {path}"),
             Drawn::BelowFloor => writeln!(out, "Flamegraph of the growth below the noise floor: {path}"),
             Drawn::Nothing => writeln!(out, "Flamegraph: {path} (no leak suspects, nothing to draw)"),
+            Drawn::NotWritten(why) => writeln!(out, "Flamegraph: not written: {why}"),
         };
     }
     out
