@@ -219,15 +219,17 @@ fn sigkilled_run_still_reports_up_to_its_last_snapshot() {
 fn a_process_that_signals_itself_to_death_completes_its_trace() {
     use std::os::unix::process::ExitStatusExt;
     let program = compile("kills_itself.c");
-    let run = run_traced(&program, &[]);
-    assert_eq!(run.output.status.signal(), Some(15), "SIGTERM: {:?}", run.output.status);
-    assert_eq!(run.stdout(), "kills_itself: 300 blocks kept\n");
-    let (records, end) = read_trace(&run.trace);
-    assert_eq!(end, TraceEnd::EndOfFile);
-    assert!(matches!(records.last(), Some(Record::End(_))), "the trace has its end record");
-    let report = report_json(&run.trace);
-    assert_eq!(report["trace_end"], "complete");
-    assert!(mentions(&suspects(&report)[0], "leak_before_the_signal"), "{report:#}");
+    for how in ["kill", "raise"] {
+        let run = run_traced(&program, &[how]);
+        assert_eq!(run.output.status.signal(), Some(15), "{how}, SIGTERM: {:?}", run.output.status);
+        assert_eq!(run.stdout(), "kills_itself: 300 blocks kept\n");
+        let (records, end) = read_trace(&run.trace);
+        assert_eq!(end, TraceEnd::EndOfFile);
+        assert!(matches!(records.last(), Some(Record::End(_))), "{how}: the trace has its end record");
+        let report = report_json(&run.trace);
+        assert_eq!(report["trace_end"], "complete", "{how}");
+        assert!(mentions(&suspects(&report)[0], "leak_before_the_signal"), "{report:#}");
+    }
 
     let python = python_interpreter("3.12");
     let script = python_script("interrupted.py");

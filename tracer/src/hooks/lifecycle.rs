@@ -68,6 +68,7 @@ pub extern "C" fn _Exit(status: c_int) -> ! {
 }
 
 static NEXT_KILL: NextSymbol = NextSymbol::new(c"kill");
+static NEXT_RAISE: NextSymbol = NextSymbol::new(c"raise");
 
 /// A process that sends itself a signal that ends it never reaches `exit`:
 /// CPython, after an unhandled KeyboardInterrupt (Ctrl-C), finalizes and
@@ -83,5 +84,27 @@ pub extern "C" fn kill(pid: libc::pid_t, signal: c_int) -> c_int {
         Some(next) => unsafe { next(pid, signal) },
         // SAFETY: the kill system call with the caller's arguments.
         None => unsafe { libc::syscall(libc::SYS_kill, pid as libc::c_long, signal as libc::c_long) as c_int },
+    }
+}
+
+/// `raise`, the C standard's way to send oneself a signal (glibc sends it
+/// with `tgkill`, not through `kill`): as [`kill`] of the process itself.
+#[no_mangle]
+pub extern "C" fn raise(signal: c_int) -> c_int {
+    if sys::signal_ends_process(signal) {
+        session::finish(EndReason::ImmediateExit);
+    }
+    match NEXT_RAISE.get::<unsafe extern "C" fn(c_int) -> c_int>() {
+        // SAFETY: glibc's raise (the next definition), with the caller's signal.
+        Some(next) => unsafe { next(signal) },
+        // SAFETY: tgkill to the calling thread, which is what raise does.
+        None => unsafe {
+            libc::syscall(
+                libc::SYS_tgkill,
+                sys::pid() as libc::c_long,
+                libc::gettid() as libc::c_long,
+                signal as libc::c_long,
+            ) as c_int
+        },
     }
 }
