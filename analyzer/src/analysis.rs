@@ -883,9 +883,14 @@ impl Analysis {
             message.push_str("; the epochs were cut both by time slices and by marks or DataLoader passes, which are of unlike lengths: a figure per epoch mixes them (leave TRACER_EPOCH_SECONDS unset, or set it to 0, for marks and passes alone)");
         }
         if let Some(seconds) = self.time_slice_seconds.filter(|_| self.verdict.kind != VerdictKind::TooFewEpochs) {
-            let seconds = if seconds < 10.0 { format!("{seconds:.1}") } else { format!("{seconds:.0}") };
+            let slice = match seconds {
+                s if s < 0.01 => format!("{:.2} ms", s * 1e3),
+                s if s < 1.0 => format!("{:.0} ms", s * 1e3),
+                s if s < 10.0 => format!("{s:.1} s"),
+                s => format!("{s:.0} s"),
+            };
             message.push_str(&format!(
-                "; an epoch here is a time slice of about {seconds} s, and a figure per epoch is per slice (call tracer_mark(label) at the end of each epoch for figures per epoch of training)"
+                "; an epoch here is a time slice of about {slice}, and a figure per epoch is per slice (call tracer_mark(label) at the end of each epoch for figures per epoch of training)"
             ));
         }
         message

@@ -950,7 +950,9 @@ fn a_worker_of_one_pass_is_sent_to_its_parents_report() {
     assert_eq!(a.epochs_from, EpochSource::ParentsEpochs { parent: Some(4242) });
     let msg = a.verdict_message(None);
     assert!(
-        msg.contains("persistent_workers=True") && msg.contains("Its parent's report covers the job (pid 4242)"),
+        msg.contains("persistent_workers=True")
+            && msg.contains("this process follows its parent's epochs (pid 4242) and closed too few of them")
+            && msg.contains("or its parent closed too few epochs, which its parent's report says how to mend"),
         "{msg}"
     );
     assert!(!msg.contains("tracer_mark"), "{msg}");

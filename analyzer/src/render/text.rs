@@ -509,7 +509,12 @@ fn stack_ids(suspect: &Suspect) -> String {
 
 fn suspect_block(out: &mut String, s: &ShownSuspect, trace: &Trace) {
     let v = &s.suspect;
-    let objects = if v.memory == Memory::Heap { "allocations" } else { "mappings" };
+    let objects = match (v.memory == Memory::Heap, v.live_count == 1) {
+        (true, true) => "allocation",
+        (true, false) => "allocations",
+        (false, true) => "mapping",
+        (false, false) => "mappings",
+    };
     let memory = memory_label(LineMemory::Only(v.memory));
     let _ = writeln!(
         out,
