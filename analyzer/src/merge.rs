@@ -19,6 +19,8 @@ use crate::symbolize::{is_allocator_frame, Frame, OwnCode};
 pub enum FrameKind {
     /// The allocator's or the tracer's (see [`is_allocator_frame`]).
     Allocator,
+    /// The interpreter's object allocator (see [`is_object_allocator`]).
+    ObjectAllocator,
     /// A call of the interpreter's eval loop (see [`is_eval_loop`]).
     EvalLoop,
     /// The interpreter's call plumbing (see [`is_interpreter_plumbing`]).
@@ -30,6 +32,8 @@ impl FrameKind {
     pub fn of(frame: &Frame) -> FrameKind {
         if is_allocator_frame(frame) {
             FrameKind::Allocator
+        } else if is_object_allocator(frame) {
+            FrameKind::ObjectAllocator
         } else if is_eval_loop(frame) {
             FrameKind::EvalLoop
         } else if is_interpreter_plumbing(frame) {
@@ -64,6 +68,15 @@ pub fn is_python_module(module: Option<&str>) -> bool {
     let Some(path) = module else { return false };
     let name = path.rsplit('/').next().unwrap_or(path);
     name.starts_with("libpython") || name.starts_with("python")
+}
+
+/// Whether a native frame is pymalloc's, which passes objects over 512
+/// bytes on to malloc: between the tracer's hook on it (with
+/// `TRACER_PYTHON_OBJECTS=1`) and malloc's, it is the tracer's doing.
+fn is_object_allocator(frame: &Frame) -> bool {
+    const FUNCTIONS: &[&str] =
+        &["_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc", "pymalloc_alloc", "pymalloc_realloc"];
+    !frame.python && is_python_module(frame.module.as_deref()) && FUNCTIONS.contains(&base_name(&frame.function))
 }
 
 /// Whether a native frame is a call of the interpreter's eval loop.
@@ -135,7 +148,11 @@ fn runs<T>(python: &[(T, bool)]) -> Vec<&[(T, bool)]> {
 /// tracer frames trimmed from the innermost end, then [`merge`]d.
 pub fn assemble<T: HeldFrame, G: AsRef<[T]>>(native: &[G], python: &[(T, bool)]) -> Vec<T> {
     let total: usize = native.iter().map(|group| group.as_ref().len()).sum();
-    let mut trim = native.iter().flat_map(AsRef::as_ref).take_while(|f| f.kind() == FrameKind::Allocator).count();
+    // Through the outermost allocator or tracer frame of the innermost run
+    // of those and pymalloc's: pymalloc called by the tracer's hook on it.
+    let innermost = native.iter().flat_map(AsRef::as_ref).map(HeldFrame::kind);
+    let run = innermost.take_while(|kind| matches!(kind, FrameKind::Allocator | FrameKind::ObjectAllocator));
+    let mut trim = run.enumerate().filter(|(_, kind)| *kind == FrameKind::Allocator).last().map_or(0, |(i, _)| i + 1);
     // Keep at least one frame so a stack never draws empty.
     if trim == total && python.is_empty() {
         trim = trim.saturating_sub(1);
@@ -296,6 +313,24 @@ mod tests {
             (py("<module>", "/job/train.py", 70), true),
         ];
         (native, python)
+    }
+
+    /// pymalloc called by the tracer's hook on it passes a large object on
+    /// to malloc: both its frame and the hook's go with malloc's. Called by
+    /// the interpreter itself, it stays.
+    #[test]
+    fn pymalloc_under_the_tracers_hook_is_trimmed_with_it() {
+        const TRACER: &str = "/opt/tracer/libtracer.so";
+        let stack = |hooked: bool| {
+            let mut frames = vec![vec![native("malloc", TRACER)], vec![native("_PyObject_Calloc", LIBPYTHON)]];
+            if hooked {
+                frames.push(vec![native("calloc_body", TRACER)]);
+            }
+            frames.push(vec![native("_PyBytes_FromSize", LIBPYTHON)]);
+            frames
+        };
+        assert_eq!(names(&assemble(&stack(true), &[])), ["_PyBytes_FromSize"]);
+        assert_eq!(names(&assemble(&stack(false), &[])), ["_PyObject_Calloc", "_PyBytes_FromSize"]);
     }
 
     #[test]
