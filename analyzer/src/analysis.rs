@@ -728,6 +728,25 @@ impl Culprit<'_> {
     }
 }
 
+/// A settled birth epoch whose survivors hold less than 1/N of the mean of
+/// the epochs with survivors does not count to a pile: a bounded FIFO's own
+/// small blocks, made as it filled over the earlier epochs, beside the
+/// entries of the last few that it keeps; the odd object a cycle collector
+/// left of each of its rounds, beside the garbage of the round to come.
+pub const SHARE_OF_AN_EPOCH: u64 = 16;
+
+/// The birth epochs of `by_birth` (bytes of survivors by birth epoch, a
+/// birth epoch perhaps more than once) that count to a pile (see
+/// [`SHARE_OF_AN_EPOCH`]), in order.
+pub fn births_that_count(by_birth: impl IntoIterator<Item = (u32, u64)>) -> Vec<u32> {
+    let mut bytes_by_birth: std::collections::BTreeMap<u32, u64> = Default::default();
+    for (birth, bytes) in by_birth {
+        *bytes_by_birth.entry(birth).or_default() += bytes;
+    }
+    let mean = bytes_by_birth.values().sum::<u64>() / (bytes_by_birth.len() as u64).max(1);
+    bytes_by_birth.into_iter().filter(|&(_, bytes)| bytes * SHARE_OF_AN_EPOCH >= mean).map(|(birth, _)| birth).collect()
+}
+
 impl Analysis {
     /// The settled birth epochs a stack's survivors, or a line's, must come
     /// from to pile up: half of them, rounded down, at least 1 (a leak of
@@ -1319,9 +1338,9 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         Some(births.map_or((birth, birth), |(lo, hi)| (lo.min(birth), hi.max(birth))))
     };
     let mut per_site: IntMap<u32, PerSite> = IntMap::default();
-    // The settled birth epochs of the sites of several stacks, which may
-    // each have survivors of one epoch.
-    let mut shared_births: IntMap<u32, Vec<u32>> = IntMap::default();
+    // The settled survivors' bytes of each site by birth epoch (a site's
+    // stacks may each have survivors of one epoch).
+    let mut settled_by_birth: IntMap<u32, Vec<(u32, u64)>> = IntMap::default();
     for &((stack, birth), c) in &state.pairs {
         if c.live_count == 0 && c.live_bytes == 0 {
             continue;
@@ -1335,18 +1354,14 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         }
         if settled_survivor(birth, &c) {
             entry.settled_bytes += c.live_bytes;
-            entry.settled_births = with_birth(entry.settled_births, birth);
-            if sites.is_shared(stack) {
-                shared_births.entry(site).or_default().push(birth);
-            } else {
-                entry.settled_hits += 1;
-            }
+            settled_by_birth.entry(site).or_default().push((birth, c.live_bytes));
         }
     }
-    for (site, mut births) in shared_births {
-        births.sort_unstable();
-        births.dedup();
-        per_site.entry(site).or_default().settled_hits = births.len();
+    for (site, by_birth) in settled_by_birth {
+        let births = births_that_count(by_birth);
+        let entry = per_site.entry(site).or_default();
+        entry.settled_hits = births.len();
+        entry.settled_births = births.first().copied().zip(births.last().copied());
     }
     let mut live_at_1: IntMap<u32, u64> = IntMap::default();
     for (stack, bytes) in first_state.live_bytes_by_stack() {

@@ -713,6 +713,32 @@ fn a_block_made_once_is_not_grown_in_place() {
     assert!(a.steady_growth_promoted);
 }
 
+/// Garbage a cycle collector frees every tenth epoch, but for one object
+/// of each round: the odd survivors of the rounds before are no pile with
+/// the garbage of the round to come. A leak beside it still is one.
+#[test]
+fn garbage_collected_every_few_epochs_is_no_leak_for_the_few_it_leaves() {
+    let collected = |leak: bool| {
+        let mut garbage = Vec::new();
+        scenario(30, |sim, e| {
+            garbage.extend(sim.alloc_many(1, 200, 2048));
+            if e % 10 == 2 {
+                // One object of the round stays (a cycle still referenced).
+                let round = std::mem::take(&mut garbage);
+                sim.free_all(round.into_iter().skip(1));
+            }
+            if leak {
+                sim.alloc_many(2, 50, 1024);
+            }
+        })
+    };
+    let (_, a) = run(&collected(false));
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    let (_, a) = run(&collected(true));
+    assert_eq!(suspect_stacks(&a), [2]);
+}
+
 /// A leak that began at epoch 9 of 12 left survivors of one settled epoch:
 /// too few to pile up, and the verdict says it began and kept some of each
 /// epoch since. A cache filled once at epoch 9 says nothing of it.

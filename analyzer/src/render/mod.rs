@@ -13,7 +13,8 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 
 use crate::analysis::{
-    analyze, with_caller, Analysis, Culprit, KnownAs, NoiseFloor, Pile, Survivor, Suspect, VerdictKind, STACKS_BY_LINE,
+    analyze, births_that_count, with_caller, Analysis, Culprit, KnownAs, NoiseFloor, Pile, Survivor, Suspect,
+    VerdictKind, STACKS_BY_LINE,
 };
 use crate::lines::{self, LeakLine, SHARE_OF_A_LINE};
 use crate::sites::SiteKeys;
@@ -191,24 +192,13 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
     analysis
 }
 
-/// A settled birth epoch whose survivors hold less than 1/N of the mean of
-/// a line's epochs with survivors does not count to its pile: a bounded
-/// FIFO's own small blocks, made as it filled over the earlier epochs,
-/// beside the entries of the last few that it keeps.
-const SHARE_OF_AN_EPOCH: u64 = 16;
-
 /// The settled birth epochs (as `settled` tells them) of `survivors` that
-/// count to a pile (see [`SHARE_OF_AN_EPOCH`]), in order.
+/// count to a pile (see [`births_that_count`]), in order.
 fn settled_births_that_count<'a>(
     survivors: impl Iterator<Item = &'a Survivor>,
     settled: impl Fn(u32) -> bool,
 ) -> Vec<u32> {
-    let mut bytes_by_birth: std::collections::BTreeMap<u32, u64> = Default::default();
-    for survivor in survivors.filter(|s| settled(s.birth_epoch)) {
-        *bytes_by_birth.entry(survivor.birth_epoch).or_default() += survivor.bytes;
-    }
-    let mean = bytes_by_birth.values().sum::<u64>() / (bytes_by_birth.len() as u64).max(1);
-    bytes_by_birth.into_iter().filter(|&(_, bytes)| bytes * SHARE_OF_AN_EPOCH >= mean).map(|(birth, _)| birth).collect()
+    births_that_count(survivors.filter(|s| settled(s.birth_epoch)).map(|s| (s.birth_epoch, s.bytes)))
 }
 
 /// The stacks kept below the noise floor, or with survivors of too few
