@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 
 use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
-use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+use framehop::{AllocationPolicy, ExplicitModuleSectionInfo, Module, Unwinder};
 
 use crate::sys;
 
@@ -50,10 +50,40 @@ impl Deref for Mapped {
     }
 }
 
+/// framehop's policy that lets gimli allocate as it evaluates a frame's
+/// CFI program, with rows of at most [`RULES_PER_ROW`] register rules where
+/// gimli's own hold 192: the rows are copied by value on the stack, and at
+/// 192 rules a rule cache miss took 17 KiB of the program's stack, more
+/// than a coroutine's or an alternate signal stack's whole size.
+pub struct FewRules;
+
+/// x86_64 code saves at most its 16 general registers and the return
+/// address; a CFI program that sets more rules is refused by gimli, and the
+/// stack ends there.
+const RULES_PER_ROW: usize = 20;
+
+impl<O: gimli::ReaderOffset> gimli::UnwindContextStorage<O> for FewRules {
+    type Rules = [(gimli::Register, gimli::RegisterRule<O>); RULES_PER_ROW];
+    type Stack = Box<[gimli::UnwindTableRow<O, Self>; 4]>;
+}
+
+impl<R: gimli::Reader> gimli::EvaluationStorage<R> for FewRules {
+    type Stack = Vec<gimli::Value>;
+    type ExpressionStack = Vec<(R, R)>;
+    type Result = Vec<gimli::Piece<R>>;
+}
+
+impl AllocationPolicy for FewRules {
+    type GimliUnwindContextStorage<O: gimli::ReaderOffset> = FewRules;
+    type GimliEvaluationStorage<R: gimli::Reader> = FewRules;
+}
+
+pub type RuleCache = CacheX86_64<FewRules>;
+
 pub struct ModuleSet {
     /// `LOAD_EVENTS` when the objects were listed.
     events: u64,
-    pub unwinder: UnwinderX86_64<Mapped>,
+    pub unwinder: UnwinderX86_64<Mapped, FewRules>,
     /// Every loaded object: address range and whether it has unwind tables; sorted.
     objects: Vec<(u64, u64, bool)>,
     /// A capture met code of an object this set does not list.
@@ -473,17 +503,17 @@ const CACHES_PER_SLOT: usize = 32;
 /// goes to is picked by the address bits that framehop's own slot choice
 /// leaves out. Beside them, the objects their captures found last.
 pub struct RuleCaches {
-    rules: Vec<CacheX86_64>,
+    rules: Vec<RuleCache>,
     pub recent_objects: RecentObjects,
 }
 
 impl RuleCaches {
     fn new(count: usize) -> RuleCaches {
-        RuleCaches { rules: (0..count).map(|_| CacheX86_64::new()).collect(), recent_objects: RecentObjects::EMPTY }
+        RuleCaches { rules: (0..count).map(|_| RuleCache::new_in()).collect(), recent_objects: RecentObjects::EMPTY }
     }
 
     /// The cache that holds the rule for `address`, if any does.
-    pub fn for_address(&mut self, address: u64) -> &mut CacheX86_64 {
+    pub fn for_address(&mut self, address: u64) -> &mut RuleCache {
         let index = (address / FRAMEHOP_CACHE_ENTRIES) as usize % self.rules.len();
         &mut self.rules[index]
     }
@@ -667,7 +697,7 @@ mod tests {
     #[test]
     fn addresses_sharing_a_framehop_slot_get_caches_of_their_own() {
         let mut caches = RuleCaches::new(CACHES_PER_SLOT);
-        let cache_of = |caches: &mut RuleCaches, address| caches.for_address(address) as *const CacheX86_64;
+        let cache_of = |caches: &mut RuleCaches, address| caches.for_address(address) as *const RuleCache;
         let first = cache_of(&mut caches, 0x7f00_1234);
         assert_eq!(cache_of(&mut caches, 0x7f00_1234), first);
         let neighbours: std::collections::HashSet<_> = (0..CACHES_PER_SLOT as u64)
