@@ -152,6 +152,37 @@ fn a_file_size_limit_stops_the_trace_not_the_program() {
     assert!(records.iter().any(|r| matches!(r, Record::Snapshot(_))), "the snapshots before the limit are there");
 }
 
+/// malloc, realloc and free on a coroutine's 8 KiB stack and in a signal
+/// handler on an 8 KiB alternate stack, epochs marked from the coroutine:
+/// the hooks' work fits beside the program's (and the kernel's signal
+/// frame), so the program runs as it does untraced, every time, and each
+/// mark closes its epoch.
+#[test]
+fn allocating_on_small_stacks_runs_as_untraced() {
+    let program = compile("small_stacks.c");
+    for mode in ["coroutine", "altstack"] {
+        let untraced = std::process::Command::new(&program).arg(mode).output().unwrap();
+        assert!(untraced.status.success(), "{mode} untraced: {untraced:?}");
+        for settings in [&[][..], &[FULL_CAPTURE][..]] {
+            for _ in 0..5 {
+                let run = run_traced_with(&program, &[mode], settings);
+                assert_eq!(
+                    (run.output.status.code(), run.stdout()),
+                    (untraced.status.code(), String::from_utf8_lossy(&untraced.stdout).into_owned()),
+                    "{mode} {settings:?}: {}",
+                    run.stderr()
+                );
+                let (records, _) = read_trace(&run.trace);
+                let marks = records
+                    .iter()
+                    .filter(|record| matches!(record, Record::Snapshot(s) if s.cause == EpochCause::Mark))
+                    .count();
+                assert_eq!(marks, 4, "{mode} {settings:?}");
+            }
+        }
+    }
+}
+
 /// `_exit` from a signal handler that interrupted malloc on the same thread
 /// (an arena's lock held): the exit snapshot takes nothing from malloc, so
 /// the program exits as it would untraced, and its trace is complete

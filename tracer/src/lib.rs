@@ -20,11 +20,13 @@ mod hooks;
 
 mod auto_epochs;
 mod block_filter;
+mod capture_room;
 mod config;
 mod fast_hash;
 mod gate;
 mod mappings;
 mod modules;
+mod own_stack;
 mod python;
 mod real_alloc;
 mod recorder;

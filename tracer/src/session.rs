@@ -25,9 +25,9 @@ use crate::sampling::Sampling;
 use crate::sites::Scope;
 use crate::stacks::{StackId, StackKind, StackTable, WrittenIds};
 use crate::thread_state::Counted;
-use crate::unwind::{CapturedStack, Entry};
+use crate::unwind::Entry;
 use crate::writer::{self, TraceWriter};
-use crate::{gate, lock, real_alloc, sys, thread_state, unwind};
+use crate::{capture_room, gate, lock, own_stack, real_alloc, sys, thread_state, unwind};
 
 const NOT_STARTED: u8 = 0;
 const RECORDING: u8 = 1;
@@ -263,6 +263,7 @@ fn begin(allocators: Allocators) {
     let parent_image = config.parent_image.clone();
     let sampling = config.sample_bytes.map(Sampling::new);
     let own_code = modules::module_range_containing(start as fn(Allocators) as usize as u64).unwrap_or((0, 0));
+    unwind::prepare_fallback(own_code);
     let now = sys::monotonic_ns();
     let slice_deadline_ns = slice_deadline(config.epoch_seconds, now);
     let command_line = sys::command_line();
@@ -432,7 +433,9 @@ fn record_allocation(
 #[inline(never)]
 fn look_for_pass(session: &'static Session, count: u32) {
     if session.loader_walk_due(count) {
-        record_in(session, |session, _| session.see_loader_frames(session.walk_python().loader_frames()));
+        record_in(session, |session, _| {
+            session.with_python_frames(|frames| session.see_loader_frames(frames.loader_frames()));
+        });
     }
 }
 
@@ -777,9 +780,12 @@ fn adopt_child(session: &Session) {
     // walk finds the loader also when the program's marks turned the pass
     // detection off.
     let inside_parents_pass = auto_epochs::forked_inside_parents_pass();
-    let python_frames = session.walk_python();
-    let worker = inside_parents_pass || matches!(python_frames.loader_frames(), LoaderFrames::Present(_));
-    let multiprocessing_child = !worker && session.python.forked_by_multiprocessing(&python_frames);
+    let (worker, multiprocessing_child) = session
+        .with_python_frames(|python_frames| {
+            let worker = inside_parents_pass || matches!(python_frames.loader_frames(), LoaderFrames::Present(_));
+            (worker, !worker && session.python.forked_by_multiprocessing(python_frames))
+        })
+        .unwrap_or((inside_parents_pass, false));
     if (worker || multiprocessing_child) && !session.takes_a_worker_trace() {
         // Its parent's next snapshot says so; the worker runs untraced,
         // and its copy of the parent's descriptor is closed.
@@ -821,22 +827,27 @@ fn adopt_child(session: &Session) {
 }
 
 impl Session {
-    /// The calling thread's stack, native and Python frames, as a stack id.
+    /// The calling thread's stack, native and Python frames, as a stack id;
+    /// the stack without frames should the thread's room be taken (see
+    /// [`capture_room`]).
     fn capture_stack(&self, kind: StackKind, entry: Entry) -> StackId {
-        let mut stack = CapturedStack::new();
-        unwind::capture(self.own_code, entry, &mut stack);
-        let mut python_frames = PyStack::new();
-        self.python.capture(&mut python_frames);
-        // What the capture belongs to is born in the epoch a pass it starts opens.
-        self.see_loader_frames(python_frames.loader_frames());
-        self.stacks.intern_capture(kind, &stack, python_frames.words())
+        let captured = capture_room::with_room(|stack, python_frames| {
+            unwind::capture(self.own_code, entry, stack);
+            self.python.capture(python_frames);
+            // What the capture belongs to is born in the epoch a pass it starts opens.
+            self.see_loader_frames(python_frames.loader_frames());
+            self.stacks.intern_capture(kind, stack, python_frames.words())
+        });
+        captured.unwrap_or_else(|| self.stacks.intern(kind, &[], &[]))
     }
 
-    /// The calling thread's Python frames.
-    fn walk_python(&self) -> PyStack {
-        let mut python_frames = PyStack::new();
-        self.python.capture(&mut python_frames);
-        python_frames
+    /// `read` applied to the calling thread's Python frames; `None` should
+    /// the thread's room be taken (see [`capture_room`]).
+    fn with_python_frames<R>(&self, read: impl FnOnce(&PyStack) -> R) -> Option<R> {
+        capture_room::with_room(|_, python_frames| {
+            self.python.capture(python_frames);
+            read(python_frames)
+        })
     }
 
     /// Makes this forked DataLoader worker follow the epochs of its
@@ -1134,7 +1145,14 @@ impl Session {
         self.close_epoch(EpochCause::Auto, cut.label());
     }
 
+    /// Closes the current epoch, on a stack with room for a snapshot (see
+    /// [`own_stack::with_room`]): a hook may run on a coroutine's stack or
+    /// an alternate signal stack.
     fn close_epoch(&self, cause: EpochCause, label: String) {
+        own_stack::with_room(|| self.close_epoch_here(cause, label));
+    }
+
+    fn close_epoch_here(&self, cause: EpochCause, label: String) {
         self.settle_multiprocessing_child_on_own_epoch(cause);
         let mut output = lock(&self.output);
         if output.writer.is_none() && !self.open_child_file(&mut output) {

@@ -132,6 +132,9 @@ struct LastStack {
 thread_local! {
     // Const-initialized without a destructor: static TLS, never allocates.
     static LAST_PATHS: RefCell<[LastPath; 2]> = const { RefCell::new([LastPath::EMPTY, LastPath::EMPTY]) };
+    /// Where a new stack's path is built, off the program's stack (which may
+    /// be a coroutine's or an alternate signal stack of a few KiB).
+    static PATH_ROOM: RefCell<[FrameWord; MAX_PATH]> = const { RefCell::new([0; MAX_PATH]) };
     static LAST_STACK: RefCell<LastStack> = const {
         RefCell::new(LastStack {
             table_id: 0,
@@ -142,6 +145,15 @@ thread_local! {
             id: 0,
         })
     };
+}
+
+/// Runs `intern_new` with a path built on the stack, where the thread's
+/// [`PATH_ROOM`] cannot be reached; out of line, so that the path's room
+/// is taken from the stack only then.
+#[cold]
+#[inline(never)]
+fn with_path_on_stack(intern_new: impl FnOnce(&mut [FrameWord; MAX_PATH]) -> StackId) -> StackId {
+    intern_new(&mut [0; MAX_PATH])
 }
 
 /// The prefix tree: node `id` is at index `id - 1` of both arrays.
@@ -348,7 +360,28 @@ impl StackTable {
         if let Some(id) = self.known(hash) {
             return id;
         }
-        let mut path = [0; MAX_PATH];
+        let mut intern_new = Some(|path: &mut [FrameWord; MAX_PATH]| self.intern_new(kind, native, python, hash, path));
+        let interned = PATH_ROOM.try_with(|room| {
+            let mut path = room.try_borrow_mut().ok()?;
+            intern_new.take().map(|intern_new| intern_new(&mut path))
+        });
+        match (interned.ok().flatten(), intern_new) {
+            (Some(id), _) => id,
+            (None, Some(intern_new)) => with_path_on_stack(intern_new),
+            (None, None) => unreachable!("a stack taken is a stack interned"),
+        }
+    }
+
+    /// [`StackTable::intern`] of a stack not known by its `hash`, its path
+    /// built in `path`.
+    fn intern_new(
+        &self,
+        kind: StackKind,
+        native: &[u64],
+        python: &[u64],
+        hash: (u64, u64),
+        path: &mut [FrameWord; MAX_PATH],
+    ) -> StackId {
         let native = &native[..native.len().min(crate::unwind::MAX_FRAMES)];
         let python = &python[..python.len().min(crate::python::MAX_PY_FRAMES)];
         let outermost_first = |frames: &[u64], tag: FrameWord, path: &mut [u64; MAX_PATH]| {
@@ -356,7 +389,7 @@ impl StackTable {
             frames.len()
         };
         let mut len = if python.is_empty() {
-            match outermost_first(native, 0, &mut path) {
+            match outermost_first(native, 0, path) {
                 0 => {
                     path[0] = NO_FRAMES;
                     1
@@ -364,9 +397,9 @@ impl StackTable {
                 len => len,
             }
         } else {
-            let python_len = outermost_first(python, PYTHON_TAG, &mut path);
+            let python_len = outermost_first(python, PYTHON_TAG, path);
             let python_leaf = self.path_node(PYTHON_PATH, &path[..python_len]);
-            let len = outermost_first(native, 0, &mut path);
+            let len = outermost_first(native, 0, path);
             path[len] = PYTHON_LEAF_TAG | FrameWord::from(python_leaf);
             len + 1
         };
@@ -417,8 +450,17 @@ impl StackTable {
         });
         match from_last_path {
             Ok(Some(node)) => node,
-            _ => self.descend(path, 0, 0, &mut [0; MAX_PATH][..path.len()]),
+            _ => self.descend_from_root(path),
         }
+    }
+
+    /// [`StackTable::descend`] from the root, with the nodes of the steps
+    /// kept nowhere; out of line, so that their room is taken from the stack
+    /// only where the thread's last paths cannot be reached.
+    #[cold]
+    #[inline(never)]
+    fn descend_from_root(&self, path: &[FrameWord]) -> u32 {
+        self.descend(path, 0, 0, &mut [0; MAX_PATH][..path.len()])
     }
 
     /// The node at the end of `path`, whose first `known` words lead to

@@ -53,6 +53,11 @@ pub fn pid() -> u32 {
     unsafe { libc::getpid() as u32 }
 }
 
+pub fn is_main_thread() -> bool {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 == pid() }
+}
+
 /// Resident set size from /proc/self/statm, 0 when it cannot be read.
 pub fn rss_bytes() -> u64 {
     let mut buf = [0u8; 128];

@@ -64,19 +64,10 @@ pub struct CapturedStack {
 }
 
 impl CapturedStack {
-    pub fn new() -> CapturedStack {
-        // Built field by field: written as one struct, its uninitialized
-        // frames were zeroed with the rest (a kilobyte memset per capture).
-        let mut stack = MaybeUninit::<CapturedStack>::uninit();
-        let fields = stack.as_mut_ptr();
-        // SAFETY: every field but `frames` is written through a pointer to
-        // it, and `frames`, an array of MaybeUninit, needs no initializing.
-        unsafe {
-            (&raw mut (*fields).len).write(0);
-            (&raw mut (*fields).serial).write(0);
-            (&raw mut (*fields).repeats).write(0);
-            stack.assume_init()
-        }
+    /// Empty. Made once per thread, in its capture room (see
+    /// `capture_room`), whose frames are written over by each capture.
+    pub const fn new() -> CapturedStack {
+        CapturedStack { frames: [MaybeUninit::uninit(); MAX_FRAMES], len: 0, serial: 0, repeats: 0 }
     }
 
     #[cfg(test)]
@@ -130,9 +121,7 @@ pub fn capture(own_code: (u64, u64), entry: Entry, stack: &mut CapturedStack) {
     #[cfg(target_arch = "x86_64")]
     if fast::capture(own_code, entry, stack).is_ok() {
         if check_enabled() {
-            let mut slow = CapturedStack::new();
-            capture_with_libgcc(own_code, &mut slow);
-            compare(stack, &slow);
+            check_against_libgcc(own_code, stack);
         }
         return;
     }
@@ -140,6 +129,14 @@ pub fn capture(own_code: (u64, u64), entry: Entry, stack: &mut CapturedStack) {
         FALLBACKS.fetch_add(1, Ordering::Relaxed);
     }
     capture_with_libgcc(own_code, stack);
+}
+
+/// Runs libgcc's unwinder once, as the tracer starts on the main thread's
+/// stack: its first run has the loader bind the functions it calls
+/// (`_dl_find_object`), which takes 3 KiB of stack more, and a later first
+/// run may be in a signal handler on a small alternate stack.
+pub fn prepare_fallback(own_code: (u64, u64)) {
+    capture_with_libgcc(own_code, &mut CapturedStack::new());
 }
 
 #[inline(never)]
@@ -220,6 +217,15 @@ fn check_enabled() -> bool {
         CHECK.store(state, Ordering::Relaxed);
     }
     state == CHECK_ON
+}
+
+/// Out of line: the second capture's frames take this function's frame, not
+/// that of every capture.
+#[inline(never)]
+fn check_against_libgcc(own_code: (u64, u64), fast: &CapturedStack) {
+    let mut slow = CapturedStack::new();
+    capture_with_libgcc(own_code, &mut slow);
+    compare(fast, &slow);
 }
 
 fn compare(fast: &CapturedStack, slow: &CapturedStack) {

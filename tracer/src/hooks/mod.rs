@@ -3,8 +3,8 @@
 //! image-replacing calls, the loader's `dlopen`, `dlclose` and `dlsym`,
 //! `malloc_trim`, the exported `tracer_mark`, and the hooks set on Python's
 //! object allocator. This and `sys`, `modules`, `real_alloc`,
-//! `thread_state` (its static TLS block) and `unwind` are the only places
-//! with `unsafe` code.
+//! `thread_state` (its static TLS block), `own_stack` (its switch to the
+//! spare stack) and `unwind` are the only places with `unsafe` code.
 
 /// Exports `$name($args)` as a stub that appends the caller's stack pointer
 /// and frame pointer (in the argument registers after `$args`: `$sp`, `$bp`)

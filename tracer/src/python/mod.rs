@@ -63,19 +63,15 @@ pub struct PyStack {
 }
 
 impl PyStack {
-    pub fn new() -> Self {
-        // Built field by field: written as one struct, its uninitialized
-        // words were zeroed with the rest.
-        let mut stack = MaybeUninit::<PyStack>::uninit();
-        let fields = stack.as_mut_ptr();
-        // SAFETY: every field but `words` is written through a pointer to
-        // it, and `words`, an array of MaybeUninit, needs no initializing.
-        unsafe {
-            (&raw mut (*fields).len).write(0);
-            (&raw mut (*fields).complete).write(false);
-            (&raw mut (*fields).outermost_loader).write(None);
-            (&raw mut (*fields).loader_object).write(0);
-            stack.assume_init()
+    /// Empty. Made once per thread, in its capture room (see
+    /// `capture_room`), whose words are written over by each capture.
+    pub const fn new() -> Self {
+        PyStack {
+            words: [MaybeUninit::uninit(); MAX_PY_FRAMES],
+            len: 0,
+            complete: false,
+            outermost_loader: None,
+            loader_object: 0,
         }
     }
 
@@ -384,7 +380,7 @@ impl Walker {
             return Some(Innermost::NoPython);
         }
         // SAFETY: reads one word of `_PyRuntime`; no lock, no allocation.
-        if unsafe { (self.is_finalizing)() } != 0 && !is_main_thread() {
+        if unsafe { (self.is_finalizing)() } != 0 && !sys::is_main_thread() {
             return Some(Innermost::Finalizing);
         }
         if !memory::plausible(tstate, 8, 8) {
@@ -550,11 +546,6 @@ enum Walked {
     /// Not to the end: the stack is deeper than [`MAX_PY_FRAMES`], or the
     /// interpreter is finalizing.
     Cut,
-}
-
-fn is_main_thread() -> bool {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 == sys::pid() }
 }
 
 #[cfg(test)]

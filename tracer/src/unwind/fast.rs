@@ -4,7 +4,7 @@
 //! hash lookup and a stack read per frame; where a stack meets the thread's
 //! previous one, the rest is taken from that one (see `trail`).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 use framehop::x86_64::UnwindRegsX86_64;
 use framehop::{FrameAddress, Unwinder};
@@ -12,14 +12,7 @@ use framehop::{FrameAddress, Unwinder};
 use super::module_set::{self, Access, CacheClaim, ModuleSet, Place, RuleCaches};
 use super::trail::{StackWords, Trail};
 use super::{CapturedStack, Entry, USER_SPACE_END};
-use crate::sys;
-
-thread_local! {
-    /// This thread's stack `[low, high)`; (0, 0) until first needed, (1, 1)
-    /// if it could not be found. Const-initialized, no destructor: reading it
-    /// never allocates.
-    static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
-}
+use crate::own_stack;
 
 /// Fills `stack` with the caller's return addresses (frames inside
 /// `own_code` skipped, or all of them at once when the hook's `entry` is
@@ -41,7 +34,8 @@ pub fn capture(own_code: (u64, u64), entry: Entry, stack: &mut CapturedStack) ->
             options(nomem, nostack, preserves_flags),
         );
     }
-    let top = stack_top(sp).ok_or(())?;
+    // Off the thread's stack (a signal stack, a coroutine): libgcc copes.
+    let top = own_stack::top_if_on(sp).ok_or(())?;
     let mut claim = CacheClaim::claim();
     let (caches, readers) = claim.parts();
     let guard = match module_set::read(readers) {
@@ -279,27 +273,6 @@ impl StackWords for LiveStack {
         }
         !outside && differences == 0
     }
-}
-
-/// The top of this thread's stack, if `sp` lies on it.
-fn stack_top(sp: u64) -> Option<u64> {
-    let (mut low, mut high) = STACK.try_with(Cell::get).ok()?;
-    if (low, high) == (0, 0) {
-        (low, high) = thread_stack().unwrap_or((1, 1));
-        let _ = STACK.try_with(|s| s.set((low, high)));
-    }
-    // Off the thread's stack (a signal stack, a coroutine): libgcc copes.
-    (low <= sp && sp < high).then_some(high)
-}
-
-/// The mapping that holds this thread's stack, from /proc/self/maps.
-/// `pthread_getattr_np` would be simpler but cannot be called here: it holds
-/// the thread's lock while it allocates, so an allocation made inside it
-/// (Rust's runtime calls it before `main` and in every new thread) would
-/// wait on that lock forever.
-fn thread_stack() -> Option<(u64, u64)> {
-    let marker = 0u8;
-    sys::mapping_containing(std::ptr::addr_of!(marker) as u64)
 }
 
 #[cfg(test)]
