@@ -1000,3 +1000,33 @@ fn the_ranks_torchrun_starts_are_named_by_their_ranks() {
     assert!(own.contains(&format!("\n  pid        {pid} (rank 1 of 2, local rank 1)\n")), "{own}");
     assert!(!own.contains("rank = "), "the pid line says it: {own}");
 }
+
+/// A program that fills its address space until malloc returns NULL, and
+/// handles it, runs to its end under the tracer: where the tracer's own
+/// memory runs out first, it stops recording with one line on stderr, and
+/// the trace it wrote up to then is read as one that ended early. How the
+/// limit falls between the program's blocks and the tracer's tables
+/// depends on the machine, so the limit is set at a few distances above
+/// what the process maps as it starts.
+#[test]
+fn a_program_that_fills_its_address_space_runs_to_its_end_and_the_tracer_stops_recording() {
+    let program = compile("fills_memory.c");
+    let mut stopped = 0;
+    for headroom_mib in ["16", "32", "64", "96"] {
+        let run = run_traced(&program, &[headroom_mib]);
+        let context = format!("{headroom_mib} MiB: {}:\n{}{}", run.output.status, run.stdout(), run.stderr());
+        assert!(run.output.status.success(), "{context}");
+        assert_eq!(run.stdout(), "recovered\n", "{context}");
+        let stderr = run.stderr();
+        if !stderr.is_empty() {
+            let line = "tracer: out of memory for the tracer's own tables and buffers; recording stopped, the program continues\n";
+            assert_eq!(stderr, line, "{context}");
+            stopped += 1;
+        }
+        let report = report_json(&run.trace);
+        let expected_end = if stderr.is_empty() { "complete" } else { "unfinished" };
+        assert_eq!(report["trace_end"], expected_end, "{context}");
+        assert!(!report["epochs"].as_array().unwrap().is_empty(), "{context}: {report:#}");
+    }
+    assert!(stopped > 0, "the tracer's memory never ran out: the test proves nothing");
+}

@@ -30,6 +30,7 @@ mod own_stack;
 mod python;
 mod real_alloc;
 mod recorder;
+mod room;
 mod sampling;
 mod session;
 mod sites;

@@ -21,6 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use trace_format::SiteCounters;
 
+use crate::room::OutOfMemory;
 use crate::sampling::scaled;
 use crate::sites::{Scope, Sites, Totals, ANY_THREAD};
 use crate::stacks::{StackId, StackKind};
@@ -93,7 +94,7 @@ impl Mappings {
     }
 
     /// The mappings' counters for a snapshot (see [`Sites::collect`]).
-    pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Totals {
+    pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Result<Totals, OutOfMemory> {
         // Under the lock, so that the totals never see half of a change.
         let _table = crate::lock(&self.table);
         self.sites.collect(scope, report)
@@ -103,13 +104,20 @@ impl Mappings {
 impl Locked<'_> {
     /// Pages `[start, start + len)` were mapped from `stack` by a call that
     /// stands for `scale` of its kind (1 unless it was sampled).
-    pub fn mapped(&mut self, start: usize, len: usize, stack: StackId, birth_epoch: u32, scale: f64) {
+    pub fn mapped(
+        &mut self,
+        start: usize,
+        len: usize,
+        stack: StackId,
+        birth_epoch: u32,
+        scale: f64,
+    ) -> Result<(), OutOfMemory> {
         let end = start.saturating_add(self.table.page_rounded(len));
         // Whatever the table still holds there was unmapped by a path the
         // hooks never saw; it is gone now.
         self.unmapped(start, end - start);
         if start == end {
-            return;
+            return Ok(());
         }
         let table = &mut *self.table;
         let mapping = table.next_mapping;
@@ -119,7 +127,7 @@ impl Locked<'_> {
         table.calls.insert(mapping, Call { pieces: 0, bytes, counted_bytes, counted });
         table.insert(start, end, Owner { stack, birth_epoch, mapping });
         // Mapping calls are rare: the shared slot of the live totals serves.
-        self.sites.born(MAPPING_STRIPE, ANY_THREAD, stack, birth_epoch, counted, counted_bytes);
+        self.sites.born(MAPPING_STRIPE, ANY_THREAD, stack, birth_epoch, counted, counted_bytes)
     }
 
     /// Pages `[start, start + len)` were unmapped, or replaced by a mapping
@@ -250,7 +258,7 @@ mod tests {
     fn live(mappings: &Mappings) -> (Totals, Vec<SiteCounters>) {
         let mut counters = Vec::new();
         let scope = Scope { current_epoch: 1, everything: true, first_birth_epoch: 0 };
-        let totals = mappings.collect(scope, &mut |c| counters.push(c));
+        let totals = mappings.collect(scope, &mut |c| counters.push(c)).unwrap();
         counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
         (totals, counters)
     }
@@ -263,7 +271,7 @@ mod tests {
     #[test]
     fn lengths_are_whole_pages() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 100, 7, 0, 1.0);
+        mappings.lock().mapped(0x10000, 100, 7, 0, 1.0).unwrap();
         assert_eq!(live(&mappings).0, Totals { live_bytes: PAGE as u64, live_count: 1 });
         mappings.lock().unmapped(0x10000, 1);
         assert_eq!(live(&mappings).0, Totals::default());
@@ -272,7 +280,7 @@ mod tests {
     #[test]
     fn unmapping_the_middle_splits_and_keeps_the_owner() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 8 * PAGE, 7, 2, 1.0);
+        mappings.lock().mapped(0x10000, 8 * PAGE, 7, 2, 1.0).unwrap();
         mappings.lock().unmapped(0x10000 + 2 * PAGE, 3 * PAGE);
         assert_eq!(ranges(&mappings), [(0x10000, 0x12000, 7), (0x15000, 0x18000, 7)]);
         let (totals, counters) = live(&mappings);
@@ -288,9 +296,9 @@ mod tests {
     #[test]
     fn one_unmap_may_cover_several_mappings_and_gaps() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 2 * PAGE, 1, 0, 1.0);
-        mappings.lock().mapped(0x14000, 2 * PAGE, 2, 0, 1.0);
-        mappings.lock().mapped(0x20000, PAGE, 3, 0, 1.0);
+        mappings.lock().mapped(0x10000, 2 * PAGE, 1, 0, 1.0).unwrap();
+        mappings.lock().mapped(0x14000, 2 * PAGE, 2, 0, 1.0).unwrap();
+        mappings.lock().mapped(0x20000, PAGE, 3, 0, 1.0).unwrap();
         // From the second page of the first to the first page of the second.
         mappings.lock().unmapped(0x11000, 0x4000);
         assert_eq!(ranges(&mappings), [(0x10000, 0x11000, 1), (0x15000, 0x16000, 2), (0x20000, 0x21000, 3)]);
@@ -303,8 +311,8 @@ mod tests {
     #[test]
     fn a_mapping_over_recorded_pages_replaces_them() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 0, 1.0);
-        mappings.lock().mapped(0x11000, PAGE, 2, 1, 1.0);
+        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 0, 1.0).unwrap();
+        mappings.lock().mapped(0x11000, PAGE, 2, 1, 1.0).unwrap();
         assert_eq!(ranges(&mappings), [(0x10000, 0x11000, 1), (0x11000, 0x12000, 2), (0x12000, 0x14000, 1)]);
         let (totals, counters) = live(&mappings);
         assert_eq!(totals, Totals { live_bytes: 4 * PAGE as u64, live_count: 2 });
@@ -314,7 +322,7 @@ mod tests {
     #[test]
     fn moved_pieces_keep_owner_and_counts() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 3, 1.0);
+        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 3, 1.0).unwrap();
         assert!(mappings.lock().owner_at(0x13fff) == Some(1) && mappings.lock().owner_at(0x14000).is_none());
         mappings.lock().moved(0x10000, 4 * PAGE, 0x80000);
         assert_eq!(ranges(&mappings), [(0x80000, 0x84000, 1)]);
@@ -327,7 +335,7 @@ mod tests {
     fn a_sampled_mapping_counts_for_what_it_stands_for_however_it_is_cut() {
         let mappings = Mappings::new(PAGE);
         // Three pages standing for 2.5 times as much: 30 KiB, counted as 3 mappings (2.5 rounded).
-        mappings.lock().mapped(0x10000, 3 * PAGE, 4, 1, 2.5);
+        mappings.lock().mapped(0x10000, 3 * PAGE, 4, 1, 2.5).unwrap();
         let (totals, counters) = live(&mappings);
         assert_eq!(totals, Totals { live_bytes: 30 * 1024, live_count: 3 });
         assert_eq!((counters[0].allocated_count, counters[0].allocated_bytes), (3, 30 * 1024));
@@ -349,7 +357,7 @@ mod tests {
     fn shares_of_an_odd_scale_add_up_to_the_whole() {
         let mappings = Mappings::new(PAGE);
         let scale = 1.0 / 3.0 + 1.0;
-        mappings.lock().mapped(0x10000, 7 * PAGE, 1, 0, scale);
+        mappings.lock().mapped(0x10000, 7 * PAGE, 1, 0, scale).unwrap();
         let whole = live(&mappings).0.live_bytes;
         assert_eq!(whole, (7.0 * PAGE as f64 * scale).round() as u64);
         let mut released = 0;
@@ -365,7 +373,7 @@ mod tests {
     #[test]
     fn an_empty_range_unmapped_leaves_the_table_alone() {
         let mappings = Mappings::new(PAGE);
-        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 0, 1.0);
+        mappings.lock().mapped(0x10000, 4 * PAGE, 1, 0, 1.0).unwrap();
         mappings.lock().unmapped(0x12000, 0);
         assert_eq!(ranges(&mappings), [(0x10000, 0x14000, 1)]);
     }

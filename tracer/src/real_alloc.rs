@@ -13,7 +13,8 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use mapped::{ending_block, PAGE_ALIGNMENT};
+pub use mapped::set_reserve_aside;
+use mapped::{ending_block, in_reserve, reserve_block, PAGE_ALIGNMENT};
 
 extern "C" {
     pub fn __libc_malloc(size: usize) -> *mut c_void;
@@ -80,6 +81,22 @@ fn glibc_free_bytes() -> u64 {
     info.fordblks as u64
 }
 
+/// `len` pairs of words, all zero, or `None` when there is no memory for
+/// them: a table that grows fallibly, whose large blocks come zeroed from
+/// fresh mappings (their pages cost no memory until written, which filling
+/// the vector with zeros would do).
+pub fn zeroed_pairs(len: usize) -> Option<Vec<[u64; 2]>> {
+    let layout = Layout::array::<[u64; 2]>(len).ok().filter(|layout| layout.size() > 0)?;
+    // SAFETY: a zeroed block of the global allocator, of a nonzero size, for
+    // `len` pairs of words (for which all-zero bytes are valid values),
+    // handed to a vector of that length and capacity, which frees it with
+    // the same layout.
+    unsafe {
+        let block = std::alloc::alloc_zeroed(layout);
+        (!block.is_null()).then(|| Vec::from_raw_parts(block.cast(), len, len))
+    }
+}
+
 /// glibc's malloc guarantees this alignment; larger ones need memalign.
 const MALLOC_ALIGNMENT: usize = 16;
 
@@ -114,6 +131,39 @@ fn malloc_off_limits() -> bool {
     MALLOC_OFF_LIMITS.load(Ordering::Acquire)
 }
 
+/// Set once an allocation of the tracer's found no memory: the session
+/// stops recording.
+static OUT_OF_MEMORY: AtomicBool = AtomicBool::new(false);
+
+pub fn note_out_of_memory() {
+    OUT_OF_MEMORY.store(true, Ordering::Relaxed);
+}
+
+/// Whether the tracer's memory ran out: a table could not grow, or an
+/// allocation had its block from the reserve.
+pub fn out_of_memory() -> bool {
+    OUT_OF_MEMORY.load(Ordering::Relaxed)
+}
+
+/// A block from the reserve for an allocation that found no memory, which
+/// would otherwise abort the process (Rust's `handle_alloc_error`); null
+/// once the reserve is spent too. The tables' growth asks first and never
+/// gets here: this is for the small allocations of the work under way when
+/// memory ran out, and of stopping.
+fn from_reserve(layout: Layout) -> *mut u8 {
+    note_out_of_memory();
+    reserve_block(layout)
+}
+
+/// `block`, or one from the reserve where it is null.
+fn or_from_reserve(block: *mut u8, layout: Layout) -> *mut u8 {
+    if block.is_null() {
+        from_reserve(layout)
+    } else {
+        block
+    }
+}
+
 pub struct LibcAllocator;
 
 // SAFETY: every method forwards to glibc's allocator, which satisfies the
@@ -123,9 +173,55 @@ pub struct LibcAllocator;
 // page-aligned mappings of exactly their layout's size, which `dealloc` and
 // `realloc` get back with the block and unmap or remap as such. Once malloc
 // is off limits, blocks are carved from fresh mappings (zeroed, aligned as
-// asked) and none is ever freed or resized in place.
+// asked) and none is ever freed or resized in place. A block from the
+// reserve (zeroed, aligned as asked) is never freed either, and resized by
+// copy; the reserve's range tells it apart.
 unsafe impl GlobalAlloc for LibcAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        or_from_reserve(self.alloc_from_system(layout), layout)
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        or_from_reserve(self.alloc_zeroed_from_system(layout), layout)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if malloc_off_limits() || in_reserve(ptr) {
+            // The process is ending, or the block is the reserve's; whatever
+            // it holds stays there.
+        } else if is_mapped_block(layout) {
+            // SAFETY: the block was mapped with this length (the same
+            // layout) and nothing refers to it any more.
+            mapped::unmap(ptr, layout.size());
+        } else {
+            MALLOC_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+            __libc_free(ptr.cast())
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
+        let new_ptr =
+            if in_reserve(ptr) { std::ptr::null_mut() } else { self.realloc_in_system(ptr, layout, new_size) };
+        if !new_ptr.is_null() {
+            return new_ptr;
+        }
+        // The block, unchanged, goes to the reserve (or stays there).
+        let new_ptr = from_reserve(new_layout);
+        if !new_ptr.is_null() {
+            new_ptr.copy_from_nonoverlapping(ptr, layout.size().min(new_size));
+            self.dealloc(ptr, layout);
+        }
+        new_ptr
+    }
+}
+
+impl LibcAllocator {
+    /// [`GlobalAlloc::alloc`] from glibc or the system; null when they have no memory.
+    ///
+    /// # Safety
+    /// As [`GlobalAlloc::alloc`].
+    unsafe fn alloc_from_system(&self, layout: Layout) -> *mut u8 {
         let ptr = if malloc_off_limits() {
             ending_block(layout).cast()
         } else if is_mapped_block(layout) {
@@ -141,14 +237,18 @@ unsafe impl GlobalAlloc for LibcAllocator {
         ptr.cast()
     }
 
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+    /// [`GlobalAlloc::alloc_zeroed`] from glibc or the system.
+    ///
+    /// # Safety
+    /// As [`GlobalAlloc::alloc_zeroed`].
+    unsafe fn alloc_zeroed_from_system(&self, layout: Layout) -> *mut u8 {
         // A new mapping is zeroed already, and its pages untouched cost no
         // memory until written (so is the memory of an ending process).
         if is_mapped_block(layout) || malloc_off_limits() {
-            return self.alloc(layout);
+            return self.alloc_from_system(layout);
         }
         if layout.align() > MALLOC_ALIGNMENT {
-            let ptr = self.alloc(layout);
+            let ptr = self.alloc_from_system(layout);
             if !ptr.is_null() {
                 ptr.write_bytes(0, layout.size());
             }
@@ -161,20 +261,13 @@ unsafe impl GlobalAlloc for LibcAllocator {
         ptr.cast()
     }
 
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if malloc_off_limits() {
-            // The process is ending; whatever it holds stays there.
-        } else if is_mapped_block(layout) {
-            // SAFETY: the block was mapped with this length (the same
-            // layout) and nothing refers to it any more.
-            mapped::unmap(ptr, layout.size());
-        } else {
-            MALLOC_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
-            __libc_free(ptr.cast())
-        }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    /// [`GlobalAlloc::realloc`] of a block that is not the reserve's, by
+    /// glibc or the system; null, the block unchanged, when they have no
+    /// memory.
+    ///
+    /// # Safety
+    /// As [`GlobalAlloc::realloc`].
+    unsafe fn realloc_in_system(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
         if is_mapped_block(layout) && is_mapped_block(new_layout) && !malloc_off_limits() {
             // SAFETY: the block was mapped with the old length; the caller
@@ -183,7 +276,7 @@ unsafe impl GlobalAlloc for LibcAllocator {
         }
         let by_copy = layout.align() > MALLOC_ALIGNMENT || is_mapped_block(layout) || is_mapped_block(new_layout);
         if by_copy || malloc_off_limits() {
-            let new_ptr = self.alloc(new_layout);
+            let new_ptr = self.alloc_from_system(new_layout);
             if !new_ptr.is_null() {
                 new_ptr.copy_from_nonoverlapping(ptr, layout.size().min(new_size));
                 self.dealloc(ptr, layout);

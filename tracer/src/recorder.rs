@@ -18,6 +18,7 @@ use trace_format::SiteCounters;
 
 use crate::block_filter::BlockFilter;
 use crate::fast_hash::{BuildAddressHasher, BuildWordHasher};
+use crate::room::{self, OutOfMemory};
 use crate::sampling::Sampling;
 use crate::sites::{Scope, Sites, Totals, STRIPES};
 use crate::stacks::StackId;
@@ -219,7 +220,7 @@ impl Recorder {
         sample: bool,
         stack: StackId,
         birth_epoch: u32,
-    ) {
+    ) -> Result<(), OutOfMemory> {
         let own = self.own();
         let stripe = (ordinal % usize::from(STRIPES)) as u8;
         let allocation = LiveAllocation::new(size, sample, stripe, stack, birth_epoch);
@@ -229,29 +230,29 @@ impl Recorder {
         // stays in the inherited totals, which an extra look per allocation
         // in every worker would not be worth.)
         self.note_block(&allocation, address, BlockFilter::add);
-        if let Some(stale) = own.live.insert(address, allocation) {
+        if let Some(stale) = room::insert(&own.live, address, allocation)? {
             self.release(own, ordinal, address, stale);
         }
         let (count, bytes) = self.weight(&allocation);
-        own.sites.born(allocation.stripe(), ordinal, stack, birth_epoch, count, bytes);
+        own.sites.born(allocation.stripe(), ordinal, stack, birth_epoch, count, bytes)
     }
 
     /// Records that `address` was freed by the thread of ordinal `ordinal`;
     /// false when the tracer never saw it allocated.
-    pub fn freed(&self, ordinal: usize, address: usize) -> bool {
+    pub fn freed(&self, ordinal: usize, address: usize) -> Result<bool, OutOfMemory> {
         let own = self.own();
         if let Some((_, allocation)) = own.live.remove(&address) {
             self.release(own, ordinal, address, allocation);
-            return true;
+            return Ok(true);
         }
-        let Some(allocation) = self.inherited_allocation(address) else { return false };
-        if own.freed_inherited.insert(address, ()).is_none() {
+        let Some(allocation) = self.inherited_allocation(address) else { return Ok(false) };
+        if room::insert(&own.freed_inherited, address, ())?.is_none() {
             self.note_block(&allocation, address, BlockFilter::remove);
             let (count, bytes) = self.weight(&allocation);
             own.freed_inherited_count.fetch_add(count, Ordering::Relaxed);
             own.freed_inherited_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
-        true
+        Ok(true)
     }
 
     /// The allocation at `address` that this process inherited and has not
@@ -285,9 +286,9 @@ impl Recorder {
 
     /// The heap's counters for a snapshot (see [`Sites::collect`]); the
     /// totals include what this process inherited and still holds.
-    pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Totals {
+    pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Result<Totals, OutOfMemory> {
         let current = self.current.load(Ordering::Relaxed);
-        self.with_inherited(current, self.own().sites.collect(scope, report))
+        Ok(self.with_inherited(current, self.own().sites.collect(scope, report)?))
     }
 
     /// `own`, the totals of generation `generation`'s own sites, plus what it
@@ -323,7 +324,7 @@ mod tests {
     fn collect(recorder: &Recorder, current_epoch: u32, everything: bool, first_birth_epoch: u32) -> Collected {
         let mut counters = Vec::new();
         let scope = Scope { current_epoch, everything, first_birth_epoch };
-        let totals = recorder.collect(scope, &mut |c| counters.push(c));
+        let totals = recorder.collect(scope, &mut |c| counters.push(c)).unwrap();
         counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
         Collected { counters, live_bytes: totals.live_bytes, live_count: totals.live_count }
     }
@@ -331,15 +332,15 @@ mod tests {
     #[test]
     fn snapshots_carry_only_changes_and_forget_dead_pairs() {
         let recorder = Recorder::default();
-        recorder.allocated(0, 0x1000, 100, false, 7, 0);
-        recorder.allocated(0, 0x2000, 50, false, 7, 0);
-        recorder.allocated(0, 0x3000, 10, false, 8, 0);
+        recorder.allocated(0, 0x1000, 100, false, 7, 0).unwrap();
+        recorder.allocated(0, 0x2000, 50, false, 7, 0).unwrap();
+        recorder.allocated(0, 0x3000, 10, false, 8, 0).unwrap();
         let first = collect(&recorder, 1, false, 0);
         assert_eq!(first.counters.len(), 2);
         assert_eq!((first.live_bytes, first.live_count), (160, 3));
 
-        assert!(recorder.freed(0, 0x3000));
-        assert!(!recorder.freed(0, 0x9999));
+        assert!(recorder.freed(0, 0x3000).unwrap());
+        assert!(!recorder.freed(0, 0x9999).unwrap());
         let second = collect(&recorder, 2, false, 0);
         assert_eq!(second.counters.len(), 1);
         assert_eq!(second.counters[0].stack, 8);
@@ -356,8 +357,8 @@ mod tests {
     #[test]
     fn pairs_born_before_the_first_birth_epoch_count_in_totals_only() {
         let recorder = Recorder::default();
-        recorder.allocated(0, 0x1000, 100, false, 1, 0);
-        recorder.allocated(0, 0x2000, 10, false, 2, 3);
+        recorder.allocated(0, 0x1000, 100, false, 1, 0).unwrap();
+        recorder.allocated(0, 0x2000, 10, false, 2, 3).unwrap();
         let collected = collect(&recorder, 4, true, 3);
         assert_eq!(collected.counters.len(), 1);
         assert_eq!(collected.counters[0].stack, 2);
@@ -367,8 +368,8 @@ mod tests {
     #[test]
     fn a_reused_address_retires_the_stale_allocation() {
         let recorder = Recorder::default();
-        recorder.allocated(0, 0x1000, 100, false, 1, 0);
-        recorder.allocated(0, 0x1000, 30, false, 2, 0);
+        recorder.allocated(0, 0x1000, 100, false, 1, 0).unwrap();
+        recorder.allocated(0, 0x1000, 30, false, 2, 0).unwrap();
         let collected = collect(&recorder, 1, false, 0);
         assert_eq!((collected.live_bytes, collected.live_count), (30, 1));
     }
@@ -376,14 +377,14 @@ mod tests {
     #[test]
     fn a_forked_child_leaves_the_inherited_tables_alone_and_counts_them_in_its_totals() {
         let recorder = Recorder::default();
-        recorder.allocated(0, 0x1000, 100, false, 1, 0);
-        recorder.allocated(0, 0x2000, 50, false, 2, 0);
+        recorder.allocated(0, 0x1000, 100, false, 1, 0).unwrap();
+        recorder.allocated(0, 0x2000, 50, false, 2, 0).unwrap();
         assert_eq!(collect(&recorder, 1, false, 0).live_bytes, 150);
 
         recorder.forked();
-        assert!(recorder.freed(0, 0x1000), "an inherited allocation is known");
-        assert!(!recorder.freed(0, 0x1000), "and freed only once");
-        recorder.allocated(0, 0x3000, 7, false, 3, 2);
+        assert!(recorder.freed(0, 0x1000).unwrap(), "an inherited allocation is known");
+        assert!(!recorder.freed(0, 0x1000).unwrap(), "and freed only once");
+        recorder.allocated(0, 0x3000, 7, false, 3, 2).unwrap();
         let child = collect(&recorder, 3, true, 2);
         assert_eq!(child.counters.iter().map(|c| c.stack).collect::<Vec<_>>(), [3], "only its own pairs");
         assert_eq!((child.live_bytes, child.live_count), (57, 2));
@@ -392,13 +393,13 @@ mod tests {
 
         // A grandchild inherits both: the root's 0x2000 and the child's 0x3000.
         recorder.forked();
-        assert!(!recorder.freed(0, 0x1000), "freed by the child before it forked");
-        assert!(recorder.freed(0, 0x3000));
-        assert!(recorder.freed(0, 0x2000));
-        recorder.allocated(0, 0x1000, 5, false, 4, 4);
+        assert!(!recorder.freed(0, 0x1000).unwrap(), "freed by the child before it forked");
+        assert!(recorder.freed(0, 0x3000).unwrap());
+        assert!(recorder.freed(0, 0x2000).unwrap());
+        recorder.allocated(0, 0x1000, 5, false, 4, 4).unwrap();
         let grandchild = collect(&recorder, 5, true, 4);
         assert_eq!((grandchild.live_bytes, grandchild.live_count), (5, 1));
-        assert!(recorder.freed(0, 0x1000), "its own allocation at an address an ancestor had");
+        assert!(recorder.freed(0, 0x1000).unwrap(), "its own allocation at an address an ancestor had");
         assert_eq!(collect(&recorder, 6, false, 4).live_bytes, 0);
     }
 
@@ -407,12 +408,12 @@ mod tests {
         let recorder = Recorder::default();
         for generation in 1..=GENERATIONS as u64 + 2 {
             recorder.forked();
-            recorder.allocated(0, 0x1000 * generation as usize, 10, false, 1, 0);
+            recorder.allocated(0, 0x1000 * generation as usize, 10, false, 1, 0).unwrap();
         }
         assert_eq!(recorder.current.load(Ordering::Relaxed), GENERATIONS - 1);
         let totals = collect(&recorder, 1, false, 0);
         assert_eq!((totals.live_bytes, totals.live_count), (10 * (GENERATIONS as u64 + 2), GENERATIONS as u64 + 2));
-        assert!(recorder.freed(0, 0x1000));
+        assert!(recorder.freed(0, 0x1000).unwrap());
         assert_eq!(collect(&recorder, 1, false, 0).live_count, GENERATIONS as u64 + 1);
     }
 
@@ -420,18 +421,18 @@ mod tests {
     fn when_sampling_a_recorded_block_may_be_held_until_freed_in_any_generation() {
         let recorder = Recorder::new(Some(Sampling::new(65536)));
         assert!(!recorder.may_hold(0x1000), "nothing recorded yet");
-        recorder.allocated(0, 0x1000, 100, true, 1, 0);
-        recorder.allocated(0, 0x2000, 100, true, 1, 0);
-        recorder.allocated(0, 0x2000, 30, true, 2, 0);
+        recorder.allocated(0, 0x1000, 100, true, 1, 0).unwrap();
+        recorder.allocated(0, 0x2000, 100, true, 1, 0).unwrap();
+        recorder.allocated(0, 0x2000, 30, true, 2, 0).unwrap();
         assert!(recorder.may_hold(0x1000) && recorder.may_hold(0x2000));
-        assert!(recorder.freed(0, 0x2000));
+        assert!(recorder.freed(0, 0x2000).unwrap());
         assert!(!recorder.may_hold(0x2000), "a reused address's stale record is retired too");
 
         recorder.forked();
         assert!(recorder.may_hold(0x1000), "inherited");
-        assert!(recorder.freed(0, 0x1000));
+        assert!(recorder.freed(0, 0x1000).unwrap());
         assert!(!recorder.may_hold(0x1000), "freed in the child");
-        recorder.allocated(0, 0x1000, 8, true, 3, 1);
+        recorder.allocated(0, 0x1000, 8, true, 3, 1).unwrap();
         assert!(recorder.may_hold(0x1000), "the child's own block at the same address");
     }
 
@@ -439,23 +440,23 @@ mod tests {
     fn samples_of_the_warm_up_keep_their_weight_after_sampling_ends() {
         let recorder = Recorder::new(Some(Sampling::new(65536)));
         let sample_weight = Sampling::new(65536).weight(100);
-        recorder.allocated(0, 0x1000, 100, true, 1, 0);
+        recorder.allocated(0, 0x1000, 100, true, 1, 0).unwrap();
         assert!(recorder.sampling().is_some());
         assert!(recorder.end_sampling(), "ends once");
         assert!(!recorder.end_sampling());
         assert!(recorder.sampling().is_none(), "every allocation is recorded from now on");
         assert!(recorder.may_hold(0x5000), "every free reaches the live table");
 
-        recorder.allocated(0, 0x2000, 100, false, 2, 1);
-        recorder.allocated(0, 0x3000, 100, false, 2, 1);
+        recorder.allocated(0, 0x2000, 100, false, 2, 1).unwrap();
+        recorder.allocated(0, 0x3000, 100, false, 2, 1).unwrap();
         let after = collect(&recorder, 2, true, 0);
         assert_eq!(after.live_count, sample_weight.0 + 2);
         assert_eq!(after.live_bytes, sample_weight.1 + 200);
         let exact = after.counters.iter().find(|c| c.stack == 2).unwrap();
         assert_eq!((exact.live_count, exact.live_bytes), (2, 200), "recorded exactly");
 
-        assert!(recorder.freed(0, 0x1000), "the warm-up's sample is found");
-        assert!(recorder.freed(0, 0x2000));
+        assert!(recorder.freed(0, 0x1000).unwrap(), "the warm-up's sample is found");
+        assert!(recorder.freed(0, 0x2000).unwrap());
         let freed = collect(&recorder, 3, true, 0);
         assert_eq!((freed.live_count, freed.live_bytes), (1, 100), "each took back what it added");
     }
@@ -467,12 +468,12 @@ mod tests {
         assert!(recorder.sampling().is_none());
         assert!(recorder.object_sampling().is_some(), "objects are still sampled");
         assert!(!recorder.may_hold_object(0x1000), "nothing recorded yet");
-        recorder.allocated(0, 0x1000, 64, true, 1, 1);
+        recorder.allocated(0, 0x1000, 64, true, 1, 1).unwrap();
         assert!(recorder.may_hold_object(0x1000));
         let weight = Sampling::new(65536).weight(64);
         let totals = collect(&recorder, 2, true, 1);
         assert_eq!((totals.live_count, totals.live_bytes), weight, "weighed as a sample");
-        assert!(recorder.freed(0, 0x1000));
+        assert!(recorder.freed(0, 0x1000).unwrap());
         assert!(!recorder.may_hold_object(0x1000), "an object's free skips the live table again");
         assert!(Recorder::new(None).may_hold_object(0x1000), "recording everything, every free looks");
     }
@@ -481,17 +482,17 @@ mod tests {
     fn a_child_forked_after_the_warm_up_records_everything_and_weighs_inherited_samples() {
         let recorder = Recorder::new(Some(Sampling::new(65536)));
         let sample_weight = Sampling::new(65536).weight(100);
-        recorder.allocated(0, 0x1000, 100, true, 1, 0);
+        recorder.allocated(0, 0x1000, 100, true, 1, 0).unwrap();
         recorder.end_sampling();
-        recorder.allocated(0, 0x2000, 100, false, 2, 1);
+        recorder.allocated(0, 0x2000, 100, false, 2, 1).unwrap();
         recorder.forked();
         assert!(recorder.sampling().is_none(), "the child inherits the end of sampling");
         assert!(recorder.may_hold(0x9000));
-        recorder.allocated(0, 0x3000, 10, false, 3, 2);
+        recorder.allocated(0, 0x3000, 10, false, 3, 2).unwrap();
         let before = collect(&recorder, 3, true, 2);
         assert_eq!(before.live_bytes, sample_weight.1 + 100 + 10);
-        assert!(recorder.freed(0, 0x1000), "the inherited sample");
-        assert!(recorder.freed(0, 0x2000), "the inherited exact block");
+        assert!(recorder.freed(0, 0x1000).unwrap(), "the inherited sample");
+        assert!(recorder.freed(0, 0x2000).unwrap(), "the inherited exact block");
         let after = collect(&recorder, 4, false, 2);
         assert_eq!((after.live_count, after.live_bytes), (1, 10));
     }
@@ -500,16 +501,16 @@ mod tests {
     fn a_worker_forked_after_the_warm_up_samples_for_life_and_finds_what_it_inherited() {
         let recorder = Recorder::new(Some(Sampling::new(65536)));
         recorder.end_sampling();
-        recorder.allocated(0, 0x2000, 100, false, 2, 1);
+        recorder.allocated(0, 0x2000, 100, false, 2, 1).unwrap();
         recorder.forked();
         recorder.sample_for_life();
         assert!(recorder.samples_for_life());
         assert!(recorder.sampling().is_some(), "sampling again, though the warm-up has ended");
         assert!(!recorder.end_sampling(), "already ended, before the fork");
         assert!(recorder.sampling().is_some(), "ending the warm-up does not end it");
-        recorder.allocated(0, 0x3000, 100, true, 3, 2);
+        recorder.allocated(0, 0x3000, 100, true, 3, 2).unwrap();
         assert!(recorder.may_hold(0x2000), "the inherited block, recorded exactly");
-        assert!(recorder.freed(0, 0x2000));
+        assert!(recorder.freed(0, 0x2000).unwrap());
         let sample_weight = Sampling::new(65536).weight(100);
         let after = collect(&recorder, 3, false, 2);
         assert_eq!((after.live_count, after.live_bytes), sample_weight, "the child's sample, weighed");
@@ -527,7 +528,7 @@ mod tests {
     #[test]
     fn a_worker_forked_in_the_warm_up_never_ends_its_sampling() {
         let recorder = Recorder::new(Some(Sampling::new(65536)));
-        recorder.allocated(0, 0x1000, 100, true, 1, 0);
+        recorder.allocated(0, 0x1000, 100, true, 1, 0).unwrap();
         recorder.forked();
         recorder.sample_for_life();
         assert!(!recorder.end_sampling(), "its first epoch ends no warm-up");

@@ -21,6 +21,7 @@ use crate::mappings::{self, Locked, Mappings};
 use crate::modules::{self, ModuleMap};
 use crate::python::{Glance, LoaderFrames, PyStack, Python};
 use crate::recorder::Recorder;
+use crate::room::{self, OutOfMemory};
 use crate::sampling::Sampling;
 use crate::sites::Scope;
 use crate::stacks::{StackId, StackKind, StackTable, WrittenIds};
@@ -178,15 +179,21 @@ fn record(work: impl FnOnce(&'static Session, usize)) {
     }
 }
 
-/// [`record`] for a hook that already has the active session.
+/// [`record`] for a hook that already has the active session. Once the
+/// tracer's memory ran out (see [`real_alloc::out_of_memory`]), recording
+/// stops: the work that found out stops short, or has its memory from the
+/// allocator's reserve.
 fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usize)) {
     thread_state::inside(|ordinal| {
         let _pass = gate::pass(ordinal);
         if STATE.load(Ordering::Acquire) != RECORDING {
             return;
         }
-        if panic::catch_unwind(AssertUnwindSafe(|| work(session, ordinal))).is_err() {
+        if !real_alloc::out_of_memory() && panic::catch_unwind(AssertUnwindSafe(|| work(session, ordinal))).is_err() {
             session.stop("an internal error occurred");
+        }
+        if real_alloc::out_of_memory() {
+            session.stop(OutOfMemory::WHY);
         }
     });
 }
@@ -214,6 +221,8 @@ fn begin(allocators: Allocators) {
     // Panics are caught and turned into one line; the default hook's report
     // would be noise in the traced program's stderr.
     panic::set_hook(Box::new(|_| {}));
+    // Before the program may limit its memory (see real_alloc::from_reserve).
+    real_alloc::set_reserve_aside();
     config::make_own_preload_absolute();
     let mut config = Config::from_env();
     config.warnings.extend(allocators.warnings);
@@ -418,7 +427,9 @@ fn record_allocation(
             // The capture sees a pass starting as a walk would.
             let stack_id = session.capture_stack(StackKind::Heap, entry);
             let epoch = session.epoch.load(Ordering::Relaxed);
-            session.recorder.allocated(ordinal, address as usize, size, sample, stack_id, epoch);
+            room::noted(stack_id.and_then(|stack_id| {
+                session.recorder.allocated(ordinal, address as usize, size, sample, stack_id, epoch)
+            }));
         }
         if slice_due {
             session.close_slice_if_due();
@@ -476,7 +487,10 @@ fn forget(address: *mut std::ffi::c_void, may_hold: impl Fn(&Recorder, usize) ->
 #[inline(never)]
 fn forget_recorded(session: &'static Session, address: usize) -> bool {
     let mut known = false;
-    record_in(session, |session, ordinal| known = session.recorder.freed(ordinal, address));
+    // Only a block the tracer knew can find no room to be forgotten in.
+    record_in(session, |session, ordinal| {
+        known = room::noted(session.recorder.freed(ordinal, address)).unwrap_or(true)
+    });
     known
 }
 
@@ -501,7 +515,7 @@ fn change_mappings<R: Copy>(
     let mut result = None;
     record(|session, _| {
         // Unwinding is slow; it happens before the lock is taken.
-        let stack = stack_kind(session).map(|kind| session.capture_stack(kind, Entry::UNKNOWN));
+        let stack = stack_kind(session).and_then(|kind| room::noted(session.capture_stack(kind, Entry::UNKNOWN)));
         let mut table = session.mappings.lock();
         let Some(call) = call.take() else { return };
         let value = call();
@@ -555,7 +569,9 @@ pub fn mapping(
                 return;
             }
             match (stack, scale) {
-                (Some(stack), Some(scale)) => table.mapped(address as usize, len, stack, epoch, scale),
+                (Some(stack), Some(scale)) => {
+                    room::noted(table.mapped(address as usize, len, stack, epoch, scale));
+                }
                 _ => table.unmapped(address as usize, len),
             }
         },
@@ -636,7 +652,9 @@ pub fn remapping(
             new.saturating_add(old_len)
         };
         match (stack, scale) {
-            (Some(stack), Some(scale)) => table.mapped(grown_at, grown, stack, epoch, scale),
+            (Some(stack), Some(scale)) => {
+                room::noted(table.mapped(grown_at, grown, stack, epoch, scale));
+            }
             // Not drawn, or not memory the tracer records: whatever the
             // table still held there is gone.
             _ => table.unmapped(grown_at, grown),
@@ -830,7 +848,7 @@ impl Session {
     /// The calling thread's stack, native and Python frames, as a stack id;
     /// the stack without frames should the thread's room be taken (see
     /// [`capture_room`]).
-    fn capture_stack(&self, kind: StackKind, entry: Entry) -> StackId {
+    fn capture_stack(&self, kind: StackKind, entry: Entry) -> Result<StackId, OutOfMemory> {
         let captured = capture_room::with_room(|stack, python_frames| {
             unwind::capture(self.own_code, entry, stack);
             self.python.capture(python_frames);
@@ -1179,8 +1197,12 @@ impl Session {
             stacks.push(c.stack);
             counters.push(&c);
         };
-        let heap = self.recorder.collect(scope, &mut take);
-        let mapped = self.mappings.collect(scope, &mut take);
+        let (Some(heap), Some(mapped)) = (
+            room::noted(self.recorder.collect(scope, &mut take)),
+            room::noted(self.mappings.collect(scope, &mut take)),
+        ) else {
+            return;
+        };
         stacks.sort_unstable();
         stacks.dedup();
         // Libraries unloaded before the stacks that ran through them are

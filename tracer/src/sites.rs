@@ -16,6 +16,7 @@ use dashmap::DashMap;
 use trace_format::SiteCounters;
 
 use crate::fast_hash::BuildWordHasher;
+use crate::room::{self, OutOfMemory};
 use crate::stacks::StackId;
 
 /// A pair's counters in 32 bytes: with its key an entry is 40, not 48
@@ -134,10 +135,9 @@ struct ChangeLog {
 }
 
 impl ChangeLog {
+    /// A log that cannot grow is as good as overflowed.
     fn note(&mut self, key: u64) {
-        if self.keys.len() < LOGGED_CHANGES {
-            self.keys.push(key);
-        } else {
+        if self.keys.len() >= LOGGED_CHANGES || room::push(&mut self.keys, key).is_err() {
             self.overflowed = true;
         }
     }
@@ -170,14 +170,23 @@ impl Sites {
     /// `stack`, counted in stripe `stripe` (below [`STRIPES`]) by the thread
     /// of ordinal `ordinal` (see [`crate::thread_state::inside`]; or
     /// [`ANY_THREAD`]).
-    pub fn born(&self, stripe: u8, ordinal: usize, stack: StackId, birth_epoch: u32, count: u64, bytes: u64) {
+    pub fn born(
+        &self,
+        stripe: u8,
+        ordinal: usize,
+        stack: StackId,
+        birth_epoch: u32,
+        count: u64,
+        bytes: u64,
+    ) -> Result<(), OutOfMemory> {
         let key = site_key(stack, birth_epoch);
         let counted = self.stripe(stripe);
-        let mut site = counted.entry(key).or_default();
-        self.log_change(counted, key, &site);
-        site.take(&SiteState::born(count, bytes));
-        drop(site);
+        room::with_entry(counted, key, SiteState::default, |site| {
+            self.log_change(counted, key, site);
+            site.take(&SiteState::born(count, bytes));
+        })?;
         self.add_live(ordinal, count, bytes);
+        Ok(())
     }
 
     /// `count` objects and `bytes` of the pair are gone. A count of 0 with
@@ -251,21 +260,28 @@ impl Sites {
 
     /// Adds every other stripe's parts into the home stripe's pairs and
     /// empties them. A part is moved under its stripe shard's lock, which a
-    /// release of it waits for, and then finds the part at home.
-    fn fold_into_home(&self) {
+    /// release of it waits for, and then finds the part at home. A part
+    /// for which home has no room stays where it is.
+    fn fold_into_home(&self) -> Result<(), OutOfMemory> {
         let home = self.home();
+        let mut folded = Ok(());
         for stripe in &self.stripes[1..] {
             if stripe.is_empty() {
                 continue;
             }
             stripe.retain(|&key, part| {
-                let mut site = home.entry(key).or_default();
-                self.log_change(home, key, &site);
-                site.take(part);
-                false
+                let moved = folded.and_then(|()| {
+                    room::with_entry(home, key, SiteState::default, |site| {
+                        self.log_change(home, key, site);
+                        site.take(part);
+                    })
+                });
+                folded = folded.and(moved);
+                moved.is_err()
             });
             give_back_room(stripe);
         }
+        folded
     }
 
     /// Hands `report` the pairs that changed since the last collection
@@ -274,8 +290,9 @@ impl Sites {
     /// change again (nothing alive, born before `scope.current_epoch`) are
     /// dropped after being reported, so the table holds only what is alive or
     /// current.
-    pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Totals {
-        self.fold_into_home();
+    /// Fails, having reported nothing, when the pairs cannot be made whole.
+    pub fn collect(&self, scope: Scope, report: &mut impl FnMut(SiteCounters)) -> Result<Totals, OutOfMemory> {
+        self.fold_into_home()?;
         let home = self.home();
         let logged = std::mem::take(&mut *crate::lock(&self.changes));
         // Decides a pair's fate, and whether the next collection must see it.
@@ -304,7 +321,7 @@ impl Sites {
             }
         }
         give_back_room(home);
-        self.totals()
+        Ok(self.totals())
     }
 }
 
@@ -318,7 +335,7 @@ const ROOM_KEPT: usize = 1 << 12;
 /// ended. Room beyond twice what the pairs need is given back.
 fn give_back_room(table: &Stripe) {
     if table.capacity() > 2 * table.len() + ROOM_KEPT {
-        table.shrink_to_fit();
+        room::shrink(table);
     }
 }
 
@@ -355,8 +372,9 @@ mod tests {
 
     fn collect(sites: &Sites, current_epoch: u32, everything: bool) -> (Vec<SiteCounters>, Totals) {
         let mut counters = Vec::new();
-        let totals =
-            sites.collect(Scope { current_epoch, everything, first_birth_epoch: 0 }, &mut |c| counters.push(c));
+        let totals = sites
+            .collect(Scope { current_epoch, everything, first_birth_epoch: 0 }, &mut |c| counters.push(c))
+            .unwrap();
         counters.sort_unstable_by_key(|c| (c.stack, c.birth_epoch));
         (counters, totals)
     }
@@ -368,9 +386,9 @@ mod tests {
     #[test]
     fn a_pair_counted_in_several_stripes_is_reported_whole() {
         let sites = Sites::default();
-        sites.born(0, 0, 7, 0, 1, 100);
-        sites.born(3, 0, 7, 0, 2, 40);
-        sites.born(3, 0, 8, 0, 1, 5);
+        sites.born(0, 0, 7, 0, 1, 100).unwrap();
+        sites.born(3, 0, 7, 0, 2, 40).unwrap();
+        sites.born(3, 0, 8, 0, 1, 5).unwrap();
         let (counters, totals) = collect(&sites, 1, false);
         assert_eq!(counters.len(), 2);
         assert_eq!(live_and_allocated(&counters[0]), (3, 140, 3, 140));
@@ -389,8 +407,8 @@ mod tests {
         // A first epoch with many pairs, in the home stripe and in another,
         // nearly all of them dead by its end.
         for stack in 1..=100_000 {
-            sites.born(0, 0, stack, 0, 1, 8);
-            sites.born(5, 0, stack, 0, 1, 8);
+            sites.born(0, 0, stack, 0, 1, 8).unwrap();
+            sites.born(5, 0, stack, 0, 1, 8).unwrap();
             if stack > 1_000 {
                 sites.released(0, 0, stack, 0, 1, 8);
                 sites.released(5, 0, stack, 0, 1, 8);
@@ -412,8 +430,8 @@ mod tests {
     #[test]
     fn a_dead_part_stays_while_another_part_of_its_pair_lives() {
         let sites = Sites::default();
-        sites.born(0, 0, 7, 0, 1, 100);
-        sites.born(1, 0, 7, 0, 1, 10);
+        sites.born(0, 0, 7, 0, 1, 100).unwrap();
+        sites.born(1, 0, 7, 0, 1, 10).unwrap();
         sites.released(1, 0, 7, 0, 1, 10);
         collect(&sites, 1, false);
         collect(&sites, 2, false);
@@ -422,7 +440,7 @@ mod tests {
         assert_eq!(live_and_allocated(&counters[0]), (0, 0, 2, 110), "stripe 1's allocation is still counted");
 
         // Dead in every part and from a past epoch: gone from all stripes.
-        sites.born(1, 0, 9, 3, 1, 1);
+        sites.born(1, 0, 9, 3, 1, 1).unwrap();
         let (counters, totals) = collect(&sites, 4, true);
         assert_eq!(counters.iter().map(|c| c.stack).collect::<Vec<_>>(), [9]);
         assert_eq!((totals.live_count, totals.live_bytes), (1, 1));
@@ -432,10 +450,10 @@ mod tests {
     #[test]
     fn a_release_after_its_part_was_folded_home_is_counted_there() {
         let sites = Sites::default();
-        sites.born(4, 0, 7, 0, 2, 64);
+        sites.born(4, 0, 7, 0, 2, 64).unwrap();
         collect(&sites, 1, false);
         assert!(sites.stripes[4].is_empty(), "folded into the home stripe");
-        sites.born(4, 0, 7, 0, 1, 32);
+        sites.born(4, 0, 7, 0, 1, 32).unwrap();
         sites.released(4, 0, 7, 0, 1, 32);
         sites.released(4, 0, 7, 0, 1, 32);
         let (counters, totals) = collect(&sites, 2, false);
@@ -447,7 +465,7 @@ mod tests {
     fn the_running_totals_hold_when_threads_free_each_others_objects() {
         let sites = Sites::default();
         std::thread::scope(|scope| {
-            scope.spawn(|| sites.born(1, 1, 7, 0, 3, 300)).join().unwrap();
+            scope.spawn(|| sites.born(1, 1, 7, 0, 3, 300)).join().unwrap().unwrap();
             scope.spawn(|| sites.released(1, 2, 7, 0, 2, 200)).join().unwrap();
         });
         assert_eq!(sites.totals(), Totals { live_count: 1, live_bytes: 100 });
@@ -463,12 +481,12 @@ mod tests {
     fn later_collections_look_at_the_logged_pairs_and_still_drop_the_dead() {
         let sites = Sites::default();
         for stack in 1..=3 {
-            sites.born(0, 0, stack, 0, 1, 10);
+            sites.born(0, 0, stack, 0, 1, 10).unwrap();
         }
         assert_eq!(collect(&sites, 1, false).0.len(), 3, "the first reads every pair");
         assert!(crate::lock(&sites.changes).keys.is_empty());
         sites.released(0, 0, 2, 0, 1, 10);
-        sites.born(0, 0, 3, 1, 1, 5);
+        sites.born(0, 0, 3, 1, 1, 5).unwrap();
         assert_eq!(crate::lock(&sites.changes).keys, [site_key(2, 0), site_key(3, 1)]);
         let (counters, totals) = collect(&sites, 2, false);
         assert_eq!(counters.iter().map(|c| (c.stack, c.birth_epoch)).collect::<Vec<_>>(), [(2, 0), (3, 1)]);
@@ -476,7 +494,7 @@ mod tests {
         assert!(!sites.home().contains_key(&site_key(2, 0)), "dead and old: dropped");
 
         // Dead in the epoch still open: kept, and dropped by the next one.
-        sites.born(0, 0, 4, 2, 1, 1);
+        sites.born(0, 0, 4, 2, 1, 1).unwrap();
         sites.released(0, 0, 4, 2, 1, 1);
         assert_eq!(collect(&sites, 2, false).0.len(), 1);
         assert!(sites.home().contains_key(&site_key(4, 2)));
@@ -489,7 +507,7 @@ mod tests {
         let sites = Sites::default();
         collect(&sites, 1, false);
         let pairs = LOGGED_CHANGES as u32 + 10;
-        (0..pairs).for_each(|stack| sites.born(0, 0, stack, 1, 1, 1));
+        (0..pairs).for_each(|stack| sites.born(0, 0, stack, 1, 1, 1).unwrap());
         assert!(crate::lock(&sites.changes).overflowed);
         let (counters, totals) = collect(&sites, 2, false);
         assert_eq!(counters.len(), pairs as usize);
@@ -500,9 +518,9 @@ mod tests {
     #[test]
     fn a_full_collection_reports_every_pair_whole_and_totals_add_all_stripes() {
         let sites = Sites::default();
-        sites.born(2, 0, 5, 1, 1, 8);
-        sites.born(5, 0, 5, 1, 1, 8);
-        sites.born(5, 0, 6, 1, 1, 3);
+        sites.born(2, 0, 5, 1, 1, 8).unwrap();
+        sites.born(5, 0, 5, 1, 1, 8).unwrap();
+        sites.born(5, 0, 6, 1, 1, 3).unwrap();
         collect(&sites, 2, false);
         let (counters, totals) = collect(&sites, 2, true);
         assert_eq!(counters.iter().map(live_and_allocated).collect::<Vec<_>>(), [(2, 16, 2, 16), (1, 3, 1, 3)]);

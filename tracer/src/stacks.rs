@@ -28,6 +28,7 @@ use trace_format::{Frame, StackNode};
 
 use crate::fast_hash::BuildWordHasher;
 use crate::python;
+use crate::room::{self, OutOfMemory};
 use crate::unwind::CapturedStack;
 
 /// The id of a stack's innermost node (never 0, the root).
@@ -152,7 +153,9 @@ thread_local! {
 /// is taken from the stack only then.
 #[cold]
 #[inline(never)]
-fn with_path_on_stack(intern_new: impl FnOnce(&mut [FrameWord; MAX_PATH]) -> StackId) -> StackId {
+fn with_path_on_stack(
+    intern_new: impl FnOnce(&mut [FrameWord; MAX_PATH]) -> Result<StackId, OutOfMemory>,
+) -> Result<StackId, OutOfMemory> {
     intern_new(&mut [0; MAX_PATH])
 }
 
@@ -183,19 +186,20 @@ impl Tree {
         self.children.find(parent, word)
     }
 
-    fn add_child(&mut self, parent: u32, word: FrameWord) -> u32 {
-        self.parents.push(parent);
+    fn add_child(&mut self, parent: u32, word: FrameWord) -> Result<u32, OutOfMemory> {
+        self.frames.try_reserve(1).map_err(|_| OutOfMemory)?;
+        room::push(&mut self.parents, parent)?;
         self.frames.push(word);
         let id = self.parents.len() as u32;
         if ends_a_stack(word) {
-            return id;
+            return Ok(id);
         }
         if self.children.wants_room(self.parents.len()) {
-            self.children.grow(&self.parents, &self.frames);
+            self.children.grow(&self.parents, &self.frames)?;
         } else {
             self.children.put(parent, word, id);
         }
-        id
+        Ok(id)
     }
 }
 
@@ -243,13 +247,13 @@ const MIN_EDGE_SLOTS: usize = 1 << 16;
 const MAX_EDGE_SLOTS: usize = 1 << 20;
 
 impl EdgeIndex {
-    fn with_slots(slots: usize) -> EdgeIndex {
+    fn with_slots(slots: usize) -> Result<EdgeIndex, OutOfMemory> {
         let line = WAYS * std::mem::size_of::<[u64; 2]>();
         // A line's worth more, for set 0 to start where a line does.
-        let memory = vec![[0; 2]; slots + WAYS - 1];
+        let memory = crate::real_alloc::zeroed_pairs(slots + WAYS - 1).ok_or(OutOfMemory)?;
         let misalignment = memory.as_ptr() as usize % line;
         let first = (line - misalignment) % line / std::mem::size_of::<[u64; 2]>();
-        EdgeIndex { slots: memory, first, sets: slots / WAYS, filled: 0 }
+        Ok(EdgeIndex { slots: memory, first, sets: slots / WAYS, filled: 0 })
     }
 
     /// The first slots of the sets an edge may take, its own set first: the
@@ -300,13 +304,14 @@ impl EdgeIndex {
     }
 
     /// Doubles the slots and puts the tree's edges in, in id order.
-    fn grow(&mut self, parents: &[u32], frames: &[FrameWord]) {
-        *self = EdgeIndex::with_slots((2 * self.sets * WAYS).clamp(MIN_EDGE_SLOTS, MAX_EDGE_SLOTS));
+    fn grow(&mut self, parents: &[u32], frames: &[FrameWord]) -> Result<(), OutOfMemory> {
+        *self = EdgeIndex::with_slots((2 * self.sets * WAYS).clamp(MIN_EDGE_SLOTS, MAX_EDGE_SLOTS))?;
         for (index, (&parent, &frame)) in parents.iter().zip(frames).enumerate() {
             if !ends_a_stack(frame) {
                 self.put(parent, frame, index as u32 + 1);
             }
         }
+        Ok(())
     }
 }
 
@@ -329,7 +334,12 @@ impl StackTable {
     /// The id of the stack of `kind` with the `native` frames just captured
     /// and these packed Python frames (innermost first). A stack that
     /// repeats the thread's previous one is known without hashing it.
-    pub fn intern_capture(&self, kind: StackKind, native: &CapturedStack, python: &[u64]) -> StackId {
+    pub fn intern_capture(
+        &self,
+        kind: StackKind,
+        native: &CapturedStack,
+        python: &[u64],
+    ) -> Result<StackId, OutOfMemory> {
         let repeated = LAST_STACK.try_with(|last| {
             let mut last = last.try_borrow_mut().ok()?;
             let same = last.table_id == self.table_id
@@ -340,14 +350,17 @@ impl StackTable {
             same.then_some(last.id)
         });
         if let Ok(Some(id)) = repeated {
-            return id;
+            return Ok(id);
         }
         let id = self.intern(kind, native.frames(), python);
         let _ = LAST_STACK.try_with(|last| {
             if let Ok(mut last) = last.try_borrow_mut() {
                 let python = &python[..python.len().min(python::MAX_PY_FRAMES)];
                 last.python[..python.len()].copy_from_slice(python);
-                (last.table_id, last.kind, last.python_len, last.id) = (self.table_id, kind, python.len(), id);
+                // A stack that found no room is no stack to repeat.
+                let table_id = if id.is_ok() { self.table_id } else { 0 };
+                (last.table_id, last.kind, last.python_len) = (table_id, kind, python.len());
+                last.id = id.unwrap_or_default();
             }
         });
         id
@@ -355,10 +368,10 @@ impl StackTable {
 
     /// The id of the stack of `kind` with these native return addresses
     /// (innermost first) and packed Python frames (innermost first).
-    pub fn intern(&self, kind: StackKind, native: &[u64], python: &[u64]) -> StackId {
+    pub fn intern(&self, kind: StackKind, native: &[u64], python: &[u64]) -> Result<StackId, OutOfMemory> {
         let hash = stack_hash(kind, native, python);
         if let Some(id) = self.known(hash) {
-            return id;
+            return Ok(id);
         }
         let mut intern_new = Some(|path: &mut [FrameWord; MAX_PATH]| self.intern_new(kind, native, python, hash, path));
         let interned = PATH_ROOM.try_with(|room| {
@@ -381,7 +394,7 @@ impl StackTable {
         python: &[u64],
         hash: (u64, u64),
         path: &mut [FrameWord; MAX_PATH],
-    ) -> StackId {
+    ) -> Result<StackId, OutOfMemory> {
         let native = &native[..native.len().min(crate::unwind::MAX_FRAMES)];
         let python = &python[..python.len().min(crate::python::MAX_PY_FRAMES)];
         let outermost_first = |frames: &[u64], tag: FrameWord, path: &mut [u64; MAX_PATH]| {
@@ -398,7 +411,7 @@ impl StackTable {
             }
         } else {
             let python_len = outermost_first(python, PYTHON_TAG, path);
-            let python_leaf = self.path_node(PYTHON_PATH, &path[..python_len]);
+            let python_leaf = self.path_node(PYTHON_PATH, &path[..python_len])?;
             let len = outermost_first(native, 0, path);
             path[len] = PYTHON_LEAF_TAG | FrameWord::from(python_leaf);
             len + 1
@@ -407,7 +420,7 @@ impl StackTable {
             path[len] = marker;
             len += 1;
         }
-        let node = self.path_node(NATIVE_PATH, &path[..len]);
+        let node = self.path_node(NATIVE_PATH, &path[..len])?;
         self.remember(hash, node)
     }
 
@@ -422,18 +435,18 @@ impl StackTable {
 
     /// The id of the stack with `hash`: `node`, unless another thread
     /// interned the same stack first.
-    fn remember(&self, (first, second): (u64, u64), node: StackId) -> StackId {
-        let (check, id) = *self.by_hash.entry(first).or_insert((second as u32, node));
+    fn remember(&self, (first, second): (u64, u64), node: StackId) -> Result<StackId, OutOfMemory> {
+        let (check, id) = room::with_entry(&self.by_hash, first, || (second as u32, node), |known| *known)?;
         if check == second as u32 {
-            id
+            Ok(id)
         } else {
-            *self.colliding.entry((first, second)).or_insert(node)
+            room::with_entry(&self.colliding, (first, second), || node, |known| *known)
         }
     }
 
     /// The node at the end of `path`, adding the nodes it lacks, starting
     /// after the part it shares with this thread's last path of its `kind`.
-    fn path_node(&self, kind: usize, path: &[FrameWord]) -> u32 {
+    fn path_node(&self, kind: usize, path: &[FrameWord]) -> Result<u32, OutOfMemory> {
         let from_last_path = LAST_PATHS.try_with(|last| {
             let mut last = last.try_borrow_mut().ok()?;
             let last = &mut last[kind];
@@ -445,7 +458,9 @@ impl StackTable {
             let start = shared.checked_sub(1).map_or(0, |i| last.nodes[i]);
             last.words[shared..path.len()].copy_from_slice(&path[shared..]);
             let node = self.descend(path, shared, start, &mut last.nodes[..path.len()]);
-            (last.table_id, last.len) = (self.table_id, path.len());
+            // A path cut short holds nodes for only some of its words.
+            last.len = if node.is_ok() { path.len() } else { 0 };
+            last.table_id = self.table_id;
             Some(node)
         });
         match from_last_path {
@@ -459,14 +474,20 @@ impl StackTable {
     /// only where the thread's last paths cannot be reached.
     #[cold]
     #[inline(never)]
-    fn descend_from_root(&self, path: &[FrameWord]) -> u32 {
+    fn descend_from_root(&self, path: &[FrameWord]) -> Result<u32, OutOfMemory> {
         self.descend(path, 0, 0, &mut [0; MAX_PATH][..path.len()])
     }
 
     /// The node at the end of `path`, whose first `known` words lead to
     /// `node`; `nodes[i]` gets the node of step `i`. A shared look along the
     /// part that exists, the write lock only for the rest.
-    fn descend(&self, path: &[FrameWord], mut known: usize, mut node: u32, nodes: &mut [u32]) -> u32 {
+    fn descend(
+        &self,
+        path: &[FrameWord],
+        mut known: usize,
+        mut node: u32,
+        nodes: &mut [u32],
+    ) -> Result<u32, OutOfMemory> {
         {
             let tree = self.tree.read().unwrap_or_else(|poisoned| poisoned.into_inner());
             while let Some(child) = path.get(known).and_then(|&word| tree.indexed_child(node, word)) {
@@ -486,13 +507,13 @@ impl StackTable {
                     Some(child) => child,
                     None => {
                         added = true;
-                        tree.add_child(node, word)
+                        tree.add_child(node, word)?
                     }
                 };
                 nodes[step] = node;
             }
         }
-        node
+        Ok(node)
     }
 
     /// What `stack` made: its innermost word is a mapping kind's marker, or
@@ -696,9 +717,9 @@ mod tests {
     fn the_unwritten_stacks_through_a_range_come_with_their_parents() {
         let table = StackTable::default();
         let in_range = [0x5010, 0x20, 0x10];
-        table.intern(StackKind::Heap, &in_range, &[]);
-        let elsewhere = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
-        table.intern(StackKind::Heap, &[0x40, 0x6000, 0x10], &[]);
+        table.intern(StackKind::Heap, &in_range, &[]).unwrap();
+        let elsewhere = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]).unwrap();
+        table.intern(StackKind::Heap, &[0x40, 0x6000, 0x10], &[]).unwrap();
         let mut written = WrittenIds::default();
         let mut out = Vec::new();
         table.unwritten_through(&[(0x5000, 0x6000)], 0, &mut written, &mut out);
@@ -712,7 +733,7 @@ mod tests {
         out.clear();
         table.unwritten_through(&[(0x5000, 0x6000)], 0, &mut written, &mut out);
         assert!(out.is_empty(), "written already");
-        let later = table.intern(StackKind::Heap, &[0x5020, 0x20, 0x10], &[]);
+        let later = table.intern(StackKind::Heap, &[0x5020, 0x20, 0x10], &[]).unwrap();
         table.unwritten_through(&[(0x5000, 0x6000)], later, &mut written, &mut out);
         assert!(out.is_empty(), "made before the range was loaded: not looked at");
         table.unwritten_through(&[(0x5000, 0x6000)], later - 1, &mut written, &mut out);
@@ -733,10 +754,10 @@ mod tests {
     #[test]
     fn stacks_share_their_outer_frames() {
         let table = StackTable::default();
-        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
-        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]).unwrap();
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]).unwrap();
         assert_ne!(a, b);
-        assert_eq!(table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]), a);
+        assert_eq!(table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]).unwrap(), a);
         assert_eq!(table.tree.read().unwrap().len(), 4, "0x10 and 0x20 are shared");
 
         let frames: Vec<Frame> = path_of(&table, b).iter().map(|n| n.frame).collect();
@@ -779,9 +800,9 @@ mod tests {
     #[test]
     fn python_frames_make_a_path_of_their_own_joined_below_the_native_leaf() {
         let table = StackTable::default();
-        let native_only = table.intern(StackKind::Heap, &[0x20, 0x10], &[]);
+        let native_only = table.intern(StackKind::Heap, &[0x20, 0x10], &[]).unwrap();
         let (f, g) = (python::pack(1, 4, false), python::pack(2, 8, true));
-        let mixed = table.intern(StackKind::Heap, &[0x20, 0x10], &[f, g]);
+        let mixed = table.intern(StackKind::Heap, &[0x20, 0x10], &[f, g]).unwrap();
         assert_ne!(native_only, mixed);
         assert_eq!(frames_of(&table, mixed), (vec![0x20, 0x10], vec![f, g]));
         let path = path_of(&table, mixed);
@@ -793,17 +814,17 @@ mod tests {
     fn each_kind_is_shared_however_the_other_differs() {
         let table = StackTable::default();
         let (f, g, h) = (python::pack(1, 4, false), python::pack(2, 8, false), python::pack(3, 0, true));
-        table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[f, g, h]);
+        table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[f, g, h]).unwrap();
         let nodes = || table.tree.read().unwrap().len();
         let before = nodes();
         // Another line in the innermost function: one Python node and a join.
         let other_line = python::pack(1, 6, false);
-        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[other_line, g, h]);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[other_line, g, h]).unwrap();
         assert_eq!(nodes(), before + 2);
         assert_eq!(frames_of(&table, a), (vec![0x30, 0x20, 0x10], vec![other_line, g, h]));
         // Another native call path from the same Python line: one native node and a join.
         let before = nodes();
-        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[f, g, h]);
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[f, g, h]).unwrap();
         assert_eq!(nodes(), before + 2);
         assert_eq!(frames_of(&table, b), (vec![0x31, 0x20, 0x10], vec![f, g, h]));
     }
@@ -812,7 +833,7 @@ mod tests {
     fn a_stack_of_python_frames_only_joins_at_the_root() {
         let table = StackTable::default();
         let f = python::pack(5, 2, true);
-        let stack = table.intern(StackKind::Heap, &[], &[f]);
+        let stack = table.intern(StackKind::Heap, &[], &[f]).unwrap();
         assert_eq!(frames_of(&table, stack), (vec![], vec![f]));
         assert_eq!(path_of(&table, stack).last().unwrap().parent, 0);
     }
@@ -820,8 +841,8 @@ mod tests {
     #[test]
     fn each_node_is_written_once_per_file_parents_first() {
         let table = StackTable::default();
-        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
-        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
+        let a = table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]).unwrap();
+        let b = table.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]).unwrap();
         let mut written = WrittenIds::default();
         let mut out = Vec::new();
         table.unwritten_path(a, &mut written, &mut out);
@@ -840,14 +861,14 @@ mod tests {
     #[test]
     fn a_threads_last_path_serves_only_its_own_table() {
         let (first, second) = (StackTable::default(), StackTable::default());
-        let a = first.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
+        let a = first.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]).unwrap();
         // Shares two frames with the last path, which belongs to `first`.
-        let b = second.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]);
+        let b = second.intern(StackKind::Heap, &[0x31, 0x20, 0x10], &[]).unwrap();
         assert_eq!(second.tree.read().unwrap().len(), 3, "no node of `first` was taken");
         let frames = |table: &StackTable, id| path_of(table, id).iter().map(|n| n.frame).collect::<Vec<_>>();
         assert_eq!(frames(&second, b), [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x31)]);
         // Back on `first`, whose path the thread no longer holds.
-        let c = first.intern(StackKind::Heap, &[0x32, 0x20, 0x10], &[]);
+        let c = first.intern(StackKind::Heap, &[0x32, 0x20, 0x10], &[]).unwrap();
         assert_eq!(first.tree.read().unwrap().len(), 4);
         assert_eq!(frames(&first, c), [Frame::Native(0x10), Frame::Native(0x20), Frame::Native(0x32)]);
         assert_eq!(path_of(&first, c)[1].id, path_of(&first, a)[1].id, "0x20 is shared");
@@ -856,9 +877,9 @@ mod tests {
     #[test]
     fn a_stack_sharing_the_last_paths_outer_frames_extends_it() {
         let table = StackTable::default();
-        table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]);
-        let deeper = table.intern(StackKind::Heap, &[0x40, 0x30, 0x20, 0x10], &[]);
-        let shallower = table.intern(StackKind::Heap, &[0x20, 0x10], &[]);
+        table.intern(StackKind::Heap, &[0x30, 0x20, 0x10], &[]).unwrap();
+        let deeper = table.intern(StackKind::Heap, &[0x40, 0x30, 0x20, 0x10], &[]).unwrap();
+        let shallower = table.intern(StackKind::Heap, &[0x20, 0x10], &[]).unwrap();
         assert_eq!(table.tree.read().unwrap().len(), 4);
         assert_eq!(path_of(&table, deeper).len(), 4);
         assert_eq!(path_of(&table, shallower).last().unwrap().frame, Frame::Native(0x20));
@@ -868,30 +889,30 @@ mod tests {
     #[test]
     fn a_mapping_stack_ends_in_the_marker_and_differs_from_the_heap_stack() {
         let table = StackTable::default();
-        let heap = table.intern(StackKind::Heap, &[0x20, 0x10], &[]);
-        let mapping = table.intern(StackKind::Mapping, &[0x20, 0x10], &[]);
+        let heap = table.intern(StackKind::Heap, &[0x20, 0x10], &[]).unwrap();
+        let mapping = table.intern(StackKind::Mapping, &[0x20, 0x10], &[]).unwrap();
         assert_ne!(heap, mapping);
-        assert_eq!(table.intern(StackKind::Mapping, &[0x20, 0x10], &[]), mapping);
+        assert_eq!(table.intern(StackKind::Mapping, &[0x20, 0x10], &[]).unwrap(), mapping);
         let frames: Vec<Frame> = path_of(&table, mapping).iter().map(|n| n.frame).collect();
         assert_eq!(frames, [Frame::Native(0x10), Frame::Native(0x20), Frame::Mapping]);
-        let empty = table.intern(StackKind::Mapping, &[], &[]);
+        let empty = table.intern(StackKind::Mapping, &[], &[]).unwrap();
         let frames: Vec<Frame> = path_of(&table, empty).iter().map(|n| n.frame).collect();
         assert_eq!(frames, [Frame::Native(NO_FRAMES), Frame::Mapping]);
         // With Python frames the marker sits below the join.
         let f = python::pack(3, 1, true);
-        let from_python = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]);
+        let from_python = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]).unwrap();
         assert_eq!(frames_of(&table, from_python), (vec![0x20, 0x10], vec![f]));
         assert_eq!(path_of(&table, from_python).last().unwrap().frame, Frame::Mapping);
         // Shared memory mapped at the same place is a stack of its own.
-        let shared = table.intern(StackKind::SharedMapping, &[0x20, 0x10], &[]);
+        let shared = table.intern(StackKind::SharedMapping, &[0x20, 0x10], &[]).unwrap();
         assert!(shared != heap && shared != mapping);
-        assert_eq!(table.intern(StackKind::SharedMapping, &[0x20, 0x10], &[]), shared);
+        assert_eq!(table.intern(StackKind::SharedMapping, &[0x20, 0x10], &[]).unwrap(), shared);
         assert_eq!(path_of(&table, shared).last().unwrap().frame, Frame::SharedMapping);
         // Each stack tells what made it, Python frames or not.
         let kinds = [heap, mapping, empty, from_python, shared].map(|id| table.kind(id));
         use StackKind::*;
         assert_eq!(kinds, [Heap, Mapping, Mapping, Mapping, SharedMapping]);
-        let python_heap = table.intern(Heap, &[0x20], &[f]);
+        let python_heap = table.intern(Heap, &[0x20], &[f]).unwrap();
         assert_eq!(table.kind(python_heap), Heap);
     }
 
@@ -899,10 +920,10 @@ mod tests {
     fn the_ends_of_stacks_stay_out_of_the_child_index_and_are_found_by_the_stack() {
         let table = StackTable::default();
         let (f, g) = (python::pack(3, 1, true), python::pack(4, 2, false));
-        let heap = table.intern(StackKind::Heap, &[0x20, 0x10], &[f]);
-        let mapping = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]);
-        let other = table.intern(StackKind::Heap, &[0x20, 0x10], &[g]);
-        let native_only = table.intern(StackKind::Mapping, &[0x30], &[]);
+        let heap = table.intern(StackKind::Heap, &[0x20, 0x10], &[f]).unwrap();
+        let mapping = table.intern(StackKind::Mapping, &[0x20, 0x10], &[f]).unwrap();
+        let other = table.intern(StackKind::Heap, &[0x20, 0x10], &[g]).unwrap();
+        let native_only = table.intern(StackKind::Mapping, &[0x30], &[]).unwrap();
         // Interned again after other stacks, from another starting path.
         for (kind, native, python, id) in [
             (StackKind::Heap, &[0x20, 0x10][..], &[f][..], heap),
@@ -910,7 +931,7 @@ mod tests {
             (StackKind::Mapping, &[0x20, 0x10], &[f], mapping),
             (StackKind::Heap, &[0x20, 0x10], &[g], other),
         ] {
-            assert_eq!(table.intern(kind, native, python), id);
+            assert_eq!(table.intern(kind, native, python).unwrap(), id);
         }
         let tree = table.tree.read().unwrap();
         let indexed = tree.children.slots.iter().filter(|[_, ids]| ids >> 32 != 0).count();
@@ -951,8 +972,8 @@ mod tests {
     #[test]
     fn an_edge_pushed_out_of_the_index_costs_a_node_never_a_stacks_identity() {
         let table = StackTable::default();
-        let a = table.intern(StackKind::Heap, &[0xa1, 0x10], &[]);
-        let b = table.intern(StackKind::Heap, &[0xb1, 0x20], &[]);
+        let a = table.intern(StackKind::Heap, &[0xa1, 0x10], &[]).unwrap();
+        let b = table.intern(StackKind::Heap, &[0xb1, 0x20], &[]).unwrap();
         // Push the root's edge to 0x10 out, as four full sets would.
         for slot in &mut table.tree.write().unwrap().children.slots {
             if slot[0] == 0x10 {
@@ -960,18 +981,18 @@ mod tests {
             }
         }
         // Neither this thread's last path (b's) nor the index leads to 0x10.
-        let c = table.intern(StackKind::Heap, &[0xc1, 0x10], &[]);
+        let c = table.intern(StackKind::Heap, &[0xc1, 0x10], &[]).unwrap();
         assert_eq!(table.tree.read().unwrap().len(), 6, "0x10 stored again");
         assert_eq!(frames_of(&table, c), (vec![0xc1, 0x10], vec![]));
         assert_ne!(path_of(&table, c)[1].id, path_of(&table, a)[1].id);
-        assert_eq!(table.intern(StackKind::Heap, &[0xa1, 0x10], &[]), a, "a stack keeps its id");
-        assert_eq!(table.intern(StackKind::Heap, &[0xb1, 0x20], &[]), b);
-        assert_eq!(table.intern(StackKind::Heap, &[0xc1, 0x10], &[]), c);
+        assert_eq!(table.intern(StackKind::Heap, &[0xa1, 0x10], &[]).unwrap(), a, "a stack keeps its id");
+        assert_eq!(table.intern(StackKind::Heap, &[0xb1, 0x20], &[]).unwrap(), b);
+        assert_eq!(table.intern(StackKind::Heap, &[0xc1, 0x10], &[]).unwrap(), c);
     }
 
     #[test]
     fn an_edge_goes_to_the_next_sets_when_its_own_is_full_and_out_only_when_all_are() {
-        let mut index = EdgeIndex::with_slots(MIN_EDGE_SLOTS);
+        let mut index = EdgeIndex::with_slots(MIN_EDGE_SLOTS).unwrap();
         let home = index.set_starts(0, 0x10)[0];
         let rivals: Vec<FrameWord> =
             (0x10..).filter(|&word| index.set_starts(0, word)[0] == home).take(WAYS * PROBED_SETS + 1).collect();
@@ -994,10 +1015,10 @@ mod tests {
     #[test]
     fn stacks_whose_hashes_share_the_first_word_are_told_apart() {
         let table = StackTable::default();
-        assert_eq!(table.remember((1, 2), 5), 5);
-        assert_eq!(table.remember((1, 3), 6), 6);
-        assert_eq!(table.remember((1, 2), 9), 5, "interned first by another thread");
-        assert_eq!(table.remember((1, 3), 9), 6);
+        assert_eq!(table.remember((1, 2), 5).unwrap(), 5);
+        assert_eq!(table.remember((1, 3), 6).unwrap(), 6);
+        assert_eq!(table.remember((1, 2), 9).unwrap(), 5, "interned first by another thread");
+        assert_eq!(table.remember((1, 3), 9).unwrap(), 6);
         assert_eq!((table.known((1, 2)), table.known((1, 3))), (Some(5), Some(6)));
         assert_eq!(table.known((1, 4)), None);
         assert_eq!(table.known((7, 2)), None);
@@ -1007,26 +1028,31 @@ mod tests {
     fn a_capture_repeating_the_threads_last_one_is_known_without_a_lookup() {
         let table = StackTable::default();
         let f = python::pack(1, 4, false);
-        let first = table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x20, 0x10], 1, 0), &[f]);
+        let first = table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x20, 0x10], 1, 0), &[f]).unwrap();
         // The unwinder says capture 2 repeats capture 1: its frames are not
         // even looked at (these differ, which a real repeat never does).
         let repeat = CapturedStack::for_test(&[0x99], 2, 1);
-        assert_eq!(table.intern_capture(StackKind::Heap, &repeat, &[f]), first);
+        assert_eq!(table.intern_capture(StackKind::Heap, &repeat, &[f]).unwrap(), first);
         // Other Python frames, another kind, or a repeat of an older capture: looked up.
         let other_line = python::pack(1, 6, false);
-        let moved = table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x20, 0x10], 3, 2), &[other_line]);
+        let moved = table
+            .intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x20, 0x10], 3, 2), &[other_line])
+            .unwrap();
         assert_ne!(moved, first);
-        assert_eq!(moved, table.intern(StackKind::Heap, &[0x20, 0x10], &[other_line]));
-        let mapping =
-            table.intern_capture(StackKind::Mapping, &CapturedStack::for_test(&[0x20, 0x10], 4, 3), &[other_line]);
-        assert_eq!(mapping, table.intern(StackKind::Mapping, &[0x20, 0x10], &[other_line]));
-        let stale = table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x30], 5, 3), &[other_line]);
-        assert_eq!(stale, table.intern(StackKind::Heap, &[0x30], &[other_line]));
+        assert_eq!(moved, table.intern(StackKind::Heap, &[0x20, 0x10], &[other_line]).unwrap());
+        let mapping = table
+            .intern_capture(StackKind::Mapping, &CapturedStack::for_test(&[0x20, 0x10], 4, 3), &[other_line])
+            .unwrap();
+        assert_eq!(mapping, table.intern(StackKind::Mapping, &[0x20, 0x10], &[other_line]).unwrap());
+        let stale =
+            table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x30], 5, 3), &[other_line]).unwrap();
+        assert_eq!(stale, table.intern(StackKind::Heap, &[0x30], &[other_line]).unwrap());
         // Another table never takes this table's last stack.
         let other_table = StackTable::default();
-        let elsewhere =
-            other_table.intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x77], 6, 5), &[other_line]);
-        assert_eq!(elsewhere, other_table.intern(StackKind::Heap, &[0x77], &[other_line]));
+        let elsewhere = other_table
+            .intern_capture(StackKind::Heap, &CapturedStack::for_test(&[0x77], 6, 5), &[other_line])
+            .unwrap();
+        assert_eq!(elsewhere, other_table.intern(StackKind::Heap, &[0x77], &[other_line]).unwrap());
     }
 
     #[test]
@@ -1044,7 +1070,7 @@ mod tests {
                 outermost_first.push(0x3000 + 0x10 * side);
             }
             outermost_first.reverse();
-            table.intern(StackKind::Heap, &outermost_first, &[]);
+            table.intern(StackKind::Heap, &outermost_first, &[]).unwrap();
         }
         // The root's child, then 2 nodes for each of the 2^(l+1) prefixes
         // of level l.
@@ -1055,7 +1081,7 @@ mod tests {
     #[test]
     fn an_empty_stack_still_has_a_node() {
         let table = StackTable::default();
-        let empty = table.intern(StackKind::Heap, &[], &[]);
+        let empty = table.intern(StackKind::Heap, &[], &[]).unwrap();
         assert_ne!(empty, 0);
         assert_eq!(path_of(&table, empty)[0].frame, Frame::Native(NO_FRAMES));
     }

@@ -28,7 +28,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use trace_format::PyCode;
 
@@ -37,7 +36,8 @@ use super::layout::Layout;
 use super::memory;
 use super::multiprocessing;
 use crate::fast_hash::BuildWordHasher;
-use crate::lock;
+use crate::room::{self, OutOfMemory};
+use crate::{lock, real_alloc};
 
 /// Code ids are packed into 30 bits of a stack-tree frame (`python::pack`).
 const MAX_CODE_IDS: u64 = 1 << 30;
@@ -146,32 +146,47 @@ impl CodeTable {
                 self.data_loader_iter.store(method, Ordering::Relaxed);
             }
         }
-        let entry = self.ids.entry(code);
-        if let Entry::Occupied(existing) = &entry {
-            if existing.get().identity == identity {
-                return Some(existing.get().code);
-            }
-        }
         let fork_launch = multiprocessing::is_fork_launch(&record.filename, &record.qualname);
-        let code = Code { id: self.queue(record)?, data_loader_iter };
-        if fork_launch {
-            self.fork_launch_id_plus_one.store(code.id + 1, Ordering::Relaxed);
-        }
-        entry.insert(Cached { code, identity });
-        Some(code)
+        // The record is queued with the entry's shard held; a new entry's
+        // room is taken first.
+        let placed = room::upsert(&self.ids, code, |cached| match cached {
+            Some(cached) if cached.identity == identity => (None, Some(cached.code)),
+            cached => {
+                let Some(id) = self.queue(record) else { return (None, None) };
+                let code = Code { id, data_loader_iter };
+                if fork_launch {
+                    self.fork_launch_id_plus_one.store(id + 1, Ordering::Relaxed);
+                }
+                let placed = Cached { code, identity };
+                match cached {
+                    Some(cached) => {
+                        *cached = placed;
+                        (None, Some(code))
+                    }
+                    None => (Some(placed), Some(code)),
+                }
+            }
+        });
+        placed.unwrap_or_else(|OutOfMemory| {
+            real_alloc::note_out_of_memory();
+            None
+        })
     }
 
     /// Assigns the next id and keeps the record; called with the map entry
     /// held, before the id is published, so a stack naming the id always
     /// finds its record. `None` once the ids that fit a packed frame (30
-    /// bits) are used up.
+    /// bits) are used up, or when the records cannot grow.
     fn queue(&self, record: PyCode) -> Option<u64> {
         let mut records = lock(&self.records);
         let id = records.len() as u64;
         if id >= MAX_CODE_IDS {
             return None;
         }
-        records.push(PyCode { id, ..record });
+        if room::push(&mut records, PyCode { id, ..record }).is_err() {
+            real_alloc::note_out_of_memory();
+            return None;
+        }
         Some(id)
     }
 

@@ -161,43 +161,95 @@ fn map_unregistered(len: usize) -> *mut u8 {
     crate::sys::map_anonymous(len, libc::MAP_PRIVATE).map_or(std::ptr::null_mut(), |block| block.as_ptr())
 }
 
-/// The chunk [`ending_block`] hands blocks out of: `[cursor, end)`, both
-/// changed under the spin lock.
-static ENDING_LOCK: AtomicBool = AtomicBool::new(false);
-static ENDING_CURSOR: AtomicUsize = AtomicUsize::new(0);
-static ENDING_END: AtomicUsize = AtomicUsize::new(0);
+/// Blocks carved one after the other from a chunk, `[cursor, end)`, both
+/// changed under the spin lock, and never given back one by one.
+struct Carved {
+    lock: AtomicBool,
+    cursor: AtomicUsize,
+    end: AtomicUsize,
+}
+
+impl Carved {
+    const fn new() -> Carved {
+        Carved { lock: AtomicBool::new(false), cursor: AtomicUsize::new(0), end: AtomicUsize::new(0) }
+    }
+
+    /// A block for `layout` from the chunk, or from the chunk `refill`
+    /// gives (start and length) where it does not fit; null when neither
+    /// has room. The lock is held for a few instructions; a signal handler
+    /// on the holding thread never comes back here, since the tracer does
+    /// nothing on a thread already inside it.
+    fn carve(&self, layout: Layout, refill: impl FnOnce() -> Option<(usize, usize)>) -> *mut u8 {
+        while self.lock.swap(true, Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        let fits = |cursor: usize| {
+            let start = cursor.checked_next_multiple_of(layout.align())?;
+            let end = start.checked_add(layout.size())?;
+            (cursor != 0 && end <= self.end.load(Ordering::Relaxed)).then_some((start, end))
+        };
+        let mut block = fits(self.cursor.load(Ordering::Relaxed));
+        if block.is_none() {
+            if let Some((chunk, len)) = refill() {
+                self.cursor.store(chunk, Ordering::Relaxed);
+                self.end.store(chunk + len, Ordering::Relaxed);
+                block = fits(chunk);
+            }
+        }
+        if let Some((_, end)) = block {
+            self.cursor.store(end, Ordering::Relaxed);
+        }
+        self.lock.store(false, Ordering::Release);
+        block.map_or(std::ptr::null_mut(), |(start, _)| start as *mut u8)
+    }
+}
+
+/// The blocks of a process that is ending, from chunks of this size.
+static ENDING: Carved = Carved::new();
 const ENDING_CHUNK_BYTES: usize = 4 << 20;
 
 /// A block for `layout` carved from mappings that are never given back,
-/// for a process that is ending. The lock is held for a few instructions;
-/// a signal handler on the holding thread never comes back here, since
-/// the tracer does nothing on a thread already inside it.
+/// for a process that is ending.
 pub fn ending_block(layout: Layout) -> *mut u8 {
     if layout.size() >= ENDING_CHUNK_BYTES / 4 {
         return if layout.align() <= PAGE_ALIGNMENT { map_unregistered(layout.size()) } else { std::ptr::null_mut() };
     }
-    while ENDING_LOCK.swap(true, Ordering::Acquire) {
-        std::hint::spin_loop();
+    let chunk = || Some(map_unregistered(ENDING_CHUNK_BYTES) as usize).filter(|&chunk| chunk != 0);
+    ENDING.carve(layout, || chunk().map(|chunk| (chunk, ENDING_CHUNK_BYTES)))
+}
+
+/// Memory set aside as the tracer starts, for its allocations that find
+/// no other (see [`super::LibcAllocator`]): `[start, start + len)`.
+static RESERVE: Carved = Carved::new();
+static RESERVE_START: AtomicUsize = AtomicUsize::new(0);
+static RESERVE_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Enough for the work between a failed allocation and the end of recording.
+const RESERVE_BYTES: usize = 1 << 20;
+
+/// Maps the reserve (its pages cost no memory until written), once.
+pub fn set_reserve_aside() {
+    if RESERVE_START.load(Ordering::Acquire) != 0 {
+        return;
     }
-    let fits = |cursor: usize| {
-        let start = cursor.checked_next_multiple_of(layout.align())?;
-        let end = start.checked_add(layout.size())?;
-        (cursor != 0 && end <= ENDING_END.load(Ordering::Relaxed)).then_some((start, end))
-    };
-    let mut block = fits(ENDING_CURSOR.load(Ordering::Relaxed));
-    if block.is_none() {
-        let chunk = map_unregistered(ENDING_CHUNK_BYTES) as usize;
-        if chunk != 0 {
-            ENDING_CURSOR.store(chunk, Ordering::Relaxed);
-            ENDING_END.store(chunk + ENDING_CHUNK_BYTES, Ordering::Relaxed);
-            block = fits(chunk);
-        }
+    let start = map_unregistered(RESERVE_BYTES) as usize;
+    if start != 0 && RESERVE_START.compare_exchange(0, start, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        RESERVE_LEN.store(RESERVE_BYTES, Ordering::Release);
     }
-    if let Some((_, end)) = block {
-        ENDING_CURSOR.store(end, Ordering::Relaxed);
-    }
-    ENDING_LOCK.store(false, Ordering::Release);
-    block.map_or(std::ptr::null_mut(), |(start, _)| start as *mut u8)
+}
+
+/// A block for `layout` from the reserve (zeroed: nothing there is used
+/// twice), or null once it is spent.
+pub fn reserve_block(layout: Layout) -> *mut u8 {
+    let start = RESERVE_START.load(Ordering::Acquire);
+    // The chunk is the reserve, taken up once.
+    let first_use = || start != 0 && RESERVE.cursor.load(Ordering::Relaxed) == 0;
+    RESERVE.carve(layout, || first_use().then_some((start, RESERVE_BYTES)))
+}
+
+/// Whether `block` came from [`reserve_block`].
+pub fn in_reserve(block: *mut u8) -> bool {
+    let start = RESERVE_START.load(Ordering::Acquire);
+    (start..start + RESERVE_LEN.load(Ordering::Acquire)).contains(&(block as usize))
 }
 
 #[cfg(test)]
@@ -262,5 +314,24 @@ mod tests {
         }
         blocks.sort_unstable();
         assert!(blocks.windows(2).all(|pair| pair[0].1 <= pair[1].0), "{blocks:x?}");
+    }
+
+    #[test]
+    fn the_reserve_hands_out_aligned_blocks_of_its_own_until_spent() {
+        set_reserve_aside();
+        let mut handed = 0;
+        loop {
+            let block = reserve_block(Layout::from_size_align(40_000, 64).unwrap());
+            if block.is_null() {
+                break;
+            }
+            assert!(in_reserve(block) && (block as usize).is_multiple_of(64));
+            handed += 1;
+        }
+        assert_eq!(handed, RESERVE_BYTES / 40_000, "the reserve is taken up once");
+        let own = map(PAGE_ALIGNMENT);
+        assert!(!in_reserve(own), "a mapping of its own is not the reserve's");
+        // SAFETY: the block just mapped with this length, unused from here on.
+        unsafe { unmap(own, PAGE_ALIGNMENT) };
     }
 }
