@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use integration_tests::*;
 use trace_format::{EndReason, EpochCause, Record, TraceEnd};
@@ -97,6 +97,15 @@ fn a_failed_exec_costs_no_epoch() {
     assert!(mentions(&suspects(&report)[0], "keep_blocks"), "{report:#}");
 }
 
+/// Runs `command` (see [`traced_command`]) for a minute at most; its
+/// output once it exited successfully, with its stdout and stderr.
+fn succeeding_within_a_minute(command: Command, dir: &Path) -> (String, String) {
+    let output = output_within(command, dir, std::time::Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    (String::from_utf8_lossy(&output.stdout).into_owned(), stderr)
+}
+
 /// `fork` from a signal handler, wherever it interrupts the thread: in
 /// malloc (a single-threaded heap half updated, no lock held) or in the
 /// tracer's own work (its gate waiting for the thread that forks). The
@@ -107,10 +116,8 @@ fn fork_from_a_signal_handler_never_hangs_nor_breaks_the_child() {
     for capture in ["0", "64k"] {
         let (mut command, dir) = traced_command(&program);
         command.env("TRACER_WARMUP_SAMPLE_BYTES", capture);
-        let output = output_within(command, dir.path(), std::time::Duration::from_secs(60));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{capture}: {stderr}");
-        assert_eq!(String::from_utf8_lossy(&output.stdout), "forks_in_handler: 0 children failed\n", "{capture}");
+        let (stdout, stderr) = succeeding_within_a_minute(command, dir.path());
+        assert_eq!(stdout, "forks_in_handler: 0 children failed\n", "{capture}");
         assert!(stderr.is_empty(), "{capture}: {stderr}");
     }
 }
@@ -123,10 +130,8 @@ fn fork_from_a_signal_handler_never_hangs_nor_breaks_the_child() {
 fn a_cancelled_thread_is_cancelled_at_its_own_cancellation_point() {
     let program = compile("cancelled_thread.c");
     let (command, dir) = traced_command(&program);
-    let output = output_within(command, dir.path(), std::time::Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{:?}: {stderr}", output.status);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "cancelled_thread: 1000 steps, cancelled\n");
+    let (stdout, _) = succeeding_within_a_minute(command, dir.path());
+    assert_eq!(stdout, "cancelled_thread: 1000 steps, cancelled\n");
     let (records, end) = read_trace(&dir.path().join("trace.bin"));
     assert_eq!(end, TraceEnd::EndOfFile);
     assert_eq!(records.iter().filter(|r| matches!(r, Record::Snapshot(_))).count(), 11, "10 marks and the exit");
@@ -139,10 +144,8 @@ fn a_cancelled_thread_is_cancelled_at_its_own_cancellation_point() {
 fn a_file_size_limit_stops_the_trace_not_the_program() {
     let program = compile("file_size_limit.c");
     let (command, dir) = traced_command(&program);
-    let output = output_within(command, dir.path(), std::time::Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{:?}: {stderr}", output.status);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "file_size_limit: done\n");
+    let (stdout, stderr) = succeeding_within_a_minute(command, dir.path());
+    assert_eq!(stdout, "file_size_limit: done\n");
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("file-size limit of 8192 bytes (ulimit -f); recording stopped"), "{stderr}");

@@ -137,10 +137,15 @@ pub fn inside<R>(work: impl FnOnce(usize) -> R) -> Option<R> {
 /// otherwise (Python's object allocator mapping an arena for the objects
 /// its hooks record).
 pub fn quietly<R>(call: impl FnOnce() -> R) -> R {
-    let flags = flags();
-    let was_inside = flags.inside_tracer.replace(true);
+    with_flag_set(&flags().inside_tracer, call)
+}
+
+/// Runs `call` with `flag` set, then puts it back as it was.
+#[inline(always)]
+fn with_flag_set<R>(flag: &Cell<bool>, call: impl FnOnce() -> R) -> R {
+    let was_set = flag.replace(true);
     let result = call();
-    flags.inside_tracer.set(was_inside);
+    flag.set(was_set);
     result
 }
 
@@ -156,11 +161,7 @@ impl Drop for Leave<'_> {
 /// thread marked inside it (see [`interrupted_inside`]).
 #[inline(always)]
 pub fn in_allocator<R>(call: impl FnOnce() -> R) -> R {
-    let flags = flags();
-    let was_inside = flags.inside_allocator.replace(true);
-    let result = call();
-    flags.inside_allocator.set(was_inside);
-    result
+    with_flag_set(&flags().inside_allocator, call)
 }
 
 /// Whether this thread is inside the tracer or inside the allocator a
