@@ -338,12 +338,15 @@ pub enum EpochSource {
 impl EpochSource {
     fn of(trace: &Trace) -> EpochSource {
         let cut_by = |cause: EpochCause| trace.snapshots.iter().any(|s| s.cause == cause);
-        // A spawned child follows them only once its parent closed one.
+        // A spawned child follows them once its parent closed one; until
+        // then it cuts its own, and one that cut none ended inside its
+        // parent's first epoch, as a worker of one pass does.
+        let own_epochs = [EpochCause::Mark, EpochCause::Auto, EpochCause::Timer].into_iter().any(cut_by);
         let follows = trace
             .process
             .setting(trace_format::EPOCHS_SETTING)
             .is_some_and(|how| how.starts_with(trace_format::FOLLOWS_PARENTS_EPOCHS))
-            && trace.process.forked_from.is_some();
+            && (trace.process.forked_from.is_some() || !own_epochs);
         if follows || cut_by(EpochCause::Parent) {
             EpochSource::ParentsEpochs { parent: trace.process.forked_from }
         } else if cut_by(EpochCause::Mark) {

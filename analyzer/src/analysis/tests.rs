@@ -984,6 +984,31 @@ fn a_worker_of_one_pass_is_sent_to_its_parents_report() {
     assert!(!msg.contains("tracer_mark"), "{msg}");
 }
 
+/// A spawned child that ended inside its parent's first epoch (a spawned
+/// DataLoader worker of one pass) gets the advice of a child following its
+/// parent's epochs; one that marked its own epochs, that of marks.
+#[test]
+fn a_spawned_child_of_one_parents_epoch_is_sent_to_its_parents_report() {
+    let spawned = |marks: u32| {
+        let mut sim = Sim::new("/usr/bin/python3");
+        let how = format!(
+            "{}: this spawned multiprocessing child closes one each time its parent does from the first its parent closes after it started",
+            trace_format::FOLLOWS_PARENTS_EPOCHS
+        );
+        sim.process_mut().settings.push((trace_format::EPOCHS_SETTING.into(), how));
+        for e in 0..marks {
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.alloc_many(1, 100, 1024);
+        sim.exit();
+        run(&sim).1
+    };
+    let a = spawned(0);
+    assert_eq!(a.epochs_from, EpochSource::ParentsEpochs { parent: None });
+    assert!(a.verdict_message(None).contains("this process follows its parent's epochs and closed too few"));
+    assert_eq!(spawned(2).epochs_from, EpochSource::Marks);
+}
+
 #[test]
 fn a_killed_run_is_analysed_up_to_its_last_snapshot() {
     let mut sim = Sim::new("/opt/app/train");
