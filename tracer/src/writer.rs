@@ -70,17 +70,7 @@ impl TraceWriter {
     /// Writes what was appended since the last flush in one go, so that a
     /// process killed meanwhile leaves at most one torn record at the end.
     pub fn flush(&mut self) -> io::Result<()> {
-        if WRITES_FORBIDDEN.load(Ordering::Relaxed) {
-            self.pending.clear();
-            return Ok(());
-        }
-        self.check_descriptor()?;
-        let result = sys::within_file_size_limit(self.fd, self.pending.len())
-            .and_then(|()| sys::write_all(self.fd, &self.pending));
-        self.pending.clear();
-        // A first snapshot's stack nodes take MiBs; later flushes are small.
-        self.pending.shrink_to(KEPT_CAPACITY);
-        result
+        self.write_pending(0).map(drop)
     }
 
     /// Flushes what was appended, then writes `snapshot` holding `counters`
@@ -90,15 +80,28 @@ impl TraceWriter {
     pub fn write_snapshot(&mut self, snapshot: &Snapshot, counters: &EncodedCounters) -> io::Result<()> {
         let (head, body, tail) = snapshot_frame(snapshot, counters);
         self.pending.extend_from_slice(&head);
-        if self.owns_descriptor() {
-            sys::within_file_size_limit(self.fd, self.pending.len() + body.len() + tail.len())?;
+        if self.write_pending(body.len() + tail.len())? {
+            sys::write_all(self.fd, body)?;
+            sys::write_all(self.fd, &tail)?;
         }
-        self.flush()?;
+        Ok(())
+    }
+
+    /// Writes what was appended, when the file-size limit leaves room for
+    /// it and `then` bytes more, which the caller writes next; false when
+    /// this process writes nothing (see [`WRITES_FORBIDDEN`]).
+    fn write_pending(&mut self, then: usize) -> io::Result<bool> {
         if WRITES_FORBIDDEN.load(Ordering::Relaxed) {
-            return Ok(());
+            self.pending.clear();
+            return Ok(false);
         }
-        sys::write_all(self.fd, body)?;
-        sys::write_all(self.fd, &tail)
+        self.check_descriptor()?;
+        let result = sys::within_file_size_limit(self.fd, self.pending.len() + then)
+            .and_then(|()| sys::write_all(self.fd, &self.pending));
+        self.pending.clear();
+        // A first snapshot's stack nodes take MiBs; later flushes are small.
+        self.pending.shrink_to(KEPT_CAPACITY);
+        result.map(|()| true)
     }
 
     /// Makes sure the descriptor still names the trace file. A program that
