@@ -63,6 +63,12 @@ pub struct DescendantReport {
 }
 
 impl DescendantReport {
+    /// Its own report found something, and it was started beside the
+    /// traced process (`beside`) or is one of its descendants.
+    pub fn found_something(&self, beside: bool) -> bool {
+        self.finding.is_some() && self.trace.started_beside == beside
+    }
+
     /// It ran for at least a quarter of `parent_ns` in too few epochs of its
     /// own to be analysed, not following its parent's (a child forked or run
     /// by other means than Python's multiprocessing), whose leak shows nowhere.

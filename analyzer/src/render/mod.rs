@@ -163,7 +163,7 @@ fn descendants_found(analysis: &Analysis, descendants: &[crate::findings::Descen
     if !matches!(analysis.verdict.kind, VerdictKind::NoGrowth | VerdictKind::TooFewEpochs) {
         return String::new();
     }
-    match descendants.iter().filter(|d| d.finding.is_some() && !d.trace.started_beside).count() {
+    match descendants.iter().filter(|d| d.found_something(false)).count() {
         0 => String::new(),
         1 => "; this is of this process alone: one of its descendants found more in its own trace (see the note below)"
             .to_string(),

@@ -108,8 +108,7 @@ fn descendant_named(descendant: &Descendant) -> String {
 /// worker shows only there) and those of processes started beside it (the
 /// other end of a pipeline), which are no descendants, told apart.
 fn findings_note(traces: &[DescendantReport]) -> Option<String> {
-    let with_findings =
-        |beside: bool| traces.iter().filter(move |d| d.finding.is_some() && d.trace.started_beside == beside);
+    let with_findings = |beside: bool| traces.iter().filter(move |d| d.found_something(beside));
     let found = |beside: bool| with_findings(beside).count();
     let first =
         with_findings(false).next().and_then(|d| Some((descendant_named(&d.trace), d.finding.as_ref()?.words())));
