@@ -372,6 +372,12 @@ pub struct Analysis {
     pub snapshots: usize,
     /// The final Exit snapshot was left out.
     pub dropped_exit: bool,
+    /// The trace ends with the snapshot of the process's end (not cut short
+    /// by a kill, nor read while the process runs).
+    pub exit_recorded: bool,
+    /// The length of the time slices the tracer was set to cut the run
+    /// into, in seconds; `None` when they were off.
+    pub time_slices_set: Option<f64>,
     /// Index of the reference snapshot (first + K-1).
     pub reference: usize,
     /// The settled birth epochs, first and last, inclusive.
@@ -988,12 +994,19 @@ impl Analysis {
         match v.kind {
             VerdictKind::TooFewEpochs => {
                 let what_to_do = match self.epochs_from {
-                    EpochSource::Program => "call tracer_mark(label) at the end of each training step or epoch, or set TRACER_EPOCH_SECONDS to cut the run into time slices, and run longer".to_string(),
+                    EpochSource::Program => match self.time_slices_set {
+                        Some(seconds) => format!(
+                            "the run was cut into time slices of {seconds} s: call tracer_mark(label) at the end of each training step or epoch, or set TRACER_EPOCH_SECONDS shorter, or run longer"
+                        ),
+                        None => "call tracer_mark(label) at the end of each training step or epoch, or set TRACER_EPOCH_SECONDS to cut the run into time slices, and run longer".to_string(),
+                    },
                     EpochSource::Marks => format!(
-                        "each tracer_mark closed one, and the exit closes the last, which is not analysed: run {MIN_EPOCHS} marked epochs or more"
+                        "each tracer_mark closed one{}: run {MIN_EPOCHS} marked epochs or more",
+                        if self.exit_recorded { ", and the exit closes the last, which is not analysed" } else { "" }
                     ),
                     EpochSource::DataLoaderPasses => format!(
-                        "the epochs were cut where DataLoader passes began, and the last pass ends with the exit, which is not analysed: run {} passes or more, or call tracer_mark(label) at the end of each epoch",
+                        "the epochs were cut where DataLoader passes began, and the last pass {}, which is not analysed: run {} passes or more, or call tracer_mark(label) at the end of each epoch",
+                        if self.exit_recorded { "ends with the exit" } else { "had not ended where the trace stops" },
                         MIN_EPOCHS + 1
                     ),
                     EpochSource::ParentsEpochs { parent } => format!(
@@ -1276,6 +1289,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         first,
         snapshots: k,
         dropped_exit,
+        exit_recorded: last_is_exit,
+        time_slices_set: trace.process.time_slice_seconds(),
         reference,
         settled: None,
         noise_floor,

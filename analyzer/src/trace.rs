@@ -759,16 +759,26 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
     if snapshots.is_empty() {
         const INCOMPLETE: &str = "the file is incomplete (copied or read before the tracer finished writing it, cut short, or the process killed early): copy it again once the run has ended, or run it again";
         let (why, what_to_do) = match &end {
-            EndKind::Complete => (
-                "the process ended before the first epoch closed".to_string(),
-                "call tracer_mark(label) at each epoch or set TRACER_EPOCH_SECONDS, and let the run go longer",
-            ),
+            EndKind::Complete => {
+                let why = if saw_end_record {
+                    "the process ended before the first epoch closed"
+                } else {
+                    "no epoch had closed where the trace stops: the process was killed, or is still running"
+                };
+                let what_to_do = match process.time_slice_seconds() {
+                    Some(seconds) => format!(
+                        "it ran less than one time slice of {seconds} s: call tracer_mark(label) at each epoch, or set TRACER_EPOCH_SECONDS shorter, and let the run go longer"
+                    ),
+                    None => "call tracer_mark(label) at each epoch or set TRACER_EPOCH_SECONDS, and let the run go longer".to_string(),
+                };
+                (why.to_string(), what_to_do)
+            }
             EndKind::Truncated { offset } => {
-                (format!("the trace was cut at byte {offset} before the first epoch closed"), INCOMPLETE)
+                (format!("the trace was cut at byte {offset} before the first epoch closed"), INCOMPLETE.to_string())
             }
             EndKind::Damaged { offset, .. } => (
                 format!("the trace is damaged at byte {offset}, before the first epoch closed"),
-                "the file was changed or damaged after the tracer wrote it: copy it again from where the run wrote it, or run it again",
+                "the file was changed or damaged after the tracer wrote it: copy it again from where the run wrote it, or run it again".to_string(),
             ),
         };
         return Err(Failure::new(format!("{shown} has no complete snapshot ({why})"), what_to_do));

@@ -127,6 +127,21 @@ fn a_complete_trace_without_a_snapshot() {
     assert!(stderr(&out).contains("call tracer_mark(label)"), "{out:?}");
 }
 
+/// A run killed inside its first time slice: the advice names the slice it
+/// did not outlast, not a setting it already uses, and no exit is claimed.
+#[test]
+fn a_run_killed_inside_its_first_time_slice() {
+    let mut sim = Sim::new("/opt/app/train");
+    let epochs = "marks; time slices of 30 s until the first mark".to_string();
+    sim.process_mut().settings.push((trace_format::EPOCHS_SETTING.into(), epochs));
+    sim.alloc_many(1, 10, 1024);
+    let path = write_temp("killed.bin", &sim.bytes());
+    let out = report(&path, &[]);
+    assert_one_line_error(&out, "the process was killed, or is still running");
+    assert!(stderr(&out).contains("less than one time slice of 30 s"), "{out:?}");
+    assert!(!stderr(&out).contains("process ended"), "{out:?}");
+}
+
 #[test]
 fn a_damaged_checksum_before_the_first_snapshot() {
     let sim = all_behaviours(6, false);

@@ -155,6 +155,10 @@ pub const SAMPLED_WHOLE_RUN: &str = " (TRACER_SAMPLE_BYTES)";
 
 /// The setting saying how the process's epochs are cut.
 pub const EPOCHS_SETTING: &str = "epochs";
+/// In [`EPOCHS_SETTING`]'s value, before the length of a time slice in
+/// seconds and " s": the run was cut into time slices of that length
+/// (until its first mark or DataLoader pass, when the words go on so).
+pub const TIME_SLICES_OF: &str = "time slices of ";
 /// How [`EPOCHS_SETTING`]'s value starts in a forked DataLoader worker,
 /// which closes an epoch each time its parent does.
 pub const FOLLOWS_PARENTS_EPOCHS: &str = "its parent's epochs";
@@ -221,6 +225,14 @@ impl Process {
             local_rank: number(LOCAL_RANK_SETTING),
             world_size: number(WORLD_SIZE_SETTING),
         })
+    }
+
+    /// The length in seconds of the time slices the tracer cut the run
+    /// into (see [`TIME_SLICES_OF`]); `None` when they were off.
+    pub fn time_slice_seconds(&self) -> Option<f64> {
+        let epochs = self.setting(EPOCHS_SETTING)?;
+        let (_, after) = epochs.split_once(TIME_SLICES_OF)?;
+        after.split_once(" s")?.0.parse().ok()
     }
 
     /// The value of the setting `name`, if the tracer wrote it.

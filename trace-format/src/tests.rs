@@ -367,3 +367,19 @@ fn a_rank_needs_its_number_and_reads_what_else_was_set() {
     assert_eq!(process(&[(LOCAL_RANK_SETTING, "1"), (WORLD_SIZE_SETTING, "2")]).rank(), None, "no rank");
     assert_eq!(process(&[(RANK_SETTING, "-1")]).rank(), None);
 }
+
+#[test]
+fn time_slice_length_is_read_from_the_epochs_setting() {
+    let with_epochs =
+        |epochs: &str| Process { settings: vec![(EPOCHS_SETTING.into(), epochs.into())], ..Process::default() };
+    let cases = [
+        ("marks; DataLoader passes until the first mark; time slices of 10 s until the first mark or DataLoader pass", Some(10.0)),
+        ("marks; time slices of 0.5 s", Some(0.5)),
+        ("marks; no time slices (TRACER_EPOCH_SECONDS=0)", None),
+        ("its parent's epochs: this DataLoader worker closes one each time its parent does", None),
+    ];
+    for (epochs, seconds) in cases {
+        assert_eq!(with_epochs(epochs).time_slice_seconds(), seconds, "{epochs}");
+    }
+    assert_eq!(Process::default().time_slice_seconds(), None);
+}

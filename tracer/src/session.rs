@@ -1456,8 +1456,8 @@ impl Session {
             if python && self.config.auto_epochs { "the first mark or DataLoader pass" } else { "the first mark" };
         match (self.config.epoch_seconds, self.config.epoch_seconds_explicit) {
             (None, _) => format!("marks{passes}; no time slices (TRACER_EPOCH_SECONDS=0)"),
-            (Some(s), true) => format!("marks{passes}; time slices of {s} s"),
-            (Some(s), false) => format!("marks{passes}; time slices of {s} s until {slices_end}"),
+            (Some(s), true) => format!("marks{passes}; {}{s} s", trace_format::TIME_SLICES_OF),
+            (Some(s), false) => format!("marks{passes}; {}{s} s until {slices_end}", trace_format::TIME_SLICES_OF),
         }
     }
 

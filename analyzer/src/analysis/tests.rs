@@ -913,15 +913,29 @@ fn too_few_epochs() {
         assert_eq!(a.epochs_from, EpochSource::Marks);
         let msg = a.verdict_message(None);
         assert!(msg.contains("run 4 marked epochs or more") && !msg.contains("TRACER_EPOCH_SECONDS"), "{msg}");
+        // Killed (no exit snapshot): no exit is said to close the last.
+        assert!(!msg.contains("exit"), "{msg}");
+        sim.exit();
+        let (_, a) = run(&sim);
+        assert!(a.verdict_message(None).contains("the exit closes the last"), "{epochs} epochs");
     }
-    // One cut by time slices alone is told how to mark.
-    let mut sim = Sim::new("/opt/app/train");
-    sim.snapshot(EpochCause::Timer, "10s");
-    sim.exit();
-    let (_, a) = run(&sim);
-    assert_eq!((a.verdict.kind, a.epochs_from), (VerdictKind::TooFewEpochs, EpochSource::Program));
-    let msg = a.verdict_message(None);
-    assert!(msg.contains("call tracer_mark(label)") && msg.contains("TRACER_EPOCH_SECONDS"), "{msg}");
+    // One cut by time slices alone is told how to mark, and to shorten the
+    // slices only when they were on.
+    for slices in [Some("marks; time slices of 10 s until the first mark"), None] {
+        let mut sim = Sim::new("/opt/app/train");
+        if let Some(epochs) = slices {
+            sim.process_mut().settings.push((trace_format::EPOCHS_SETTING.into(), epochs.into()));
+        }
+        sim.snapshot(EpochCause::Timer, "10s");
+        sim.exit();
+        let (_, a) = run(&sim);
+        assert_eq!((a.verdict.kind, a.epochs_from), (VerdictKind::TooFewEpochs, EpochSource::Program));
+        let msg = a.verdict_message(None);
+        assert!(msg.contains("call tracer_mark(label)"), "{msg}");
+        let shorter = msg.contains("time slices of 10 s") && msg.contains("set TRACER_EPOCH_SECONDS shorter");
+        assert_eq!(shorter, slices.is_some(), "{msg}");
+        assert_eq!(msg.contains("set TRACER_EPOCH_SECONDS to cut the run into time slices"), slices.is_none(), "{msg}");
+    }
     // Exit is dropped only when 3 other snapshots remain.
     let sim = scenario(2, |sim, _| {
         sim.alloc_many(1, 100, 1024);
