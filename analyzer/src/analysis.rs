@@ -459,9 +459,16 @@ fn rss_grew_noticeably(v: &Verdict) -> bool {
 /// Whether `readings` rose in their second half by at least a quarter of
 /// what they rose in all.
 fn still_rising(readings: &[u64]) -> bool {
-    let (Some(&first), Some(&last)) = (readings.first(), readings.last()) else { return false };
-    let middle = readings[readings.len() / 2];
-    last > first && 4 * last.saturating_sub(middle) >= last - first
+    rose_since(readings, readings.len() / 2)
+}
+
+/// Whether `readings` rose after the one at `index` by at least a quarter
+/// of what they rose in all.
+fn rose_since(readings: &[u64], index: usize) -> bool {
+    let (Some(&first), Some(&last), Some(&then)) = (readings.first(), readings.last(), readings.get(index)) else {
+        return false;
+    };
+    last > first && 4 * last.saturating_sub(then) >= last - first
 }
 
 /// How the heap and traced mappings rose over the analysed epochs.
@@ -474,15 +481,18 @@ pub enum TracedRise {
     NotSteadily,
 }
 
-/// Whether `readings` never fell and still rose in their second half (see
-/// [`still_rising`]): the live bytes of containers that grow by doubling
-/// (a `std::vector`, a Python list), whose buffer is replaced by one twice
-/// its size at a few epochs while the RSS rises at every epoch as the
-/// buffer's pages are filled.
+/// Whether `readings` never fell and still rose in their second half, the
+/// rise into its first reading counted (see [`rose_since`]): the live bytes
+/// of containers that grow by doubling (a `std::vector`, a Python list),
+/// whose buffer is replaced by one twice its size at a few epochs while
+/// the RSS rises at every epoch as the buffer's pages are filled. Epochs
+/// 1 to n hold such a step after epoch n/2 - 1 however they fall (one
+/// at the power of two in (n/2, n]), and a buffer doubled at epoch 4 of
+/// 1 to 7 has not stopped growing.
 fn rose_by_steps(readings: &[u64]) -> bool {
     readings.len() >= STEADY_MIN_READINGS
         && readings.windows(2).all(|step| step[1] >= step[0])
-        && still_rising(readings)
+        && rose_since(readings, (readings.len() / 2).saturating_sub(1))
 }
 
 /// Sites that piled up but stopped (see [`Analysis::stopped`]).
@@ -861,7 +871,18 @@ impl Analysis {
         if !self.suspects.is_empty() || traced_growth <= least {
             return;
         }
-        let grown = std::mem::take(&mut self.grown_in_place);
+        // A block grown in place grew by the rise at most (what it held at
+        // epoch 1 may have been made by another stack, and so not counted
+        // out of its growth); by steps, by the RSS's rise at most, as the
+        // pages of a doubled buffer are filled (its capacity runs ahead).
+        let rise = match self.traced_rise {
+            TracedRise::InSteps => traced_growth.min(self.verdict.per_epoch(self.verdict.program_rss_growth())),
+            _ => traced_growth,
+        };
+        let mut grown = std::mem::take(&mut self.grown_in_place);
+        for block in &mut grown {
+            block.growth_bytes_per_epoch = block.growth_bytes_per_epoch.min(rise);
+        }
         self.suspects = promote_steady_growth(&mut self.below_floor, grown, traced_growth, self.least_growth);
         self.steady_growth_promoted = !self.suspects.is_empty();
         self.verdict.kind = verdict_kind(self.steady_growth_promoted, &self.verdict);
@@ -1465,6 +1486,18 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     // of them all. A bounded FIFO that keeps its last epochs' entries held
     // older ones there.
     let middle_epoch = middle.map(|(index, _)| snap(index).epoch);
+    analysis.traced_rise = if rose_steadily(&traced) {
+        TracedRise::EveryEpoch
+    } else if analysis.verdict.rss_rose_steadily && rose_by_steps(&traced) {
+        TracedRise::InSteps
+    } else {
+        TracedRise::NotSteadily
+    };
+    // A buffer that doubles (see [`rose_by_steps`]) may have made its
+    // newest copy at the middle epoch itself.
+    let made_by_middle = |birth: u32| {
+        middle_epoch.is_some_and(|epoch| birth < epoch || birth == epoch && analysis.traced_rise != TracedRise::InSteps)
+    };
     let began_late = |site: u32, s: &PerSite, first: u32| {
         s.settled_hits >= 3
             && middle_epoch.is_some_and(|epoch| first > epoch)
@@ -1516,10 +1549,9 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
                 // stopped), nor has one made after the first snapshot, when
                 // no site's block was there, and settled since: a block made
                 // once, an arena opened.
-                let made_once = s.births.is_some_and(|(lo, hi)| {
-                    lo == hi
-                        && (middle_epoch.is_some_and(|epoch| hi <= epoch) || (live_before == 0 && hi <= settled_hi))
-                });
+                let made_once = s
+                    .births
+                    .is_some_and(|(lo, hi)| lo == hi && (made_by_middle(hi) || (live_before == 0 && hi <= settled_hi)));
                 if grown >= least_growth && !made_once {
                     // One block made larger leaves the survivors of one
                     // birth epoch at most, its newest copy; survivors of
@@ -1559,13 +1591,6 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     grown_in_place.truncate(STACKS_BY_LINE);
     few_settled_epochs.sort_by(by_rank);
     few_settled_epochs.truncate(STACKS_BY_LINE);
-    analysis.traced_rise = if rose_steadily(&traced) {
-        TracedRise::EveryEpoch
-    } else if analysis.verdict.rss_rose_steadily && rose_by_steps(&traced) {
-        TracedRise::InSteps
-    } else {
-        TracedRise::NotSteadily
-    };
     // Survivors for the suspects and the stacks kept that may become
     // suspects: below the floor or with too few settled epochs, with
     // their line, or in a steady rise (a stack may be kept twice).

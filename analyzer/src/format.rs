@@ -8,13 +8,15 @@ pub fn bytes(n: u64) -> String {
     }
     let mut value = n as f64 / 1024.0;
     let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
+    // Thresholds where the value rounds up, so that 1,048,575 bytes read
+    // 1.00 MiB, not 1024 KiB, and 99.97 KiB 100 KiB, not 100.0 KiB.
+    while value >= 1023.5 && unit + 1 < UNITS.len() {
         value /= 1024.0;
         unit += 1;
     }
-    if value >= 100.0 {
+    if value >= 99.95 {
         format!("{value:.0} {}", UNITS[unit])
-    } else if value >= 10.0 {
+    } else if value >= 9.995 {
         format!("{value:.1} {}", UNITS[unit])
     } else {
         format!("{value:.2} {}", UNITS[unit])
@@ -62,6 +64,12 @@ mod tests {
         assert_eq!(bytes(1023), "1023 B");
         assert_eq!(bytes(4096), "4.00 KiB");
         assert_eq!(bytes(3 << 20), "3.00 MiB");
+        // Values that round up to the next unit or precision.
+        assert_eq!(bytes((1 << 20) - 1), "1.00 MiB");
+        assert_eq!(bytes(1023 * 1024), "1023 KiB");
+        assert_eq!(bytes(102_370), "100 KiB");
+        assert_eq!(bytes(10_236), "10.0 KiB");
+        assert_eq!(bytes(10_220), "9.98 KiB");
         assert_eq!(bytes(u64::MAX), "16.0 EiB");
         assert_eq!(duration_ns(5_000_000), "5 ms");
         assert_eq!(duration_ns(12_340_000_000), "12.3 s");
