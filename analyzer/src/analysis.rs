@@ -505,6 +505,9 @@ pub struct Stopped {
     pub until: u32,
     /// The one that holds the most, and how much.
     pub largest: (u32, u64),
+    /// The birth epochs of the settled survivors it holds, first and last:
+    /// when its leak stopped.
+    pub largest_born: Option<(u32, u32)>,
 }
 
 /// Values read at least this many times can rise steadily: three epochs.
@@ -809,7 +812,9 @@ impl Analysis {
     /// the first settled epoch the pile is over.
     fn still(&self, hits: usize, first: u32, last: u32, since: u32) -> Pile {
         let Some((_, hi)) = self.settled else { return Pile::No };
-        let third = (hi - since + 1) / 3;
+        // Their own span's third too: a leak of epochs 100 to 199 of 300
+        // stopped, though 199 is of the run's last third.
+        let third = ((hi - since + 1) / 3).min((last - first + 1) / 3);
         let apart = (last - first) / (hits.max(2) as u32 - 1);
         if last + third.max(apart).max(1) > hi {
             Pile::Growing
@@ -916,10 +921,15 @@ impl Analysis {
                 if stopped.sites == 1 { "its live bytes grew" } else { "the live bytes of each grew" },
             ));
             if let Some(named) = self.site_names.get(&stopped.largest.0) {
-                let held = bytes(stopped.largest.1);
+                let held = match stopped.largest_born {
+                    Some((first, last)) if first < last => {
+                        format!("{} now, born in epochs {first} to {last}", bytes(stopped.largest.1))
+                    }
+                    _ => format!("{} now", bytes(stopped.largest.1)),
+                };
                 message.push_str(&match stopped.sites {
-                    1 => format!("; it is {named} ({held} now)"),
-                    _ => format!("; of those, {named} holds the most ({held} now)"),
+                    1 => format!("; it is {named} ({held})"),
+                    _ => format!("; of those, {named} holds the most ({held})"),
                 });
             }
         }
@@ -1453,7 +1463,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         middle.is_some() && (born == 0 || 2 * grew < born)
     };
     let mut stopped_sites = 0;
-    let mut largest_stopped = (0, 0);
+    let mut largest_stopped = (0, 0, None);
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
     let mut few_settled_epochs = Vec::new();
@@ -1523,7 +1533,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             if grew && (stopped(stack, &s) || site_pile == Pile::Stopped) {
                 if site_pile != Pile::No {
                     stopped_sites += 1;
-                    largest_stopped = largest_stopped.max((s.live_bytes, stack));
+                    largest_stopped = largest_stopped.max((s.live_bytes, stack, s.settled_births));
                 }
                 return None;
             }
@@ -1576,12 +1586,13 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         })
         .collect();
     if let Some((index, _)) = middle.filter(|_| stopped_sites > 0) {
-        let (bytes, site) = largest_stopped;
+        let (bytes, site, born) = largest_stopped;
         analysis.stopped = Some(Stopped {
             sites: stopped_sites,
             from: snap(index).epoch,
             until: snap(reference).epoch,
             largest: (site, bytes),
+            largest_born: born,
         });
     }
     suspects.sort_by(by_rank);

@@ -668,6 +668,32 @@ fn a_leak_that_began_after_the_middle_piles_up_and_a_fifo_does_not() {
     assert_eq!(a.stopped.map(|s| s.sites), Some(1));
 }
 
+/// A leak of epochs 10 to 19 of 30 stopped, though its last survivors are
+/// of the run's last third: none of the third of its own span after them.
+/// The verdict says when it kept them.
+#[test]
+fn a_leak_that_ran_for_a_while_and_stopped_is_said_to_have_stopped() {
+    let sim = scenario(30, |sim, e| {
+        if (10..20).contains(&e) {
+            sim.alloc_many(1, 100, 1024);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), Vec::<u32>::new());
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    let stopped = a.stopped.expect("stopped");
+    assert_eq!((stopped.sites, stopped.largest_born), (1, Some((10, 19))));
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("stopped or slowed"), "{msg}");
+    // A leak of every epoch to the last still piles up.
+    let sim = scenario(30, |sim, e| {
+        if e >= 10 {
+            sim.alloc_many(1, 100, 1024);
+        }
+    });
+    assert_eq!(suspect_stacks(&run(&sim).1), vec![1]);
+}
+
 /// Of two settled epochs, a block kept once in the second and never again
 /// (a pymalloc arena opened there) is no pile: only the leak beside it is
 /// a suspect, over both. Kept there and at every epoch since, it is one.
