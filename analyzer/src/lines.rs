@@ -70,6 +70,21 @@ impl LeakLine {
     }
 }
 
+/// The epochs over which `suspect` kept what it holds: its growth's, from
+/// its oldest survivor's birth on when that is later (a block that piles
+/// up only with its line, a pymalloc arena opened at epoch 247 of a leak
+/// since 150, does not stretch the line's span back to epoch 1).
+fn kept_since(suspect: &Suspect) -> GrowthSpan {
+    let span = suspect.growth_span;
+    match suspect.survivors.first() {
+        Some(oldest) if oldest.birth_epoch > span.since => GrowthSpan {
+            epochs: span.epochs.saturating_sub(u64::from(oldest.birth_epoch - span.since)).max(1),
+            since: oldest.birth_epoch,
+        },
+        _ => span,
+    }
+}
+
 /// A part of a line (a stack, below the floor or not) keeps at least 1/N
 /// of what the line keeps to count: a few bytes an epoch beside its MiB do
 /// not make its leak.
@@ -103,7 +118,7 @@ pub fn group<'a>(suspects: impl IntoIterator<Item = (usize, &'a Suspect, Option<
         };
         let (line, kept) = &mut lines[at];
         line.add(rank, suspect);
-        kept.push((suspect.growth_bytes_per_epoch * suspect.growth_span.epochs, suspect.growth_span));
+        kept.push((suspect.growth_bytes_per_epoch * suspect.growth_span.epochs, kept_since(suspect)));
     }
     let mut lines: Vec<LeakLine> = lines
         .into_iter()
@@ -124,6 +139,7 @@ pub fn group<'a>(suspects: impl IntoIterator<Item = (usize, &'a Suspect, Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::Survivor;
 
     fn suspect(stack: u32, growth: u64, memory: Memory) -> Suspect {
         Suspect {
@@ -158,6 +174,24 @@ mod tests {
         let lines = group([(1, &leak, Some(&frame)), (2, &early, Some(&frame))]);
         assert_eq!(lines[0].growth_span.since, 1);
         assert_eq!(lines[0].growth_bytes_per_epoch, (6 * (1 << 20) + 11 * (1 << 20)) / 11);
+    }
+
+    /// A block that piles up only with its line, kept at epoch 10 of a leak
+    /// since 6 (its growth spread over all the settled epochs): the line
+    /// grows over the leak's span, with the block's bytes.
+    #[test]
+    fn a_part_kept_late_does_not_stretch_its_line_back() {
+        let frame = line_of("keep", Some("train.py"), Some(15), 0x10);
+        let leak = Suspect { growth_span: GrowthSpan { epochs: 6, since: 6 }, ..suspect(1, 1 << 20, Memory::Heap) };
+        let arena = Suspect {
+            growth_span: GrowthSpan { epochs: 11, since: 1 },
+            survivors: vec![Survivor { birth_epoch: 10, count: 1, bytes: 11 << 20 }],
+            piles_up_only_with_line: true,
+            ..suspect(2, 1 << 20, Memory::Mapped)
+        };
+        let lines = group([(1, &leak, Some(&frame)), (2, &arena, Some(&frame))]);
+        assert_eq!(lines[0].growth_span, GrowthSpan { epochs: 6, since: 6 });
+        assert_eq!(lines[0].growth_bytes_per_epoch, (6 * (1 << 20) + 11 * (1 << 20)) / 6);
     }
 
     fn line_of(function: &str, file: Option<&str>, line: Option<u32>, address: u64) -> Frame {
