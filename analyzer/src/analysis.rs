@@ -187,6 +187,17 @@ pub enum VerdictKind {
 }
 
 impl VerdictKind {
+    pub const ALL: [VerdictKind; 8] = [
+        VerdictKind::HeapLeak,
+        VerdictKind::CopiedFromParent,
+        VerdictKind::AllocatorRetention,
+        VerdictKind::FilePages,
+        VerdictKind::GrowthOutsideHeap,
+        VerdictKind::HeapNotTraced,
+        VerdictKind::NoGrowth,
+        VerdictKind::TooFewEpochs,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             VerdictKind::HeapLeak => "heap_leak",

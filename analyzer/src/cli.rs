@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::analysis::NoiseFloor;
+use crate::analysis::{NoiseFloor, VerdictKind};
 use crate::error::Failure;
 use crate::format::bytes;
 use crate::progress::{Progress, When};
@@ -49,6 +49,13 @@ enum Command {
         /// line keeps more, or when the heap rises at every epoch.
         #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = parse_bytes)]
         noise_floor: Option<u64>,
+        /// Exit with status 3, after printing the report, when the verdict
+        /// is one of these kinds (comma-separated, as the JSON names them:
+        /// heap_leak, copy_on_write, allocator_retention, file_pages,
+        /// growth_outside_heap, heap_not_traced, no_growth, too_few_epochs),
+        /// or when a descendant's trace beside it found one of them.
+        #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = parse_kind)]
+        fail_on: Vec<VerdictKind>,
     },
     /// Draws a flamegraph of leaked, live or allocated bytes, or of the
     /// change in live bytes between two epochs.
@@ -86,6 +93,14 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
     })
 }
 
+fn parse_kind(text: &str) -> Result<VerdictKind, String> {
+    let name = text.trim();
+    VerdictKind::ALL.into_iter().find(|kind| kind.name() == name).ok_or_else(|| {
+        let names: Vec<&str> = VerdictKind::ALL.iter().map(|kind| kind.name()).collect();
+        format!("'{text}' is not a verdict kind: give one or more of {}, separated by commas", names.join(", "))
+    })
+}
+
 fn parse_count(text: &str) -> Result<usize, String> {
     text.trim().parse().map_err(|_| format!("'{text}' is not a count: give a whole number, 0 or more"))
 }
@@ -117,20 +132,20 @@ pub fn main() -> i32 {
     };
     let mut progress = Progress::new(cli.progress);
     let result = match cli.command {
-        Command::Report { trace, json, output, top, noise_floor: floor } => {
-            report(&trace_file(trace), json, output, top, noise_floor(floor), &mut progress)
+        Command::Report { trace, json, output, top, noise_floor: floor, fail_on } => {
+            report(&trace_file(trace), json, output, top, noise_floor(floor), &fail_on, &mut progress)
         }
         Command::Flamegraph { trace, weigh, epoch, diff, output, noise_floor: floor } => {
-            flamegraph(&trace_file(trace), weigh, epoch, diff, output, floor, &mut progress)
+            flamegraph(&trace_file(trace), weigh, epoch, diff, output, floor, &mut progress).map(|text| (text, 0))
         }
     };
     progress.finish();
     match result {
-        Ok(text) => {
+        Ok((text, status)) => {
             let mut stdout = std::io::stdout().lock();
             match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-                Ok(()) => 0,
-                Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => 0,
+                Ok(()) => status,
+                Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => status,
                 Err(err) => {
                     eprintln!("analyzer: error: cannot write the output: {err}; check where stdout goes");
                     1
@@ -217,8 +232,9 @@ fn report(
     output: Option<PathBuf>,
     top: usize,
     floor: NoiseFloor,
+    fail_on: &[VerdictKind],
     progress: &mut Progress,
-) -> Result<String, Failure> {
+) -> Result<(String, i32), Failure> {
     let trace = load_showing(path, &base_options(), progress)?;
     progress.phase("analyzing", 0);
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
@@ -280,8 +296,22 @@ fn report(
         warn(w);
         report.warnings.push(w.clone());
     }
-    Ok(if json { render::json::render(&report) } else { render::text::render(&report) })
+    let found = std::iter::once(analysis.verdict.kind)
+        .chain(
+            report
+                .descendants
+                .iter()
+                .filter(|d| d.found_something(false))
+                .filter_map(|d| Some(d.finding.as_ref()?.kind)),
+        )
+        .any(|kind| fail_on.contains(&kind));
+    let text = if json { render::json::render(&report) } else { render::text::render(&report) };
+    Ok((text, if found { FAILED_ON_VERDICT } else { 0 }))
 }
+
+/// The exit status of a report whose verdict is one `--fail-on` names:
+/// apart from a failure's 1 and a usage error's 2.
+const FAILED_ON_VERDICT: i32 = 3;
 
 fn check_epoch(trace: &Trace, epoch: usize, what: &str) -> Result<(), Failure> {
     let n = trace.snapshots.len();

@@ -270,9 +270,15 @@ fn a_verdict_of_no_leak_beside_a_leaking_descendant_says_it_is_of_this_process()
         ),
         "{message}"
     );
+    // A build gated on leaks fails on the descendant's, with the report printed.
+    let gated = report(&path, &["--fail-on", "heap_leak,copy_on_write"]);
+    assert_eq!(gated.status.code(), Some(3), "{}", stderr(&gated));
+    assert!(stdout(&gated).contains("Verdict (no_growth)") && stderr(&gated).is_empty(), "{gated:?}");
     std::fs::remove_file(path.with_file_name("trace.bin.4243")).unwrap();
     let message = json(&report(&path, &["--json"]))["verdict"]["message"].as_str().unwrap().to_string();
     assert!(!message.contains("descendants"), "{message}");
+    assert_eq!(report(&path, &["--fail-on", "heap_leak"]).status.code(), Some(0));
+    assert_eq!(report(&path, &["--json", "--fail-on", "no_growth"]).status.code(), Some(3));
 }
 
 /// A process started beside the traced one (the other end of a pipeline)
@@ -647,6 +653,10 @@ fn usage_errors_are_one_line() {
     assert_one_line_error(
         &analyzer(&["flamegraph".as_ref(), "--epoch".as_ref(), "-2".as_ref()]),
         "'-2' is not an epoch",
+    );
+    assert_one_line_error(
+        &analyzer(&["report".as_ref(), "--fail-on".as_ref(), "heap_leak,leaks".as_ref()]),
+        "'leaks' is not a verdict kind",
     );
     let out = analyzer(&["--help".as_ref()]);
     assert!(out.status.success());
@@ -1044,7 +1054,7 @@ fn the_verdict_names_a_site_that_stopped_and_one_that_began_late() {
     let message = v["verdict"]["message"].as_str().unwrap();
     assert_eq!(v["verdict"]["kind"], "no_growth", "{message}");
     assert!(message.contains("1 site piled up allocations in the earlier epochs"), "{message}");
-    assert!(message.ends_with("; it is 0x400200 (1.00 MiB now)"), "{message}");
+    assert!(message.ends_with("; it is 0x400200 (1.00 MiB now, born in epochs 1 to 4)"), "{message}");
     // Cut by time slices, the site is named beside its words, before the
     // slices' note.
     let mut sim = Sim::new("/opt/app/train");
@@ -1057,7 +1067,10 @@ fn the_verdict_names_a_site_that_stopped_and_one_that_began_late() {
     sim.exit();
     let path = write_temp("stopped_cache_sliced.bin", &sim.bytes());
     let message = json(&report(&path, &["--json"]))["verdict"]["message"].as_str().unwrap().to_string();
-    assert!(message.contains("; it is 0x400200 (1.00 MiB now); an epoch here is a time slice"), "{message}");
+    assert!(
+        message.contains("; it is 0x400200 (1.00 MiB now, born in epochs 1 to 4); an epoch here is a time slice"),
+        "{message}"
+    );
 
     let mut sim = Sim::new("/opt/app/train");
     for e in 0..12 {
