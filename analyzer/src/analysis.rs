@@ -1001,18 +1001,37 @@ impl Analysis {
         )
     }
 
+    /// The allocations were sampled too sparsely to tell the growth the
+    /// run had from chance (see [`Analysis::sparse_samples_hint`]).
+    pub fn too_few_samples(&self) -> bool {
+        self.sparse_samples_hint().is_some()
+    }
+
     /// With the allocations sampled, and no suspect while the heap and
     /// mappings grew by less than a few samples an epoch: a leak of that
     /// size leaves too few survivors an epoch to be told from chance, also
     /// beside freed memory that malloc keeps.
     fn sparse_samples_hint(&self) -> Option<String> {
         let sampling = self.sampling?;
-        let (mean, growth) = (sampling.mean_bytes, self.verdict.per_epoch(self.verdict.traced_growth()));
+        let mean = sampling.mean_bytes;
+        // A leak no sample fell in leaves the traced memory flat: the RSS
+        // shows it, less what malloc kept and the mapped files' pages.
+        let v = &self.verdict;
+        let traced = v.per_epoch(v.traced_growth());
+        let (grew, growth) = if traced > self.least_growth {
+            ("the traced memory", traced)
+        } else {
+            let explained = v.allocator_free_growth().max(0) + v.file_growth().max(0);
+            ("the RSS", v.per_epoch(v.program_rss_growth() - explained))
+        };
         let finer = (growth / SAMPLES_TO_TELL_AN_EPOCH).max(1024);
-        // A rate no finer than the one in use would not tell more.
+        // A rate no finer than the one in use would not tell more; a
+        // growth of less than a sixteenth of a sample an epoch is noise
+        // in a long healthy run.
         let sparse = matches!(self.verdict.kind, VerdictKind::NoGrowth | VerdictKind::AllocatorRetention)
             && self.stopped.is_none()
             && growth > self.least_growth
+            && growth >= mean / SPARSE_SAMPLES_LEAST_SHARE
             && growth < SAMPLES_TO_TELL_AN_EPOCH * mean
             && (finer < mean || !sampling.whole_run);
         let what_to_do = if sampling.whole_run {
@@ -1022,7 +1041,7 @@ impl Analysis {
         };
         sparse.then(|| {
             format!(
-                "the allocations were sampled, one per {} on average, and the traced memory grew by {}/epoch, about {} samples an epoch: too few to tell a leak of that size from chance; {what_to_do} to rank what grows",
+                "the allocations were sampled, one per {} on average, and {grew} grew by {}/epoch, about {} samples an epoch: too few to tell a leak of that size from chance; {what_to_do} to rank what grows",
                 bytes(mean),
                 bytes(growth),
                 samples_words(growth as f64 / mean as f64),
@@ -1243,6 +1262,10 @@ impl Analysis {
 /// Samples an epoch a sampled leak needs for its survivors to show in most
 /// epochs (at fewer, an epoch has none with some chance: e^-n).
 const SAMPLES_TO_TELL_AN_EPOCH: u64 = 8;
+
+/// Growth of less than 1/N of a sample an epoch, sampled, is too little to
+/// send a user to a finer rate: a long healthy run's drift.
+const SPARSE_SAMPLES_LEAST_SHARE: u64 = 16;
 
 /// A number of samples, to two places below one tenth (a sampled run
 /// marking every step has a few hundredths of a sample an epoch).

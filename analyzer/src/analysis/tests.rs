@@ -301,6 +301,26 @@ fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
     let msg = a.verdict_message(None);
     assert!(msg.contains("glibc's malloc held") && msg.contains("TRACER_SAMPLE_BYTES=24k"), "{msg}");
 
+    assert!(a.too_few_samples());
+
+    // A leak no sample fell in: the heap flat, the RSS up by 128 KiB an
+    // epoch (a quarter of a sample) with nothing else to explain it.
+    let unseen = |rss_per_epoch: u64| {
+        let mut sim = Sim::new("/opt/app/train");
+        sim.process_mut().settings.push((trace_format::SAMPLING_SETTING.into(), rate.clone()));
+        for e in 0..10 {
+            sim.rss_extra += rss_per_epoch;
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        run(&sim).1
+    };
+    let msg = unseen(128 << 10).verdict_message(None);
+    assert!(msg.contains("the RSS grew by 128 KiB/epoch, about 0.2 samples an epoch"), "{msg}");
+    // A drift of a few KiB an epoch is no reason to sample finer.
+    let a = unseen(4 << 10);
+    assert!(!a.too_few_samples(), "{}", a.verdict_message(None));
+
     // At 1 KiB, the finest rate it would advise, a growth of 6 KiB/epoch is
     // not for want of samples.
     let finest = format!(

@@ -113,6 +113,9 @@ struct JsonAnalysis<'a> {
     reference_epoch: Option<u32>,
     settled_birth_epochs: Option<[u32; 2]>,
     noise_floor_bytes_per_epoch: u64,
+    /// The mean bytes between samples, when the analysed epochs were sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sample_mean_bytes: Option<u64>,
     below_noise_floor: JsonBelowFloor<'a>,
 }
 
@@ -220,6 +223,7 @@ struct JsonVerdict<'a> {
     allocator_free_growth_bytes: i64,
     file_growth_bytes: i64,
     epochs: usize,
+    too_few_samples: bool,
 }
 
 fn frame(f: &Frame) -> JsonFrame<'_> {
@@ -298,6 +302,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             reference_epoch: analysed.then(|| trace.snapshots[a.reference].epoch),
             settled_birth_epochs: a.settled.map(|(lo, hi)| [lo, hi]),
             noise_floor_bytes_per_epoch: a.noise_floor,
+            sample_mean_bytes: a.sampling.map(|s| s.mean_bytes),
             below_noise_floor: JsonBelowFloor {
                 stacks: a.below_floor.stacks,
                 growth_bytes_per_epoch: a.below_floor.growth_bytes_per_epoch,
@@ -349,6 +354,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             allocator_free_growth_bytes: clamp(a.verdict.allocator_free_growth()),
             file_growth_bytes: clamp(a.verdict.file_growth()),
             epochs: a.verdict.epochs,
+            too_few_samples: a.too_few_samples(),
         },
         flamegraph: report
             .flamegraph
