@@ -321,6 +321,15 @@ impl Verdict {
     pub fn tracer_growth(&self) -> i128 {
         i128::from(self.tracer_end) - i128::from(self.tracer_start)
     }
+    /// What the heap and traced mappings held at epoch 1 beyond the
+    /// program's resident memory other than file pages: pages allocated
+    /// and not yet written, which writing makes resident without any new
+    /// allocation (a buffer allocated once and filled as the run goes).
+    pub fn unwritten_at_start(&self) -> u64 {
+        let resident = self.rss_start.saturating_sub(self.tracer_start).saturating_sub(self.file_start);
+        (self.heap_start + self.mapped_start).saturating_sub(resident)
+    }
+
     /// RSS growth less the tracer's own (at most all of it): what the
     /// program's memory did. The tracer counts what it allocated, some of
     /// which may not be resident, so this errs towards less growth.
@@ -433,6 +442,10 @@ pub struct Analysis {
     /// stack id, as the report names them (see
     /// `render::analyze_by_line`); unnamed, the verdict leaves them out.
     pub site_names: IntMap<u32, String>,
+    /// The stack holding the most live bytes at the reference, and how
+    /// many: the block a growth of the RSS alone may be the filling of
+    /// (see [`Verdict::unwritten_at_start`]).
+    pub largest_live: Option<(u32, u64)>,
     /// How the heap and traced mappings rose from epoch 1 to the reference.
     pub traced_rise: TracedRise,
     /// The suspects are stacks below the noise floor, or blocks grown in
@@ -1007,6 +1020,29 @@ impl Analysis {
         self.sparse_samples_hint().is_some()
     }
 
+    /// When the RSS grew by no more than the heap and traced mappings held
+    /// unwritten at epoch 1 (see [`Verdict::unwritten_at_start`]): the
+    /// words saying that the growth may be their filling, naming the
+    /// block that holds the most when the report named it.
+    fn filling_words(&self) -> Option<String> {
+        let v = &self.verdict;
+        let unwritten = v.unwritten_at_start();
+        let growth = v.program_rss_growth() - v.file_growth().max(0);
+        if growth <= 0 || growth > i128::from(unwritten) {
+            return None;
+        }
+        let largest = self
+            .largest_live
+            .and_then(|(stack, held)| {
+                Some(format!(" (the largest block is {}, {})", self.site_names.get(&stack)?, bytes(held)))
+            })
+            .unwrap_or_default();
+        Some(format!(
+            "they held {} more than was resident at epoch 1{largest}: the growth may be their pages written for the first time, as a buffer allocated once and filled as the run goes does (np.empty, torch.empty, a preallocated replay buffer), which stops at its size and is no leak",
+            bytes(unwritten)
+        ))
+    }
+
     /// With the allocations sampled, and no suspect while the heap and
     /// mappings grew by less than a few samples an epoch: a leak of that
     /// size leaves too few survivors an epoch to be told from chance, also
@@ -1204,11 +1240,18 @@ impl Analysis {
                 signed(v.file_growth()),
                 bytes(v.file_end),
             ),
-            VerdictKind::GrowthOutsideHeap => format!(
-                "{} over {over} while the live heap and traced anonymous mappings {}; the growth is outside what the tracer sees (private or read-only file mappings, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver); no heap or mapping site is responsible",
-                rss_growth_words(v, "grew"),
-                traced_change_words(v),
-            ),
+            VerdictKind::GrowthOutsideHeap => {
+                let outside = "outside what the tracer sees (private or read-only file mappings, mappings made by raw system calls or inside glibc, allocator arenas not returned to the OS, thread stacks, GPU driver)";
+                let why = self.filling_words().map_or(
+                    format!("the growth is {outside}; no heap or mapping site is responsible"),
+                    |filling| format!("{filling}; or the growth is {outside}; no heap or mapping site piles up memory epoch after epoch"),
+                );
+                format!(
+                    "{} over {over} while the live heap and traced anonymous mappings {}; {why}",
+                    rss_growth_words(v, "grew"),
+                    traced_change_words(v),
+                )
+            }
             VerdictKind::HeapNotTraced => format!(
                 "the trace holds none of the heap, whose growth cannot be told: {}; no traced mapping keeps memory alive epoch after epoch, and over {over} {}",
                 v.heap_not_traced.as_deref().unwrap_or_default(),
@@ -1383,6 +1426,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         few_settled_epochs: Vec::new(),
         few_new_since_middle: Vec::new(),
         site_names: IntMap::default(),
+        largest_live: None,
         traced_rise: TracedRise::NotSteadily,
         steady_growth_promoted: false,
         verdict: verdict.clone(),
@@ -1394,6 +1438,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         // The loader always keeps these; without them nothing can be said.
         return analysis;
     };
+    analysis.largest_live = state.live_bytes_by_stack().into_iter().max_by_key(|&(stack, bytes)| (bytes, stack));
     // The last two epochs before the reference are not settled (see
     // `trace::settled_by`): the newest survivors may be a loop's latest.
     let settled_hi_index = first + k - 3;

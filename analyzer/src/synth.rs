@@ -28,6 +28,9 @@ pub struct Sim {
     next_node: u32,
     /// Resident memory outside the heap and the mappings (added to both for RSS).
     pub rss_extra: u64,
+    /// Bytes of the heap and mappings not yet written, so not resident
+    /// (taken from the RSS).
+    pub unwritten: u64,
     /// The tracer's own memory, also part of the RSS.
     pub tracer_bytes: u64,
     /// Pages a forked process copied from its parent; when set, snapshots
@@ -67,6 +70,7 @@ impl Sim {
             nodes: HashMap::new(),
             next_node: INNER_NODE_IDS,
             rss_extra: 64 << 20,
+            unwritten: 0,
             tracer_bytes: 1 << 20,
             copied_from_parent: None,
             allocator_free: 0,
@@ -225,7 +229,7 @@ impl Sim {
             cause,
             label: label.into(),
             elapsed_ns: self.elapsed_ns,
-            rss_bytes: heap_bytes + mapped_bytes + self.rss_extra + self.tracer_bytes,
+            rss_bytes: (heap_bytes + mapped_bytes + self.rss_extra + self.tracer_bytes).saturating_sub(self.unwritten),
             heap_live_bytes: heap_bytes,
             heap_live_count: heap_count,
             mapped_live_bytes: mapped_bytes,

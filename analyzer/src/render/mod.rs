@@ -185,7 +185,12 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
     // The sites a verdict without suspects speaks of beside its culprit.
     let spoken_of =
         analysis.stopped.map(|stopped| stopped.largest.0).into_iter().chain(analysis.recent_start().map(|s| s.stack));
-    let spoken_of: Vec<u32> = spoken_of.filter(|_| analysis.verdict.kind == VerdictKind::NoGrowth).collect();
+    let spoken_of = spoken_of.filter(|_| analysis.verdict.kind == VerdictKind::NoGrowth);
+    let filled = analysis
+        .largest_live
+        .map(|(stack, _)| stack)
+        .filter(|_| analysis.verdict.kind == VerdictKind::GrowthOutsideHeap);
+    let spoken_of: Vec<u32> = spoken_of.chain(filled).collect();
     for site in spoken_of {
         analysis.site_names.insert(site, site_named(trace, symbolizer, site));
     }
