@@ -246,15 +246,7 @@ fn live_bytes_of(trace: &Path, function: &str) -> u64 {
 fn each_plugin_at_a_reused_address_names_its_own_leak() {
     let program = compile("swaps_plugins.c");
     let (parser, encoder) = (compile_library("parser_plugin.c"), compile_library("encoder_plugin.c"));
-    let plugins = [
-        ("parser_token", &parser, "parser_plugin.c", line_of("programs/parser_plugin.c", "/* the parser's leak */")),
-        (
-            "encoder_frame",
-            &encoder,
-            "encoder_plugin.c",
-            line_of("programs/encoder_plugin.c", "/* the encoder's leak */"),
-        ),
-    ];
+    let plugins = swapped_plugins(parser.display().to_string(), encoder.display().to_string());
     let args = |mode| [mode, parser.to_str().unwrap(), encoder.to_str().unwrap()];
     for (mode, leaking) in
         [("probe", &["parser_token"][..]), ("alt", &["parser_token", "encoder_frame"]), ("aba", &["encoder_frame"])]
@@ -270,24 +262,9 @@ fn each_plugin_at_a_reused_address_names_its_own_leak() {
             let run = run.succeeded();
             assert_eq!(run.stdout(), format!("swaps_plugins {mode}: both plugins were loaded at the same address\n"));
             let report = report_json(&run.trace);
-            let suspects = report["suspects"].as_array().unwrap();
-            let mut named = Vec::new();
-            for suspect in suspects {
-                // The innermost frame, the allocator's trimmed: the plugin's own.
-                let own = &suspect["frames"][0];
-                let plugin = plugins.iter().find(|plugin| own["function"] == plugin.0);
-                let (function, library, source, line) =
-                    plugin.unwrap_or_else(|| panic!("{mode} {env:?}: not a plugin's leak: {suspect:#}"));
-                assert_eq!(own["module"], library.display().to_string(), "{mode} {env:?}: {own}");
-                assert!(own["file"].as_str().unwrap_or_default().ends_with(source), "{mode} {env:?}: {own}");
-                assert_eq!(own["line"], *line, "{mode} {env:?}: {own}");
-                named.push(*function);
-            }
-            named.sort_unstable();
-            named.dedup();
             let mut expected = leaking.to_vec();
             expected.sort_unstable();
-            assert_eq!(named, expected, "{mode} {env:?}: {report:#}");
+            assert_eq!(leaking_plugins(&report, &plugins, &format!("{mode} {env:?}")), expected, "{report:#}");
             if mode == "aba" {
                 // Stacks of the parser loaded again, after the encoder took
                 // its addresses, named the encoder's would double its bytes.
@@ -297,6 +274,81 @@ fn each_plugin_at_a_reused_address_names_its_own_leak() {
             }
             assert_eq!(report["verdict"]["kind"], "heap_leak", "{mode} {env:?}: {:#}", report["verdict"]);
         }
+    }
+}
+
+/// A plugin of swaps_plugins.c: its leaking function, the module path the
+/// report names, its source file and the line of its leak.
+type SwappedPlugin = (&'static str, String, &'static str, u64);
+
+/// The parser and encoder plugins, named by these module paths.
+fn swapped_plugins(parser: String, encoder: String) -> [SwappedPlugin; 2] {
+    [
+        ("parser_token", parser, "parser_plugin.c", line_of("programs/parser_plugin.c", "/* the parser's leak */")),
+        (
+            "encoder_frame",
+            encoder,
+            "encoder_plugin.c",
+            line_of("programs/encoder_plugin.c", "/* the encoder's leak */"),
+        ),
+    ]
+}
+
+/// The leaking functions of `plugins` the report's suspects name, sorted,
+/// once each, after checking that every suspect is a plugin's leak named
+/// by its module, file and line.
+fn leaking_plugins(report: &serde_json::Value, plugins: &[SwappedPlugin], run: &str) -> Vec<&'static str> {
+    let mut named = Vec::new();
+    for suspect in report["suspects"].as_array().unwrap() {
+        // The innermost frame, the allocator's trimmed: the plugin's own.
+        let own = &suspect["frames"][0];
+        let plugin = plugins.iter().find(|plugin| own["function"] == plugin.0);
+        let (function, module, source, line) =
+            plugin.unwrap_or_else(|| panic!("{run}: not a plugin's leak: {suspect:#}"));
+        assert_eq!(own["module"], *module, "{run}: {own}");
+        assert!(own["file"].as_str().unwrap_or_default().ends_with(source), "{run}: {own}");
+        assert_eq!(own["line"], *line, "{run}: {own}");
+        named.push(*function);
+    }
+    named.sort_unstable();
+    named.dedup();
+    named
+}
+
+/// Plugins loaded by a relative path (`dlopen("./libparser_plugin.so")`,
+/// as Python's `ctypes.CDLL("./libfeat.so")` loads), from the directory
+/// they lie in, in turn at the same address each epoch: the trace names
+/// them by their absolute paths, so that the report, read from another
+/// directory, names each leak by its plugin's function, file and line, as
+/// code of the program's own (the plugins lie beside it).
+#[test]
+fn plugins_loaded_by_a_relative_path_are_named_wherever_the_report_is_read() {
+    let program = compile("swaps_plugins.c");
+    let (parser, encoder) = (compile_library("parser_plugin.c"), compile_library("encoder_plugin.c"));
+    let (mut command, dir) = traced_command(&program);
+    // The analyzer below runs in the tests' directory, not this one.
+    command.current_dir(parser.parent().unwrap()).args(["alt", "./libparser_plugin.so", "./libencoder_plugin.so"]);
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(3), "the test needs the loader to reuse the range: {stderr}");
+    assert!(output.status.success(), "{}: {stderr}", output.status);
+    let trace = dir.path().join("trace.bin");
+    let absolute = |library: &Path| std::fs::canonicalize(library).unwrap().display().to_string();
+    let plugins = swapped_plugins(absolute(&parser), absolute(&encoder));
+    let recorded: Vec<String> = read_trace(&trace)
+        .0
+        .into_iter()
+        .filter_map(|record| match record {
+            Record::Module(module) if module.path.ends_with("_plugin.so") => Some(module.path),
+            _ => None,
+        })
+        .collect();
+    assert!(!recorded.is_empty(), "no plugin's module recorded");
+    assert!(recorded.iter().all(|path| plugins.iter().any(|plugin| *path == plugin.1)), "{recorded:?}");
+    let report = report_json(&trace);
+    assert_eq!(leaking_plugins(&report, &plugins, "alt"), ["encoder_frame", "parser_token"], "{report:#}");
+    for suspect in report["suspects"].as_array().unwrap() {
+        assert_eq!(suspect["frames"][0]["own_code"], true, "{suspect:#}");
     }
 }
 

@@ -244,6 +244,9 @@ impl Process {
 /// A loaded ELF object (the executable, a shared library, a dlopen'd module).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Module {
+    /// The file's absolute path, as the kernel names it; the loader's name
+    /// where /proc could not tell (a relative name, "linux-vdso.so.1"), and
+    /// empty for the program when /proc/self/exe could not be read.
     pub path: String,
     /// Load bias: a runtime address minus this is the address in the file's symbol tables.
     pub load_bias: u64,

@@ -25,6 +25,7 @@ use crate::room::OutOfMemory;
 use crate::sampling::scaled;
 use crate::sites::{Scope, Sites, Totals, ANY_THREAD};
 use crate::stacks::{StackId, StackKind};
+use crate::sys::MapsLine;
 
 /// The table's lock orders every mapping change: one stripe of counters.
 const MAPPING_STRIPE: u8 = 0;
@@ -170,11 +171,7 @@ impl Locked<'_> {
 /// `PROT_NONE` reservations and the kernel's own areas ("[stack]", "[vdso]")
 /// are not recorded. The protection is the mapping's now, not its first.
 pub fn kind_in_maps_line(line: &[u8]) -> Option<StackKind> {
-    let mut fields = line.split(|&b| b == b' ').filter(|field| !field.is_empty());
-    let perms = fields.nth(1)?;
-    let inode = fields.nth(2)?;
-    let path_start = inode.as_ptr() as usize - line.as_ptr() as usize + inode.len();
-    let path = line[path_start..].trim_ascii();
+    let MapsLine { perms, inode, path } = MapsLine::parse(line)?;
     let &[read, write, execute, sharing] = perms else { return None };
     if [read, write, execute] == *b"---" {
         return None;

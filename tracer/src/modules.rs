@@ -217,7 +217,10 @@ unsafe extern "C" fn collect_module(info: *mut libc::dl_phdr_info, _size: usize,
         // The first object listed is the main program, which ld.so leaves unnamed.
         std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
     } else {
-        name
+        match segments.first() {
+            Some(&(start, _)) => absolute_path(name, start),
+            None => name,
+        }
     };
     let build_id = phdrs
         .iter()
@@ -235,6 +238,25 @@ unsafe extern "C" fn collect_module(info: *mut libc::dl_phdr_info, _size: usize,
         .unwrap_or_default();
     modules.push(Module { path, load_bias: bias, segments, build_id });
     0
+}
+
+/// The path of the object the loader names `name`, mapped at `address`.
+/// The loader keeps a name as `dlopen` was given it: a relative one
+/// (`dlopen("./libfeat.so")`) would name another file, or none, once the
+/// working directory changed or where the analyzer runs, so it is
+/// replaced by the kernel's name of the file mapped at `address`, which is
+/// absolute. An absolute name is kept, as is a relative one where
+/// /proc/self/maps cannot be read or names no file there (the vDSO's
+/// "linux-vdso.so.1" is "[vdso]").
+pub fn absolute_path(name: String, address: u64) -> String {
+    if name.is_empty() || name.starts_with('/') {
+        return name;
+    }
+    let mapped = crate::sys::maps_line_containing(address, |line| {
+        let path = crate::sys::MapsLine::parse(line)?.path;
+        path.starts_with(b"/").then(|| String::from_utf8_lossy(path).into_owned())
+    });
+    mapped.flatten().unwrap_or(name)
 }
 
 /// Finds NT_GNU_BUILD_ID in a note segment.
@@ -372,6 +394,18 @@ mod tests {
         assert_eq!(map.closing(0x5000, "/opt/elsewhere.so", 60), (vec![], 0));
         map.forget_written();
         assert_eq!(map.closing(0x5000, "/opt/plugin.so", 70), (vec![(0x5000, 0x6000)], 0), "a new file");
+    }
+
+    #[test]
+    fn a_relative_name_becomes_the_path_of_the_file_mapped_there() {
+        let here = the_test_binary_and_libc_are_listed_with_segments as fn() as usize as u64;
+        let binary = std::fs::read_link("/proc/self/exe").unwrap().to_string_lossy().into_owned();
+        assert_eq!(absolute_path("./tracer-tests".into(), here), binary);
+        assert_eq!(absolute_path("/opt/as-given.so".into(), here), "/opt/as-given.so", "absolute: kept");
+        // SAFETY: getauxval only reads the auxiliary vector.
+        let vdso = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+        assert_eq!(absolute_path("linux-vdso.so.1".into(), vdso), "linux-vdso.so.1", "no file: kept");
+        assert_eq!(absolute_path("./unmapped.so".into(), 0), "./unmapped.so");
     }
 
     #[test]

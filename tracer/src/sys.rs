@@ -621,6 +621,27 @@ pub fn maps_line_containing<R>(address: u64, read: impl FnOnce(&[u8]) -> R) -> O
     found
 }
 
+/// The fields of a /proc/self/maps line ("start-end perms offset dev
+/// inode path") that say what is mapped there.
+pub struct MapsLine<'a> {
+    pub perms: &'a [u8],
+    pub inode: &'a [u8],
+    /// The file's path as the kernel names it (absolute, with " (deleted)"
+    /// after a file removed since), a pseudo-path ("[stack]", "/memfd:name
+    /// (deleted)"), or empty for anonymous memory.
+    pub path: &'a [u8],
+}
+
+impl MapsLine<'_> {
+    pub fn parse(line: &[u8]) -> Option<MapsLine<'_>> {
+        let mut fields = line.split(|&b| b == b' ').filter(|field| !field.is_empty());
+        let perms = fields.nth(1)?;
+        let inode = fields.nth(2)?;
+        let path_start = inode.as_ptr() as usize - line.as_ptr() as usize + inode.len();
+        Some(MapsLine { perms, inode, path: line[path_start..].trim_ascii() })
+    }
+}
+
 /// "start-end perms ..." with hexadecimal bounds.
 fn parse_range(line: &[u8]) -> Option<(u64, u64)> {
     let range = line.split(|&b| b == b' ').next()?;
