@@ -500,6 +500,28 @@ fn pages_of_a_mapped_file_are_said_plainly() {
     assert!(report_text(&run.trace).contains("  file pages  "), "the epoch table shows them");
 }
 
+/// A file on disk mapped shared and writable, 4 MiB more of it written an
+/// epoch through a mapping of the whole file made (or grown by mremap)
+/// each epoch and kept: the pages are the file's, told as such, and no
+/// site is blamed for shared memory.
+#[test]
+fn a_file_on_disk_mapped_shared_and_written_is_no_shared_memory() {
+    let program = compile("mapped_shared_file.c");
+    // Under the target directory, on the disk's filesystem: the program
+    // checks that it is not tmpfs.
+    let scratch = tempfile::tempdir_in(repo_root().join("target")).unwrap();
+    for mode in [None, Some("grow")] {
+        let args: Vec<&str> = [scratch.path().to_str()].into_iter().chain([mode]).flatten().collect();
+        let run = run_traced(&program, &args);
+        assert_ne!(run.output.status.code(), Some(3), "the test needs a file on disk: {}", run.stderr());
+        let run = run.succeeded();
+        assert_eq!(run.stdout(), "mapped_shared_file: 8 epochs, 32 MiB written\n");
+        let report = report_json(&run.trace);
+        assert!(suspects(&report).is_empty(), "{mode:?}: a heap or mapping site was blamed: {report:#}");
+        assert_eq!(report["verdict"]["kind"], "file_pages", "{mode:?}: {report:#}");
+    }
+}
+
 /// One sample per 16 KiB allocated on average: the leak (about 215 KiB per
 /// epoch) is sampled many times an epoch, the decoys' bytes are estimated.
 const SAMPLING: (&str, &str) = ("TRACER_SAMPLE_BYTES", "16k");

@@ -160,7 +160,7 @@ pub enum Memory {
     Heap,
     /// Anonymous mappings.
     Mapped,
-    /// Files mapped shared and writable: shared memory.
+    /// Shared memory (files of tmpfs or hugetlbfs) mapped shared and writable.
     Shared,
 }
 

@@ -287,10 +287,10 @@ pub enum Frame {
     /// (`mmap` with `MAP_ANONYMOUS`) rather than a heap allocation; the frames
     /// further out are the mapping call's stack. Format version 3 and later.
     Mapping,
-    /// The innermost node of a stack that mapped a file shared and writable
-    /// (`MAP_SHARED` of a descriptor with `PROT_WRITE`: shared memory such
-    /// as /dev/shm or a memfd, through which DataLoader workers hand their
-    /// batches over). Format version 4 and later.
+    /// The innermost node of a stack that mapped shared memory shared and
+    /// writable (`MAP_SHARED` of a descriptor with `PROT_WRITE`, a file of
+    /// tmpfs or hugetlbfs such as /dev/shm's or a memfd, through which
+    /// DataLoader workers hand their batches over). Format version 4 and later.
     SharedMapping,
     /// The stack's Python frames are the path that ends at this node (a path
     /// of Python frames only). Such a node is the innermost of its stack and

@@ -167,9 +167,11 @@ impl Locked<'_> {
 /// read from its line of /proc/self/maps ("start-end perms offset dev inode
 /// path"), by the rules of the `mmap` hook: anonymous memory that can be
 /// accessed (private, or shared, which shows as "/dev/zero (deleted)"), or
-/// a file mapped shared and writable (shared memory). Other file mappings,
-/// `PROT_NONE` reservations and the kernel's own areas ("[stack]", "[vdso]")
-/// are not recorded. The protection is the mapping's now, not its first.
+/// shared memory mapped shared and writable (a file of tmpfs or hugetlbfs,
+/// which the path tells: see [`crate::sys::is_shared_memory_path`]). Other
+/// file mappings, `PROT_NONE` reservations and the kernel's own areas
+/// ("[stack]", "[vdso]") are not recorded. The protection is the mapping's
+/// now, not its first.
 pub fn kind_in_maps_line(line: &[u8]) -> Option<StackKind> {
     let MapsLine { perms, inode, path } = MapsLine::parse(line)?;
     let &[read, write, execute, sharing] = perms else { return None };
@@ -182,7 +184,7 @@ pub fn kind_in_maps_line(line: &[u8]) -> Option<StackKind> {
     };
     if anonymous {
         Some(StackKind::Mapping)
-    } else if sharing == b's' && write == b'w' {
+    } else if sharing == b's' && write == b'w' && crate::sys::is_shared_memory_path(path) {
         Some(StackKind::SharedMapping)
     } else {
         None
@@ -396,6 +398,62 @@ mod tests {
         assert_eq!(kind("55550000-55560000 rw-p 00000000 00:00 0      [heap]"), None);
         assert_eq!(kind("garbage"), None);
         assert_eq!(kind(""), None);
+    }
+
+    /// Maps `fd` shared and writable, one page, and reads the kind of the
+    /// mapping from its maps line. Left mapped: the test process ends soon.
+    fn kind_of_shared_mapping(fd: i32) -> Option<StackKind> {
+        let (protection, sharing) = (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED);
+        // SAFETY: a new mapping chosen by the kernel, touching no existing memory.
+        let address = unsafe { libc::mmap(std::ptr::null_mut(), PAGE, protection, sharing, fd, 0) };
+        assert_ne!(address, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+        crate::sys::maps_line_containing(address as u64, kind_in_maps_line).flatten()
+    }
+
+    /// Whether `path` lies on tmpfs, asked of statfs.
+    fn is_on_tmpfs(path: &std::path::Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: an all-zero statfs is a valid value for statfs to overwrite.
+        let mut status: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: the path is NUL-terminated; statfs writes only into `status`.
+        let found = unsafe { libc::statfs(path.as_ptr(), &mut status) } == 0;
+        assert!(found, "statfs {path:?}");
+        status.f_type == libc::TMPFS_MAGIC
+    }
+
+    #[test]
+    fn a_shared_file_mapping_is_shared_memory_only_on_tmpfs() {
+        use std::os::fd::AsRawFd;
+        let file = |path: &std::path::Path| {
+            let file = std::fs::File::options().read(true).write(true).create(true).truncate(true).open(path).unwrap();
+            file.set_len(PAGE as u64).unwrap();
+            file
+        };
+        // A memfd, as a DataLoader worker's batch.
+        // SAFETY: the name is NUL-terminated; the descriptor is owned below.
+        let memfd = unsafe { libc::memfd_create(c"batch".as_ptr(), 0) };
+        assert!(memfd >= 0);
+        assert!(crate::sys::is_shared_memory_file(memfd));
+        // SAFETY: `memfd` is open and this test's own.
+        assert_eq!(unsafe { libc::ftruncate(memfd, PAGE as i64) }, 0);
+        assert_eq!(kind_of_shared_mapping(memfd), Some(StackKind::SharedMapping));
+        // A /dev/shm file, as shm_open makes, read again once removed.
+        let shm_path = std::path::PathBuf::from(format!("/dev/shm/tracer-test-{}", std::process::id()));
+        let shm = file(&shm_path);
+        assert!(crate::sys::is_shared_memory_file(shm.as_raw_fd()));
+        assert_eq!(kind_of_shared_mapping(shm.as_raw_fd()), Some(StackKind::SharedMapping));
+        std::fs::remove_file(&shm_path).unwrap();
+        assert_eq!(kind_of_shared_mapping(shm.as_raw_fd()), Some(StackKind::SharedMapping), "removed");
+        // A file on disk beside the test binary (the target directory).
+        let disk_path = std::env::current_exe().unwrap().with_extension(format!("mapped-{}", std::process::id()));
+        let disk = file(&disk_path);
+        let fd = disk.as_raw_fd();
+        assert!(!is_on_tmpfs(&disk_path), "the test needs the target directory on a disk's filesystem");
+        assert!(!crate::sys::is_shared_memory_file(fd));
+        assert_eq!(kind_of_shared_mapping(fd), None);
+        std::fs::remove_file(&disk_path).unwrap();
+        assert_eq!(kind_of_shared_mapping(fd), None, "removed");
     }
 
     #[test]

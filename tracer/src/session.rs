@@ -529,15 +529,16 @@ fn change_mappings<R: Copy>(
     }
 }
 
-/// What a successful `mmap` of `len` bytes with `flags` and `prot` means
-/// for the table. Anonymous mappings that can hold memory are recorded (a
-/// `PROT_NONE` one reserves address space), and files mapped shared and
-/// writable: shared memory, such as the /dev/shm files and memfds through
-/// which DataLoader workers hand their batches over, which the process
-/// keeps as long as it keeps the tensors. Read-only or private file
-/// mappings (libraries, memory-mapped datasets) are not the program's
-/// memory to rank. A `MAP_FIXED` mapping of any kind replaces the pages it
-/// covers. When sampling, the mappings that could be recorded are drawn
+/// What a successful `mmap` of `len` bytes of `fd` with `flags` and `prot`
+/// means for the table. Anonymous mappings that can hold memory are
+/// recorded (a `PROT_NONE` one reserves address space), and shared memory
+/// mapped shared and writable: files of tmpfs or hugetlbfs, such as the
+/// /dev/shm files and memfds through which DataLoader workers hand their
+/// batches over, which the process keeps as long as it keeps the tensors.
+/// Other file mappings (libraries, memory-mapped datasets, a file on disk
+/// written through its mapping) are the file's pages, which the kernel may
+/// write back and take, not the program's memory to rank. A `MAP_FIXED`
+/// mapping of any kind replaces the pages it covers. When sampling, the mappings that could be recorded are drawn
 /// by their bytes as allocations are: CPython maps each 16 KiB chunk of its
 /// frame stack, thousands in a training loop, and capturing each was a
 /// third of the tracer's time in a loop sampled at 512 KiB.
@@ -545,12 +546,14 @@ pub fn mapping(
     len: usize,
     prot: i32,
     flags: i32,
+    fd: i32,
     call: impl FnOnce() -> *mut std::ffi::c_void,
 ) -> *mut std::ffi::c_void {
     let anonymous = flags & libc::MAP_ANONYMOUS != 0;
+    let shared_writable = flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0;
     let kind = if anonymous && prot != libc::PROT_NONE {
         Some(StackKind::Mapping)
-    } else if !anonymous && flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0 {
+    } else if !anonymous && shared_writable && sys::is_shared_memory_file(fd) {
         Some(StackKind::SharedMapping)
     } else {
         None

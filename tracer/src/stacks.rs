@@ -58,7 +58,7 @@ pub enum StackKind {
     Heap,
     /// An anonymous mapping.
     Mapping,
-    /// A file mapped shared and writable: shared memory.
+    /// Shared memory (a file of tmpfs or hugetlbfs) mapped shared and writable.
     SharedMapping,
 }
 

@@ -526,6 +526,55 @@ pub fn within_file_size_limit(fd: i32, len: usize) -> io::Result<()> {
     }
 }
 
+/// Whether `fd` is a file of shared memory: a regular file of tmpfs (a
+/// /dev/shm file, `shm_open`'s, a memfd) or hugetlbfs (a memfd made with
+/// `MFD_HUGETLB`), whose pages are memory the processes mapping it hold.
+/// A file of any other filesystem is a file's pages, cached, and a device
+/// (a driver's memory) neither.
+pub fn is_shared_memory_file(fd: i32) -> bool {
+    let regular = fstat(fd).is_some_and(|status| status.st_mode & libc::S_IFMT == libc::S_IFREG);
+    regular && is_on_shared_memory_filesystem(fd)
+}
+
+/// [`is_shared_memory_file`] for the file /proc/self/maps names `path`
+/// (see [`MapsLine::path`]). The kernel names a memfd "/memfd:NAME
+/// (deleted)" and a System V segment "/SYSV<key> (deleted)", paths of no
+/// file; a file removed since it was mapped is told by its directory's
+/// filesystem. `false` where nothing can be opened there.
+pub fn is_shared_memory_path(path: &[u8]) -> bool {
+    if path.starts_with(b"/memfd:") || path.starts_with(b"/SYSV") {
+        return true;
+    }
+    let (path, removed) = match path.strip_suffix(b" (deleted)") {
+        Some(removed) => {
+            let slash = removed.iter().rposition(|&b| b == b'/').unwrap_or(0);
+            (&removed[..slash.max(1)], true)
+        }
+        None => (path, false),
+    };
+    let Ok(path) = std::ffi::CString::new(path) else { return false };
+    // SAFETY: the path is NUL-terminated; the descriptor is closed below.
+    let fd = unsafe { nocancel::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) };
+    if fd < 0 {
+        return false;
+    }
+    let shared = if removed { is_on_shared_memory_filesystem(fd) } else { is_shared_memory_file(fd) };
+    close(fd);
+    shared
+}
+
+/// Whether the filesystem `fd` lies on is tmpfs or hugetlbfs.
+fn is_on_shared_memory_filesystem(fd: i32) -> bool {
+    // SAFETY: an all-zero statfs is a valid value for fstatfs to overwrite.
+    let mut status: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs writes only into `status`; a closed descriptor fails
+    // with EBADF. The raw call, as the tracer's other I/O.
+    let found = unsafe { libc::syscall(libc::SYS_fstatfs, fd, &mut status as *mut libc::statfs) } == 0;
+    // The magic numbers are 32-bit; the kernel widens them without a sign.
+    let kind = status.f_type as u32;
+    found && (kind == libc::TMPFS_MAGIC as u32 || kind == libc::HUGETLBFS_MAGIC as u32)
+}
+
 /// What `fstat` says of `fd`; `None` when `fd` is not open.
 fn fstat(fd: i32) -> Option<libc::stat> {
     // SAFETY: an all-zero stat is a valid value for fstat to overwrite.

@@ -1,5 +1,6 @@
 //! `mmap`, `munmap` and `mremap`: each forwards to the next definition
-//! (glibc's) and lets the session record anonymous mappings.
+//! (glibc's) and lets the session record anonymous mappings and shared
+//! memory.
 //!
 //! glibc's malloc and its thread stacks map memory through glibc-internal
 //! calls that never reach these symbols, so the heap is not counted twice;
@@ -28,7 +29,7 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     offset: libc::off_t,
 ) -> *mut c_void {
-    session::mapping(len, prot, flags, || match REAL_MMAP.get::<Mmap>() {
+    session::mapping(len, prot, flags, fd, || match REAL_MMAP.get::<Mmap>() {
         // SAFETY: forwarding the caller's arguments unchanged to the real mmap.
         Some(real) => unsafe { real(address, len, prot, flags, fd, offset) },
         // SAFETY: the system call glibc's mmap makes, with the same arguments.
