@@ -234,7 +234,9 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
     columns.push(Column::right("tracer", 10));
 
     let n = trace.snapshots.len();
-    let hidden = |i: usize| n > EPOCH_ROWS && i >= EPOCH_ROWS / 2 && i < n - EPOCH_ROWS / 2;
+    // A row is hidden only with another: its line would take the room of one.
+    let hides = n > EPOCH_ROWS + 1;
+    let hidden = |i: usize| hides && i >= EPOCH_ROWS / 2 && i < n - EPOCH_ROWS / 2;
     let mut rows: Vec<(usize, Vec<String>)> = Vec::new();
     for (i, s) in trace.snapshots.iter().enumerate().filter(|(i, _)| !hidden(*i)) {
         let exit = s.cause.ends_the_process();
@@ -268,7 +270,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
     let headers: Vec<&str> = columns.iter().map(|c| c.header).collect();
     let _ = writeln!(out, "{}", table_row(&columns, &headers));
     for (i, cells) in rows {
-        if n > EPOCH_ROWS && i == n - EPOCH_ROWS / 2 {
+        if hides && i == n - EPOCH_ROWS / 2 {
             let _ = writeln!(
                 out,
                 "  {:>epoch_width$}  ({} epochs not shown; --json lists them all)",
@@ -668,6 +670,25 @@ mod tests {
     use super::*;
     use crate::synth::{write_temp, Sim};
     use crate::trace::{load, LoadOptions};
+
+    /// One row more than the table shows is shown: a line saying it is not
+    /// would take its room.
+    #[test]
+    fn one_epoch_past_the_table_is_shown_not_hidden() {
+        let mut sim = Sim::new("/opt/app/many");
+        for e in 0..EPOCH_ROWS {
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        let path = write_temp("trace.bin", &sim.bytes());
+        let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
+        let n = trace.snapshots.len();
+        assert_eq!(n, EPOCH_ROWS + 1);
+        let mut out = String::new();
+        epoch_table(&mut out, &trace, 1..n - 1);
+        assert!(!out.contains("not shown"), "{out}");
+        assert_eq!(out.lines().skip(3).count(), n, "{out}");
+    }
 
     #[test]
     fn epoch_table_columns_line_up_at_six_digit_epochs() {
