@@ -222,7 +222,7 @@ pub struct Verdict {
     pub rss_end: u64,
     pub heap_start: u64,
     pub heap_end: u64,
-    /// Live bytes in traced anonymous mappings.
+    /// Live bytes in traced mappings: anonymous, and shared memory.
     pub mapped_start: u64,
     pub mapped_end: u64,
     /// The tracer's own memory (its tables), part of the RSS.
@@ -573,6 +573,22 @@ fn rss_outgrew_traced_memory(v: &Verdict) -> bool {
     rss_grew_noticeably(v) && v.program_rss_growth() > 2 * v.traced_growth().max(0)
 }
 
+/// The traced mappings grew noticeably, by more than twice what the RSS
+/// grew by: mapped and not resident, as a reservation is.
+fn mappings_outgrew_rss(v: &Verdict) -> bool {
+    let mapped = v.mapped_growth();
+    mapped > NOTICEABLE_BYTES && mapped > 2 * v.program_rss_growth().max(0)
+}
+
+/// Freed memory the allocator keeps grew noticeably, by half the growth
+/// of the heap and mappings at least, while the RSS did not outgrow them
+/// (see [`rss_outgrew_traced_memory`]): a leak's report that leaves it out
+/// leaves that much of the RSS's growth unexplained.
+fn allocator_kept_much_beside(v: &Verdict) -> bool {
+    let kept = v.allocator_free_growth();
+    kept > NOTICEABLE_BYTES && 2 * kept >= v.traced_growth().max(0) && !rss_outgrew_traced_memory(v)
+}
+
 /// Private memory growing noticeably, beyond twice what the heap, the
 /// mappings and the tracer's tables (all private) grew by, and beyond
 /// twice what the RSS grew by: pages copied from the parent were resident
@@ -636,7 +652,7 @@ fn traced_growth_words(v: &Verdict) -> String {
     if v.mapped_start == 0 && v.mapped_end == 0 {
         heap
     } else {
-        format!("{heap} and traced anonymous mappings by {}", signed(v.mapped_growth()))
+        format!("{heap} and traced mappings by {}", signed(v.mapped_growth()))
     }
 }
 
@@ -1204,6 +1220,18 @@ impl Analysis {
                         "; {}, much more than the heap and mappings: {outside}",
                         rss_growth_words(v, "grew")
                     ));
+                } else if mappings_outgrew_rss(v) {
+                    msg.push_str(&format!(
+                        "; the mappings' bytes are address space, and the {}: most of what they grew by is not resident (reserved, or not yet written)",
+                        rss_growth_words(v, "grew")
+                    ));
+                } else if allocator_kept_much_beside(v) {
+                    msg.push_str(&format!(
+                        "; {} also kept {} more freed memory than at epoch 1 (the `malloc free` column), resident and part of the RSS's growth ({})",
+                        v.allocator.retention_words().0,
+                        signed(v.allocator_free_growth()),
+                        signed(v.program_rss_growth())
+                    ));
                 }
                 if let Some(warning) = &v.heap_not_traced {
                     msg.push_str(&format!("; the heap was not traced: {warning}"));
@@ -1226,7 +1254,7 @@ impl Analysis {
             VerdictKind::AllocatorRetention => {
                 let (allocator, what_and_what_to_do) = v.allocator.retention_words();
                 format!(
-                    "{} over {over} while the live heap and traced anonymous mappings {}, and {allocator} held {} more freed memory than at the start ({} now): {what_and_what_to_do}; no heap or mapping site is responsible",
+                    "{} over {over} while the live heap and traced mappings {}, and {allocator} held {} more freed memory than at the start ({} now): {what_and_what_to_do}; no heap or mapping site is responsible",
                     rss_growth_words(v, "grew"),
                     traced_change_words(v),
                     signed(v.allocator_free_growth()),
@@ -1234,7 +1262,7 @@ impl Analysis {
                 )
             }
             VerdictKind::FilePages => format!(
-                "{} over {over} while the live heap and traced anonymous mappings {}, and the resident pages of files mapped into the process grew by {} ({} now): pages of mapped files, such as a dataset read through np.memmap, Arrow or Hugging Face datasets, weights loaded with mmap, or libraries' code run for the first time. The kernel takes such pages back when memory runs short and reads them again when they are used: they are not memory the program keeps, and no heap or mapping site is responsible",
+                "{} over {over} while the live heap and traced mappings {}, and the resident pages of files mapped into the process grew by {} ({} now): pages of mapped files, such as a dataset read through np.memmap, Arrow or Hugging Face datasets, weights loaded with mmap, or libraries' code run for the first time. The kernel takes such pages back when memory runs short and reads them again when they are used, so they do not run the machine out of memory as a leak does (a mapping the program keeps, as tensors of torch.load(mmap=True) kept in a list, keeps its address space and files open); no heap or anonymous mapping site piles up memory",
                 rss_growth_words(v, "grew"),
                 traced_change_words(v),
                 signed(v.file_growth()),
@@ -1247,7 +1275,7 @@ impl Analysis {
                     |filling| format!("{filling}; or the growth is {outside}; no heap or mapping site piles up memory epoch after epoch"),
                 );
                 format!(
-                    "{} over {over} while the live heap and traced anonymous mappings {}; {why}",
+                    "{} over {over} while the live heap and traced mappings {}; {why}",
                     rss_growth_words(v, "grew"),
                     traced_change_words(v),
                 )
@@ -1295,7 +1323,7 @@ impl Analysis {
                 if v.mapped_start == 0 && v.mapped_end == 0 {
                     String::new()
                 } else {
-                    format!(", traced anonymous mappings by {}", signed(v.mapped_growth()))
+                    format!(", traced mappings by {}", signed(v.mapped_growth()))
                 }
             ),
         }
