@@ -534,6 +534,10 @@ pub struct Stopped {
     pub largest_born: Option<(u32, u32)>,
 }
 
+/// The fewest settled epochs after a pile's last survivors that can tell
+/// it stopped, by the third of its own span (see [`Analysis::pile`]).
+const OWN_SPAN_LEAST_GAP: u32 = 3;
+
 /// Values read at least this many times can rise steadily: three epochs.
 const STEADY_MIN_READINGS: usize = 4;
 
@@ -852,9 +856,10 @@ impl Analysis {
     /// the first settled epoch the pile is over.
     fn still(&self, hits: usize, first: u32, last: u32, since: u32) -> Pile {
         let Some((_, hi)) = self.settled else { return Pile::No };
-        // Their own span's third too: a leak of epochs 100 to 199 of 300
-        // stopped, though 199 is of the run's last third.
-        let third = ((hi - since + 1) / 3).min((last - first + 1) / 3);
+        // Their own span's third too, three epochs at least: a leak of
+        // epochs 100 to 199 of 300 stopped, though 199 is of the run's
+        // last third; two epochs without survivors tell little.
+        let third = ((hi - since + 1) / 3).min(((last - first + 1) / 3).max(OWN_SPAN_LEAST_GAP));
         let apart = (last - first) / (hits.max(2) as u32 - 1);
         if last + third.max(apart).max(1) > hi {
             Pile::Growing

@@ -70,14 +70,16 @@ impl LeakLine {
     }
 }
 
-/// The epochs over which `suspect` kept what it holds: its growth's, from
-/// its oldest survivor's birth on when that is later (a block that piles
-/// up only with its line, a pymalloc arena opened at epoch 247 of a leak
-/// since 150, does not stretch the line's span back to epoch 1).
+/// The epochs over which `suspect` kept what it holds: its growth's, and
+/// for one that piles up only with its line, from its oldest survivor's
+/// birth on when that is later (a pymalloc arena opened at epoch 247 of a
+/// leak since 150 does not stretch the line's span back to epoch 1). A
+/// block grown in place keeps its newest copy alone: its growth is over
+/// its span.
 fn kept_since(suspect: &Suspect) -> GrowthSpan {
     let span = suspect.growth_span;
     match suspect.survivors.first() {
-        Some(oldest) if oldest.birth_epoch > span.since => GrowthSpan {
+        Some(oldest) if suspect.piles_up_only_with_line && oldest.birth_epoch > span.since => GrowthSpan {
             epochs: span.epochs.saturating_sub(u64::from(oldest.birth_epoch - span.since)).max(1),
             since: oldest.birth_epoch,
         },
