@@ -177,6 +177,49 @@ fn a_library_unloaded_between_two_snapshots_still_names_its_frames() {
     }
 }
 
+/// A plugin whose debug information was split into a file beside it,
+/// which its `.gnu_debuglink` names, is named by file and line as gdb
+/// names it, the file found in the plugin's directory or its `.debug/`; a
+/// debug file there that is not the one the link's CRC records (another
+/// build's) gives no lines, and one warning.
+#[test]
+fn a_library_whose_debug_info_was_split_off_is_named_by_line_through_its_debuglink() {
+    let program = compile("loads_and_unloads.c");
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = split_debug_info(&compile_library("unloaded_plugin.c"), dir.path());
+    let run = run_traced(&program, &[plugin.to_str().unwrap()]).succeeded();
+    let leak_frame = |report: &serde_json::Value| {
+        let top = &report["suspects"][0];
+        let own = top["frames"].as_array().unwrap().iter().find(|f| f["function"] == "unloaded_plugin_leak");
+        own.unwrap_or_else(|| panic!("no frame names the plugin's function: {top:#}")).clone()
+    };
+    let leak_line = line_of("programs/unloaded_plugin.c", "/* the plugin's leak */");
+    let debug = debug_file_of(&plugin);
+    let in_debug_directory = dir.path().join(".debug").join(debug.file_name().unwrap());
+    for place in [&debug, &in_debug_directory] {
+        if place != &debug {
+            std::fs::create_dir(dir.path().join(".debug")).unwrap();
+            std::fs::rename(&debug, place).unwrap();
+        }
+        let report = report_json(&run.trace);
+        let own = leak_frame(&report);
+        assert!(own["file"].as_str().unwrap_or_default().ends_with("unloaded_plugin.c"), "{}: {own}", place.display());
+        assert_eq!(own["line"], leak_line, "{}: {own}", place.display());
+        assert_eq!(report["warnings"], serde_json::json!([]), "{}", place.display());
+    }
+    binutils("objcopy", &["--remove-section=.comment".as_ref(), in_debug_directory.as_os_str()]);
+    let report = report_json(&run.trace);
+    let own = leak_frame(&report);
+    assert_eq!((&own["file"], &own["line"]), (&serde_json::Value::Null, &serde_json::Value::Null), "{own}");
+    let about_it: Vec<&serde_json::Value> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w.as_str().unwrap().contains(&*in_debug_directory.to_string_lossy()))
+        .collect();
+    assert_eq!(about_it.len(), 1, "{:#}", report["warnings"]);
+}
+
 /// A plugin unloaded after six epochs, and a second one loaded at its
 /// addresses for seven more: each plugin's memory is named by its own
 /// module, function and line, though the second's code lies where the

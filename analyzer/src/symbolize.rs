@@ -2,7 +2,8 @@
 //!
 //! Each module file is opened only when an address in it needs resolving,
 //! and each distinct address is resolved once in each module record that
-//! names it (see [`crate::modules`]). DWARF (through `addr2line`)
+//! names it (see [`crate::modules`]). DWARF (through `addr2line`), the
+//! module's own or its separate debug file's (see [`crate::debug_file`]),
 //! gives function, file, line and inlined frames; without it the ELF symbol
 //! table (`.symtab`, else `.dynsym`) gives the function; when nothing
 //! resolves a frame reads `module+0xoffset`.
@@ -345,12 +346,13 @@ fn read_symbols(file: &object::File<'_>) -> SymbolTable {
     SymbolTable { symbols }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Opens a module file; `Err` says why its frames cannot be resolved.
-fn load_module(module: &Module) -> Result<LoadedModule, String> {
+/// A debug file that was found but not used is said in `skipped`.
+fn load_module(module: &Module, skipped: &mut Vec<String>) -> Result<LoadedModule, String> {
     let path = Path::new(&module.path);
     let file = File::open(path).map_err(|err| format!("cannot open it ({err})"))?;
     // SAFETY: the map is read-only; a file truncated underneath would fault,
@@ -366,17 +368,12 @@ fn load_module(module: &Module) -> Result<LoadedModule, String> {
         ));
     }
     let symbols = read_symbols(&object);
-    let has_dwarf = object.section_by_name(".debug_info").is_some();
-    let mut dwarf = None;
-    if has_dwarf {
-        dwarf = addr2line::Loader::new(path).ok();
-    } else if file_id.len() > 1 {
-        let id = hex(file_id);
-        let separate = format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..]);
-        if Path::new(&separate).exists() {
-            dwarf = addr2line::Loader::new(&separate).ok();
-        }
-    }
+    let dwarf = if object.section_by_name(".debug_info").is_some() {
+        addr2line::Loader::new(path).ok()
+    } else {
+        crate::debug_file::find(path, &object, file_id, skipped)
+            .and_then(|separate| addr2line::Loader::new(separate).ok())
+    };
     Ok(LoadedModule { dwarf, symbols })
 }
 
@@ -418,20 +415,29 @@ impl<'t> Symbolizer<'t> {
         &self.warnings
     }
 
+    /// Adds a warning unless it was given already: a library loaded
+    /// several times has a module record for each.
+    fn warn(&mut self, warning: String) {
+        if !self.warnings.contains(&warning) {
+            self.warnings.push(warning);
+        }
+    }
+
     fn module(&mut self, index: usize) -> Option<&LoadedModule> {
         if self.loaded[index].is_none() {
             let module = &self.modules.records[index];
-            let loaded = match load_module(module) {
-                Ok(m) => Some(m),
-                Err(why) => {
-                    self.warnings.push(format!(
-                        "cannot symbolize {}: {why}; its frames are shown as module+offset",
-                        if module.path.is_empty() { "(unnamed module)" } else { &module.path }
-                    ));
-                    None
-                }
-            };
-            self.loaded[index] = Some(loaded);
+            let mut skipped = Vec::new();
+            let loaded = load_module(module, &mut skipped);
+            let failure = loaded.as_ref().err().map(|why| {
+                format!(
+                    "cannot symbolize {}: {why}; its frames are shown as module+offset",
+                    if module.path.is_empty() { "(unnamed module)" } else { &module.path }
+                )
+            });
+            for warning in skipped.into_iter().chain(failure) {
+                self.warn(warning);
+            }
+            self.loaded[index] = Some(loaded.ok());
         }
         self.loaded[index].as_ref().and_then(|m| m.as_ref())
     }
@@ -565,6 +571,11 @@ mod dependency_source_tests {
 mod tests {
     use super::*;
 
+    /// The record of a process running `exe`, without settings.
+    fn process(exe: &str) -> Process {
+        Process { pid: 1, forked_from: None, start_unix_ns: 0, exe: exe.into(), cmdline: vec![], settings: vec![] }
+    }
+
     #[test]
     fn runtime_modules() {
         for path in [
@@ -593,14 +604,7 @@ mod tests {
     #[test]
     fn own_code_is_the_executable_and_the_libraries_beside_it() {
         fn own<'p>(exe: &str, paths: &[&'p str]) -> Vec<&'p str> {
-            let process = Process {
-                pid: 1,
-                forked_from: None,
-                start_unix_ns: 0,
-                exe: exe.into(),
-                cmdline: Vec::new(),
-                settings: Vec::new(),
-            };
+            let process = process(exe);
             let modules: Vec<Module> = paths
                 .iter()
                 .map(|path| Module { path: path.to_string(), load_bias: 0, segments: Vec::new(), build_id: Vec::new() })
@@ -653,14 +657,7 @@ mod tests {
 
     #[test]
     fn an_address_is_named_by_the_module_of_its_nodes_generation() {
-        let process = Process {
-            pid: 1,
-            forked_from: None,
-            start_unix_ns: 0,
-            exe: "/opt/app".into(),
-            cmdline: vec![],
-            settings: vec![],
-        };
+        let process = process("/opt/app");
         let module = |path: &str| Module {
             path: path.into(),
             load_bias: 0x1000,
@@ -680,6 +677,26 @@ mod tests {
         assert_eq!(named(&mut symbolizer, 0), ("first.so+0x233".to_string(), "/gone/first.so".to_string()));
         assert_eq!(named(&mut symbolizer, 1), ("second.so+0x233".to_string(), "/gone/second.so".to_string()));
         assert_eq!(named(&mut symbolizer, 0).1, "/gone/first.so", "each (module, address) cached apart");
+    }
+
+    #[test]
+    fn a_library_loaded_twice_is_warned_about_once() {
+        let process = process("/opt/app");
+        let at = |start: u64| Module {
+            path: "/gone/plugin.so".into(),
+            load_bias: start,
+            segments: vec![(start, start + 0x1000)],
+            build_id: vec![],
+        };
+        let mut modules = ModuleRecords::default();
+        modules.push(at(0x10000));
+        modules.push(at(0x20000));
+        let pycode = IntMap::default();
+        let mut symbolizer = Symbolizer::new(&process, &modules, &pycode);
+        for address in [0x10100, 0x20100] {
+            assert_eq!(&*symbolizer.frames(address, 0)[0].function, "plugin.so+0xff", "the return address less one");
+        }
+        assert_eq!(symbolizer.warnings().len(), 1, "{:?}", symbolizer.warnings());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! `scripts/test.sh` builds them first. A missing build is a test failure
 //! with instructions, never a skip.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -118,6 +119,37 @@ pub fn compile_without_debug_info(name: &str, optimized: bool) -> PathBuf {
 /// [`compile`] builds programs.
 pub fn compile_library(name: &str) -> PathBuf {
     build(name, Built::Library)
+}
+
+/// A copy of `library` in `dir` with its debug information split off into
+/// `<name>.debug` beside it and named by its `.gnu_debuglink`, as release
+/// builds and distributions ship libraries: `objcopy --only-keep-debug`,
+/// `strip -g`, `objcopy --add-gnu-debuglink`. Returns the copy's path.
+pub fn split_debug_info(library: &Path, dir: &Path) -> PathBuf {
+    let copy = dir.join(library.file_name().unwrap());
+    let debug = debug_file_of(&copy);
+    std::fs::copy(library, &copy).unwrap();
+    let only_debug = [OsStr::new("--only-keep-debug"), copy.as_os_str(), debug.as_os_str()];
+    binutils("objcopy", &only_debug);
+    binutils("strip", &[OsStr::new("-g"), copy.as_os_str()]);
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    binutils("objcopy", &[OsStr::new(&link), copy.as_os_str()]);
+    copy
+}
+
+/// The debug file [`split_debug_info`] puts beside `library`.
+pub fn debug_file_of(library: &Path) -> PathBuf {
+    let mut name = library.as_os_str().to_owned();
+    name.push(".debug");
+    PathBuf::from(name)
+}
+
+/// Runs one of binutils' tools, which the C toolchain brings.
+pub fn binutils(tool: &str, args: &[&OsStr]) {
+    let status = Command::new(tool).args(args).status().unwrap_or_else(|err| {
+        panic!("cannot run {tool}: {err}; install binutils (scripts/install-build-deps.sh does)")
+    });
+    assert!(status.success(), "{tool} {args:?} failed");
 }
 
 #[derive(Clone, Copy, PartialEq)]
