@@ -1018,6 +1018,44 @@ fn conflicting_stack_nodes_are_one_warning() {
     assert_eq!(v["suspects"][0]["frames"][0]["function"], "0x401000", "the first contents are kept");
 }
 
+/// A stack that holds as many native frames as the tracer keeps
+/// (`max_frames`) was cut when it was recorded: the report says its outer
+/// frames were never recorded, where its frames shown end and in the JSON,
+/// whether all of them are shown or not; a stack one frame shorter is whole.
+#[test]
+fn a_stack_cut_at_the_frame_limit_is_said_to_be_cut() {
+    let frames = |count: u64| (0..count).map(|i| 0x40_1000 + 0x10 * i).collect::<Vec<u64>>();
+    for (limit, all_shown) in [(128, false), (16, true)] {
+        let mut sim = Sim::new("/opt/app/train");
+        sim.process_mut().settings.push(("max_frames".into(), limit.to_string()));
+        let (cut, whole) = (1, 2);
+        sim.stack(cut, frames(limit));
+        sim.stack(whole, frames(limit - 1).into_iter().map(|ip| ip + 8).collect());
+        for e in 0..6 {
+            sim.alloc_many(cut, 100, 1024);
+            sim.alloc_many(whole, 100, 2048);
+            sim.mark(&format!("{e}"));
+        }
+        sim.exit();
+        let path = write_temp("deep.bin", &sim.bytes());
+        let v = json(&report(&path, &["--json"]));
+        let flags: Vec<(u64, bool)> = v["suspects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["stack_id"].as_u64().unwrap(), s["cut_at_frame_limit"].as_bool().unwrap()))
+            .collect();
+        assert_eq!(flags, [(u64::from(whole), false), (u64::from(cut), true)], "limit {limit}");
+        let text = stdout(&report(&path, &[]));
+        let said = format!("the tracer cut it at its limit of {limit} native frames");
+        let cut_lines: Vec<&str> = text.lines().filter(|l| l.contains(&said)).collect();
+        assert_eq!(cut_lines.len(), 1, "limit {limit}: {text}");
+        assert_eq!(cut_lines[0].contains("more frames not shown"), !all_shown, "{}", cut_lines[0]);
+        let whole_block = text.split("\n#1 ").nth(1).unwrap().split("\n#2 ").next().unwrap();
+        assert_eq!(whole_block.contains("outer frames not shown"), !all_shown, "{whole_block}");
+    }
+}
+
 #[test]
 fn progress_shows_when_asked_and_changes_nothing_else() {
     let sim = all_behaviours(12, true);

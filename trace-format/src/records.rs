@@ -119,6 +119,11 @@ pub struct Rank {
 /// is a number); absent when there is no limit.
 pub const EXEC_TRACE_LIMIT_SETTING: &str = "exec_trace_limit";
 
+/// The setting giving how many native frames the tracer keeps of a stack
+/// (a number): a deeper stack loses its outer frames, and one that holds
+/// this many was cut.
+pub const MAX_FRAMES_SETTING: &str = "max_frames";
+
 /// The setting of a warning the tracer gave on stderr as the process
 /// started (there may be several).
 pub const WARNING_SETTING: &str = "warning";

@@ -1312,7 +1312,7 @@ impl Session {
         let mut settings = vec![
             ("output".to_string(), path.map(|path| path.display().to_string()).unwrap_or_default()),
             (trace_format::EPOCHS_SETTING.to_string(), self.epochs_setting()),
-            ("max_frames".to_string(), unwind::MAX_FRAMES.to_string()),
+            (trace_format::MAX_FRAMES_SETTING.to_string(), unwind::MAX_FRAMES.to_string()),
             (trace_format::SAMPLING_SETTING.to_string(), self.sampling_setting()),
         ];
         if path.is_some_and(|path| named_output_in_use(&self.config, output.forked_from, path)) {

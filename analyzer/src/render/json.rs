@@ -162,6 +162,9 @@ struct JsonSuspect<'a> {
     grown_in_place: bool,
     /// A suspect with its line, with survivors of too few settled epochs by itself.
     piles_up_only_with_line: bool,
+    /// The stack holds as many native frames as the tracer keeps: its
+    /// outer frames were never recorded.
+    cut_at_frame_limit: bool,
     survivors: Vec<JsonSurvivor>,
     frames: Vec<JsonFrame<'a>>,
 }
@@ -334,6 +337,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 below_noise_floor: s.suspect.below_floor,
                 grown_in_place: s.suspect.grown_in_place,
                 piles_up_only_with_line: s.suspect.piles_up_only_with_line,
+                cut_at_frame_limit: s.cut_at_frame_limit.is_some(),
                 survivors: s
                     .suspect
                     .survivors

@@ -30,6 +30,9 @@ pub struct ShownSuspect {
     /// Why the suspect's memory is what it is, when the report knows better
     /// than its stack (see [`explain`]).
     pub explanation: Option<&'static explain::Explanation>,
+    /// The tracer's frame limit, when the stack was cut at it (see
+    /// [`frame_limit_reached`]).
+    pub cut_at_frame_limit: Option<usize>,
 }
 
 impl ShownSuspect {
@@ -112,6 +115,14 @@ pub fn stack_frames(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) 
         frames.push(placeholder(format!("(empty stack {stack})")));
     }
     frames
+}
+
+/// The tracer's frame limit (its `max_frames` setting) when stack `stack`
+/// holds that many native frames: the tracer cut it there, and its outer
+/// frames were never recorded.
+fn frame_limit_reached(trace: &Trace, stack: u32) -> Option<usize> {
+    let limit: usize = trace.process.setting(trace_format::MAX_FRAMES_SETTING)?.parse().ok()?;
+    (trace.stacks.get(stack)?.native.len() >= limit).then_some(limit)
 }
 
 fn placeholder(function: String) -> Frame {
@@ -280,7 +291,8 @@ fn symbolize<'a>(
         .map(|(i, s)| {
             let frames = stack_frames(trace, symbolizer, s.stack);
             let explanation = explain::explanation(trace, s, &frames);
-            ShownSuspect { rank: i + 1, suspect: s.clone(), frames, explanation }
+            let cut_at_frame_limit = frame_limit_reached(trace, s.stack);
+            ShownSuspect { rank: i + 1, suspect: s.clone(), frames, explanation, cut_at_frame_limit }
         })
         .collect()
 }
@@ -427,7 +439,7 @@ mod tests {
             grown_in_place: false,
             piles_up_only_with_line: false,
         };
-        ShownSuspect { rank: 1, suspect, frames: vec![frame], explanation: None }
+        ShownSuspect { rank: 1, suspect, frames: vec![frame], explanation: None, cut_at_frame_limit: None }
     }
 
     /// A bounded FIFO's own blocks, made at a few earlier epochs, count

@@ -542,8 +542,24 @@ fn suspect_block(out: &mut String, s: &ShownSuspect, trace: &Trace) {
     for (i, frame) in s.frames.iter().enumerate().take(FRAMES_SHOWN) {
         let _ = writeln!(out, "    {}", frame_line(frame, Some(i) == own));
     }
-    if s.frames.len() > FRAMES_SHOWN {
-        let _ = writeln!(out, "      ... {} outer frames not shown", s.frames.len() - FRAMES_SHOWN);
+    let cut = s.cut_at_frame_limit.map(|limit| {
+        format!(
+            "the stack ends there: the tracer cut it at its limit of {limit} native frames, so its outer \
+             frames, main or the thread's start among them, were never recorded (the limit is MAX_FRAMES \
+             in tracer/src/unwind.rs, set when the tracer is built)"
+        )
+    });
+    match (s.frames.len().saturating_sub(FRAMES_SHOWN), cut) {
+        (0, None) => {}
+        (0, Some(cut)) => {
+            let _ = writeln!(out, "      ... {cut}");
+        }
+        (hidden, None) => {
+            let _ = writeln!(out, "      ... {hidden} outer frames not shown");
+        }
+        (hidden, Some(cut)) => {
+            let _ = writeln!(out, "      ... {hidden} more frames not shown, and {cut}");
+        }
     }
     if let Some(explanation) = s.explanation {
         let _ = writeln!(out, "    {explanation}");
