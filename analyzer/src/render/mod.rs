@@ -118,11 +118,15 @@ pub fn stack_frames(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) 
 }
 
 /// The tracer's frame limit (its `max_frames` setting) when stack `stack`
-/// holds that many native frames: the tracer cut it there, and its outer
-/// frames were never recorded.
-fn frame_limit_reached(trace: &Trace, stack: u32) -> Option<usize> {
+/// holds that many native frames and does not end where a process or
+/// thread starts (`frames`, symbolized, outermost last): the tracer cut it
+/// there, and its outer frames were never recorded. A stack of exactly
+/// that many frames may be whole.
+fn frame_limit_reached(trace: &Trace, stack: u32, frames: &[Frame]) -> Option<usize> {
+    const STARTS: &[&str] = &["_start", "start_thread", "clone", "clone3", "__clone", "__clone3"];
     let limit: usize = trace.process.setting(trace_format::MAX_FRAMES_SETTING)?.parse().ok()?;
-    (trace.stacks.get(stack)?.native.len() >= limit).then_some(limit)
+    let whole = frames.last().is_some_and(|outermost| STARTS.contains(&outermost.function.as_str()));
+    (trace.stacks.get(stack)?.native.len() >= limit && !whole).then_some(limit)
 }
 
 fn placeholder(function: String) -> Frame {
@@ -291,7 +295,7 @@ fn symbolize<'a>(
         .map(|(i, s)| {
             let frames = stack_frames(trace, symbolizer, s.stack);
             let explanation = explain::explanation(trace, s, &frames);
-            let cut_at_frame_limit = frame_limit_reached(trace, s.stack);
+            let cut_at_frame_limit = frame_limit_reached(trace, s.stack, &frames);
             ShownSuspect { rank: i + 1, suspect: s.clone(), frames, explanation, cut_at_frame_limit }
         })
         .collect()
@@ -440,6 +444,24 @@ mod tests {
             piles_up_only_with_line: false,
         };
         ShownSuspect { rank: 1, suspect, frames: vec![frame], explanation: None, cut_at_frame_limit: None }
+    }
+
+    /// A stack of as many frames as the tracer keeps is cut unless it
+    /// ends where the process or a thread starts: then it may be whole.
+    #[test]
+    fn a_stack_at_the_frame_limit_ending_at_a_start_is_whole() {
+        let mut sim = crate::synth::Sim::new("/opt/app/train");
+        sim.process_mut().settings.push((trace_format::MAX_FRAMES_SETTING.into(), "4".into()));
+        sim.stack(1, vec![0x40_1000, 0x40_1010, 0x40_1020, 0x40_1030]);
+        sim.mark("0");
+        let path = crate::synth::write_temp("limit.bin", &sim.bytes());
+        let trace = crate::trace::load(&path, &crate::trace::LoadOptions::default()).unwrap();
+        let ending =
+            |outermost: &str| vec![Frame::named(0x40_1000, "leaf".into()), Frame::named(0x40_1030, outermost.into())];
+        assert_eq!(frame_limit_reached(&trace, 1, &ending("recurse")), Some(4));
+        for start in ["_start", "start_thread", "clone3"] {
+            assert_eq!(frame_limit_reached(&trace, 1, &ending(start)), None, "{start}");
+        }
     }
 
     /// A bounded FIFO's own blocks, made at a few earlier epochs, count
