@@ -523,10 +523,6 @@ fn rose_by_steps(readings: &[u64]) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stopped {
     pub sites: usize,
-    /// The epoch they are compared from, in the earlier half of the
-    /// analysed ones, and the last.
-    pub from: u32,
-    pub until: u32,
     /// The one that holds the most, and how much.
     pub largest: (u32, u64),
     /// The birth epochs of the settled survivors it holds, first and last:
@@ -959,11 +955,8 @@ impl Analysis {
         }
         if let Some(stopped) = self.stopped.filter(|_| self.verdict.kind == VerdictKind::NoGrowth) {
             message.push_str(&format!(
-                "; {} piled up allocations in the earlier epochs, but from epoch {} to {} {} by less than half of what it kept an epoch before: something filled up (a cache, a buffer at its bound, or one replacing its entries) and stopped or slowed; a longer run tells it from a leak that slowed",
+                "; {} piled up allocations in the earlier epochs, then stopped or slowed: too little of what the later epochs allocated there is alive for a leak that goes on. Something filled up (a cache, a buffer at its bound, or one replacing its entries), or a leak ran for a while; a longer run tells them from a leak that slowed",
                 if stopped.sites == 1 { "1 site".to_string() } else { format!("{} sites", stopped.sites) },
-                stopped.from,
-                stopped.until,
-                if stopped.sites == 1 { "its live bytes grew" } else { "the live bytes of each grew" },
             ));
             if let Some(named) = self.site_names.get(&stopped.largest.0) {
                 let held = match stopped.largest_born {
@@ -1085,8 +1078,9 @@ impl Analysis {
         // A rate no finer than the one in use would not tell more; a
         // growth of less than a sixteenth of a sample an epoch is noise
         // in a long healthy run.
+        // A pile that seems to have stopped may be the chance of where
+        // few samples fell: said beside it.
         let sparse = matches!(self.verdict.kind, VerdictKind::NoGrowth | VerdictKind::AllocatorRetention)
-            && self.stopped.is_none()
             && growth > self.least_growth
             && growth >= mean / SPARSE_SAMPLES_LEAST_SHARE
             && growth < SAMPLES_TO_TELL_AN_EPOCH * mean
@@ -1697,15 +1691,9 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             None
         })
         .collect();
-    if let Some((index, _)) = middle.filter(|_| stopped_sites > 0) {
+    if stopped_sites > 0 {
         let (bytes, site, born) = largest_stopped;
-        analysis.stopped = Some(Stopped {
-            sites: stopped_sites,
-            from: snap(index).epoch,
-            until: snap(reference).epoch,
-            largest: (site, bytes),
-            largest_born: born,
-        });
+        analysis.stopped = Some(Stopped { sites: stopped_sites, largest: (site, bytes), largest_born: born });
     }
     suspects.sort_by(by_rank);
     below_floor.largest.sort_by(by_rank);
