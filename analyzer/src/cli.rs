@@ -53,9 +53,11 @@ enum Command {
         /// is one of these kinds (comma-separated, as the JSON names them:
         /// heap_leak, copy_on_write, allocator_retention, file_pages,
         /// growth_outside_heap, heap_not_traced, no_growth, too_few_epochs),
-        /// or when a descendant's trace beside it found one of them.
-        #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = parse_kind)]
-        fail_on: Vec<VerdictKind>,
+        /// or when a descendant's trace beside it found one of them; also
+        /// too_few_samples: a sampled run too sparse to tell its growth
+        /// from chance (the JSON's verdict.too_few_samples).
+        #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = parse_fail_on)]
+        fail_on: Vec<FailOn>,
     },
     /// Draws a flamegraph of leaked, live or allocated bytes, or of the
     /// change in live bytes between two epochs.
@@ -93,10 +95,23 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
     })
 }
 
-fn parse_kind(text: &str) -> Result<VerdictKind, String> {
+/// What `report --fail-on` fails on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FailOn {
+    Kind(VerdictKind),
+    /// The run was sampled too sparsely to tell its growth from chance.
+    TooFewSamples,
+}
+
+const TOO_FEW_SAMPLES: &str = "too_few_samples";
+
+fn parse_fail_on(text: &str) -> Result<FailOn, String> {
     let name = text.trim();
-    VerdictKind::ALL.into_iter().find(|kind| kind.name() == name).ok_or_else(|| {
-        let names: Vec<&str> = VerdictKind::ALL.iter().map(|kind| kind.name()).collect();
+    if name == TOO_FEW_SAMPLES {
+        return Ok(FailOn::TooFewSamples);
+    }
+    VerdictKind::ALL.into_iter().find(|kind| kind.name() == name).map(FailOn::Kind).ok_or_else(|| {
+        let names: Vec<&str> = VerdictKind::ALL.iter().map(|kind| kind.name()).chain([TOO_FEW_SAMPLES]).collect();
         format!("'{text}' is not a verdict kind: give one or more of {}, separated by commas", names.join(", "))
     })
 }
@@ -232,7 +247,7 @@ fn report(
     output: Option<PathBuf>,
     top: usize,
     floor: NoiseFloor,
-    fail_on: &[VerdictKind],
+    fail_on: &[FailOn],
     progress: &mut Progress,
 ) -> Result<(String, i32), Failure> {
     let trace = load_showing(path, &base_options(), progress)?;
@@ -304,7 +319,8 @@ fn report(
                 .filter(|d| d.found_something(false))
                 .filter_map(|d| Some(d.finding.as_ref()?.kind)),
         )
-        .any(|kind| fail_on.contains(&kind));
+        .any(|kind| fail_on.contains(&FailOn::Kind(kind)))
+        || fail_on.contains(&FailOn::TooFewSamples) && analysis.too_few_samples();
     let text = if json { render::json::render(&report) } else { render::text::render(&report) };
     Ok((text, if found { FAILED_ON_VERDICT } else { 0 }))
 }

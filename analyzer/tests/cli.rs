@@ -279,6 +279,30 @@ fn a_verdict_of_no_leak_beside_a_leaking_descendant_says_it_is_of_this_process()
     assert!(!message.contains("descendants"), "{message}");
     assert_eq!(report(&path, &["--fail-on", "heap_leak"]).status.code(), Some(0));
     assert_eq!(report(&path, &["--json", "--fail-on", "no_growth"]).status.code(), Some(3));
+    // Not sampled: never too few samples.
+    assert_eq!(report(&path, &["--fail-on", "too_few_samples"]).status.code(), Some(0));
+}
+
+/// A sampled run in which no sample fell in its leak, the RSS up by a
+/// quarter of a sample an epoch: a build gated on leaks can fail on it.
+#[test]
+fn a_build_can_fail_on_too_few_samples() {
+    let mut sim = Sim::new("/opt/app/train");
+    let rate = format!(
+        "{}524288 bytes on average (TRACER_SAMPLE_BYTES); counts and bytes are estimates",
+        trace_format::SAMPLED_BY_BYTES
+    );
+    sim.process_mut().settings.push((trace_format::SAMPLING_SETTING.into(), rate));
+    for e in 0..10 {
+        sim.rss_extra += 128 << 10;
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let path = write_temp("sparse.bin", &sim.bytes());
+    let v = json(&report(&path, &["--json"]));
+    assert_eq!((&v["verdict"]["kind"], &v["verdict"]["too_few_samples"]), (&"no_growth".into(), &true.into()));
+    assert_eq!(report(&path, &["--fail-on", "heap_leak"]).status.code(), Some(0));
+    assert_eq!(report(&path, &["--fail-on", "heap_leak,too_few_samples"]).status.code(), Some(3));
 }
 
 /// A process started beside the traced one (the other end of a pipeline)
