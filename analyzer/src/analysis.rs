@@ -751,6 +751,24 @@ impl<'a> Culprit<'a> {
         (earlier_mean > 0 && 4 * later_mean <= earlier_mean).then_some(((lo, earlier_mean), (later, later_mean)))
     }
 
+    /// When none of the line's survivors is younger than a settled epoch
+    /// (of `settled`, first and last) some epochs before the last, more
+    /// than twice as many as its survivors' epochs are apart: the first and
+    /// last epochs it kept memory of, how many settled epochs came after,
+    /// and what it kept an epoch from the first to the last. A leak that
+    /// stopped there (its growth per epoch, over the epochs since it began,
+    /// is diluted by those after).
+    fn quiet_since(&self, settled: (u32, u32)) -> Option<(u32, u32, u32, u64)> {
+        let kept: Vec<(u32, u64)> =
+            self.born.iter().copied().filter(|&(birth, bytes)| birth >= self.growth_since && bytes > 0).collect();
+        let (&(first, _), &(last, _)) = (kept.first()?, kept.last()?);
+        let gap = settled.1.checked_sub(last)?;
+        let apart = (last - first) / (kept.len().max(2) as u32 - 1);
+        let bytes: u64 = kept.iter().map(|&(_, bytes)| bytes).sum();
+        (gap >= OWN_SPAN_LEAST_GAP && gap > 2 * apart.max(1))
+            .then(|| (first, last, gap, bytes / u64::from(last - first + 1)))
+    }
+
     /// When what the line keeps grew faster at every settled epoch (in
     /// `settled`, first and last), to at least twice as much: the first
     /// and last settled epochs with what each left alive. The growth per
@@ -1183,6 +1201,16 @@ impl Analysis {
                         "; it keeps less and less (the settled epochs from {a} kept {}/epoch, those from {b} {}/epoch): a cache filling up towards its bound slows so, and a longer run tells whether it stops",
                         bytes(earlier),
                         bytes(later)
+                    ));
+                }
+                if let Some((first, last, gap, rate)) = self
+                    .settled
+                    .filter(|_| self.sampling.is_none() && !self.suspects.first().is_some_and(|s| s.grown_in_place))
+                    .and_then(|settled| top.quiet_since(settled))
+                {
+                    msg.push_str(&format!(
+                        "; it kept nothing born after epoch {last}, {gap} settled epochs before the last: it may have stopped, and from epoch {first} to {last} it kept {}/epoch",
+                        bytes(rate)
                     ));
                 }
                 if self.suspects.first().is_some_and(|s| s.grown_in_place) {

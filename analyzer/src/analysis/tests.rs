@@ -728,6 +728,30 @@ fn a_leak_that_ran_for_a_while_and_stopped_is_said_to_have_stopped() {
     assert_eq!(suspect_stacks(&run(&sim).1), vec![1]);
 }
 
+/// A leak of epochs 2 to 31 of 40 still piles up (its last survivors
+/// within a third of its span of the last), at its bytes over the epochs
+/// since it began: the verdict says that it kept nothing after epoch 31,
+/// and its rate while it ran.
+#[test]
+fn a_leak_quiet_for_its_last_epochs_may_have_stopped() {
+    let sim = scenario(40, |sim, e| {
+        if (2..=31).contains(&e) {
+            sim.alloc_many(1, 100, 1024);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert_eq!(suspect_stacks(&a), vec![1]);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("it kept nothing born after epoch 31, 6 settled epochs before the last: it may have stopped, and from epoch 2 to 31 it kept 100 KiB/epoch"), "{msg}");
+    // One that goes on is said no such thing.
+    let sim = scenario(40, |sim, e| {
+        if e >= 2 {
+            sim.alloc_many(1, 100, 1024);
+        }
+    });
+    assert!(!run(&sim).1.verdict_message(None).contains("may have stopped"));
+}
+
 /// Of two settled epochs, a block kept once in the second and never again
 /// (a pymalloc arena opened there) is no pile: only the leak beside it is
 /// a suspect, over both. Kept there and at every epoch since, it is one.
