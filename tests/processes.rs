@@ -186,6 +186,25 @@ fn allocating_on_small_stacks_runs_as_untraced() {
     }
 }
 
+/// With every descriptor taken, the tracer's reads of /proc fail at each
+/// snapshot (and for the kind of a mapping it did not record): the
+/// program's successful calls still leave errno as they found it.
+#[test]
+fn the_tracers_failed_system_calls_leave_the_programs_errno() {
+    let program = compile("errno_kept.c");
+    let untraced = std::process::Command::new(&program).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&untraced.stdout), "errno kept\n", "{untraced:?}");
+    for settings in [&[][..], &[FULL_CAPTURE][..]] {
+        let run = run_traced_with(&program, &[], settings);
+        assert_eq!(
+            (run.output.status.code(), run.stdout()),
+            (Some(0), "errno kept\n".to_string()),
+            "{settings:?}: {}",
+            run.stderr()
+        );
+    }
+}
+
 /// `_exit` from a signal handler that interrupted malloc on the same thread
 /// (an arena's lock held): the exit snapshot takes nothing from malloc, so
 /// the program exits as it would untraced, and its trace is complete

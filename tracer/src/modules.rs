@@ -19,8 +19,12 @@ pub struct ModuleMap {
     /// again after another took its addresses is a new entry (see
     /// [`ModuleMap::refresh`]).
     seen: Vec<Module>,
-    /// The latest entry of `seen` for each (path, load bias).
+    /// The latest entry of `seen` for each (name, load bias), the name as
+    /// the loader gives it.
     latest: HashMap<(String, u64), usize, BuildWordHasher>,
+    /// By entry of `seen`: its name as the loader gives it, which a
+    /// relative one differs from (see [`ModuleMap::list`]).
+    loader_names: Vec<String>,
     /// By entry of `seen`: a later entry took some of its addresses.
     replaced: Vec<bool>,
     /// The entries of `seen` this file holds.
@@ -55,10 +59,32 @@ impl ModuleMap {
 
     /// Takes `modules` as those loaded now. One the last listing lacked was
     /// loaded since it, after the nodes made before it.
+    /// The loader keeps a name as `dlopen` was given it: a relative one
+    /// (`dlopen("./libfeat.so")`) would name another file, or none, once the
+    /// working directory changed or where the analyzer runs. A module
+    /// first listed with one is recorded by the kernel's name of the file
+    /// mapped at its first segment, absolute, all such read in one pass
+    /// over /proc/self/maps, outside the loader's lock; where that cannot
+    /// be read, or names no file (the vDSO's "linux-vdso.so.1" is
+    /// "[vdso]"), by the loader's name.
     fn list(&mut self, modules: Vec<Module>, nodes_made: u32) {
         let before: HashMap<usize, u32, BuildWordHasher> = self.loaded.drain(..).collect();
-        for module in modules {
-            let entry = self.see(module);
+        let relative_new = |m: &Module| {
+            !m.path.is_empty() && !m.path.starts_with('/') && !self.latest.contains_key(&(m.path.clone(), m.load_bias))
+        };
+        let at: Vec<u64> =
+            modules.iter().filter(|m| relative_new(m)).filter_map(|m| Some(m.segments.first()?.0)).collect();
+        let mut files = crate::sys::files_mapped_at(&at).into_iter();
+        let modules: Vec<(Module, Option<String>)> = modules
+            .into_iter()
+            .map(|module| {
+                let file =
+                    if relative_new(&module) && !module.segments.is_empty() { files.next().flatten() } else { None };
+                (module, file)
+            })
+            .collect();
+        for (module, file) in modules {
+            let entry = self.see(module, file);
             let nodes_before = before.get(&entry).copied().unwrap_or(self.nodes_at_listing);
             self.loaded.push((entry, nodes_before));
         }
@@ -70,7 +96,9 @@ impl ModuleMap {
     /// was after that one took its addresses is an entry again, and its
     /// record goes out again with the next stack through it: the analyzer
     /// names what follows that record by it, not by the library in between.
-    fn see(&mut self, module: Module) -> usize {
+    /// `file` is its absolute path, when the loader's name was relative and
+    /// it was not seen before.
+    fn see(&mut self, module: Module, file: Option<String>) -> usize {
         let key = (module.path.clone(), module.load_bias);
         if let Some(&entry) = self.latest.get(&key).filter(|&&entry| !self.replaced[entry]) {
             return entry;
@@ -78,14 +106,22 @@ impl ModuleMap {
         for (earlier, replaced) in self.seen.iter().zip(&mut self.replaced) {
             *replaced |= overlap(earlier, &module);
         }
+        // Loaded again where another was since: the path found before.
+        let file = file.or_else(|| self.latest.get(&key).map(|&earlier| self.seen[earlier].path.clone()));
         let entry = self.seen.len();
         self.latest.insert(key, entry);
+        let loader_name = module.path.clone();
+        let module = match file {
+            Some(path) => Module { path, ..module },
+            None => module,
+        };
         self.seen.push(module);
+        self.loader_names.push(loader_name);
         self.replaced.push(false);
         entry
     }
 
-    /// What a `dlclose` of the object loaded at `load_bias` from `path` may
+    /// What a `dlclose` of the object loaded at `load_bias` as `name` may
     /// unload, as the last listing has it: it and the objects listed after
     /// it (loaded since, its own dependencies among them). Returns their
     /// segments, and the stack nodes made before the first of them was
@@ -93,12 +129,10 @@ impl ModuleMap {
     /// writes those made since, up to `nodes_made`, that run through them,
     /// so that a later close looks only at nodes made after those.
     /// Nothing for the main program, or an object not listed.
-    pub fn closing(&mut self, load_bias: u64, path: &str, nodes_made: u32) -> (Vec<(u64, u64)>, u32) {
-        let seen = &self.seen;
-        let first = self.loaded.iter().position(|&(entry, _)| {
-            let module = &seen[entry];
-            module.load_bias == load_bias && module.path == path
-        });
+    pub fn closing(&mut self, load_bias: u64, name: &str, nodes_made: u32) -> (Vec<(u64, u64)>, u32) {
+        let (seen, names) = (&self.seen, &self.loader_names);
+        let first =
+            self.loaded.iter().position(|&(entry, _)| seen[entry].load_bias == load_bias && names[entry] == name);
         let Some(first) = first.filter(|&first| first > 0) else { return (Vec::new(), 0) };
         let unloadable = &mut self.loaded[first..];
         let segments = unloadable.iter().flat_map(|&(entry, _)| seen[entry].segments.iter().copied()).collect();
@@ -217,10 +251,7 @@ unsafe extern "C" fn collect_module(info: *mut libc::dl_phdr_info, _size: usize,
         // The first object listed is the main program, which ld.so leaves unnamed.
         std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
     } else {
-        match segments.first() {
-            Some(&(start, _)) => absolute_path(name, start),
-            None => name,
-        }
+        name
     };
     let build_id = phdrs
         .iter()
@@ -238,25 +269,6 @@ unsafe extern "C" fn collect_module(info: *mut libc::dl_phdr_info, _size: usize,
         .unwrap_or_default();
     modules.push(Module { path, load_bias: bias, segments, build_id });
     0
-}
-
-/// The path of the object the loader names `name`, mapped at `address`.
-/// The loader keeps a name as `dlopen` was given it: a relative one
-/// (`dlopen("./libfeat.so")`) would name another file, or none, once the
-/// working directory changed or where the analyzer runs, so it is
-/// replaced by the kernel's name of the file mapped at `address`, which is
-/// absolute. An absolute name is kept, as is a relative one where
-/// /proc/self/maps cannot be read or names no file there (the vDSO's
-/// "linux-vdso.so.1" is "[vdso]").
-pub fn absolute_path(name: String, address: u64) -> String {
-    if name.is_empty() || name.starts_with('/') {
-        return name;
-    }
-    let mapped = crate::sys::maps_line_containing(address, |line| {
-        let path = crate::sys::MapsLine::parse(line)?.path;
-        path.starts_with(b"/").then(|| String::from_utf8_lossy(path).into_owned())
-    });
-    mapped.flatten().unwrap_or(name)
 }
 
 /// Finds NT_GNU_BUILD_ID in a note segment.
@@ -321,7 +333,7 @@ mod tests {
         let mut map = ModuleMap::default();
         map.refresh(0);
         // Where no module is loaded now: the page at address 0.
-        map.see(module("/opt/plugin.so", vec![(0x100, 0x900)]));
+        map.see(module("/opt/plugin.so", vec![(0x100, 0x900)]), None);
         assert_eq!(paths(map.holding(&[0x400])), ["/opt/plugin.so"]);
     }
 
@@ -335,7 +347,7 @@ mod tests {
             module("/opt/first.so", vec![(0x10000, 0x14000)]),
             module("/opt/second.so", vec![(0x10000, 0x12000), (0x13000, 0x13800)]),
         ] {
-            map.see(m);
+            map.see(m, None);
         }
         assert_eq!(paths(map.holding(&[0x11000])), ["/opt/second.so"]);
         assert_eq!(paths(map.holding(&[0x12800])), ["/opt/first.so"], "between the second's segments");
@@ -348,16 +360,16 @@ mod tests {
         let mut map = ModuleMap::default();
         let (first, second) =
             (module("/opt/a.so", vec![(0x10000, 0x14000)]), module("/opt/b.so", vec![(0x10000, 0x12000)]));
-        map.see(first.clone());
+        map.see(first.clone(), None);
         assert_eq!(paths(map.holding(&[0x11000])), ["/opt/a.so"]);
-        map.see(first.clone());
+        map.see(first.clone(), None);
         assert!(map.holding(&[0x11000]).is_empty(), "listed again with nothing in between: the same entry");
-        map.see(second);
+        map.see(second, None);
         assert_eq!(paths(map.holding(&[0x11000])), ["/opt/b.so"]);
-        map.see(first.clone());
+        map.see(first.clone(), None);
         assert_eq!(paths(map.holding(&[0x11000])), ["/opt/a.so"], "back at its place, written again");
-        map.see(module("/opt/c.so", vec![(0x20000, 0x21000)]));
-        map.see(first);
+        map.see(module("/opt/c.so", vec![(0x20000, 0x21000)]), None);
+        map.see(first, None);
         assert!(map.holding(&[0x13000]).is_empty(), "a library elsewhere replaces nothing");
     }
 
@@ -400,12 +412,26 @@ mod tests {
     fn a_relative_name_becomes_the_path_of_the_file_mapped_there() {
         let here = the_test_binary_and_libc_are_listed_with_segments as fn() as usize as u64;
         let binary = std::fs::read_link("/proc/self/exe").unwrap().to_string_lossy().into_owned();
-        assert_eq!(absolute_path("./tracer-tests".into(), here), binary);
-        assert_eq!(absolute_path("/opt/as-given.so".into(), here), "/opt/as-given.so", "absolute: kept");
         // SAFETY: getauxval only reads the auxiliary vector.
         let vdso = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
-        assert_eq!(absolute_path("linux-vdso.so.1".into(), vdso), "linux-vdso.so.1", "no file: kept");
-        assert_eq!(absolute_path("./unmapped.so".into(), 0), "./unmapped.so");
+        let mut map = ModuleMap::default();
+        let modules = vec![
+            module("./tracer-tests", vec![(here, here + 1)]),
+            module("/opt/as-given.so", vec![(0x3000, 0x4000)]),
+            module("linux-vdso.so.1", vec![(vdso, vdso + 1)]),
+            module("./unmapped.so", vec![(0x1000, 0x2000)]),
+        ];
+        map.list(modules.clone(), 0);
+        let seen: Vec<&str> = map.seen.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(seen, [binary.as_str(), "/opt/as-given.so", "linux-vdso.so.1", "./unmapped.so"]);
+        // A close names the object as the loader does.
+        map.list(modules, 0);
+        assert_eq!(map.seen.len(), 4, "listed again: the same entries");
+        assert_eq!(map.closing(vdso, "linux-vdso.so.1", 5), (vec![(vdso, vdso + 1), (0x1000, 0x2000)], 0));
+        // Loaded again where another library was since: the path found before.
+        map.see(module("/opt/other.so", vec![(here, here + 1)]), None);
+        map.see(module("./tracer-tests", vec![(here, here + 1)]), None);
+        assert_eq!(map.seen.last().unwrap().path, binary);
     }
 
     #[test]

@@ -183,7 +183,11 @@ fn record(work: impl FnOnce(&'static Session, usize)) {
 /// tracer's memory ran out (see [`real_alloc::out_of_memory`]), recording
 /// stops: the work that found out stops short, or has its memory from the
 /// allocator's reserve.
+/// The program's errno is left as it was: the tracer's own system calls
+/// (reading /proc at a snapshot, or in a hook) may fail where the
+/// program's call succeeded.
 fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usize)) {
+    let errno = sys::errno();
     thread_state::inside(|ordinal| {
         let _pass = gate::pass(ordinal);
         if STATE.load(Ordering::Acquire) != RECORDING {
@@ -196,6 +200,7 @@ fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usiz
             session.stop(OutOfMemory::WHY);
         }
     });
+    sys::set_errno(errno);
 }
 
 /// What the hooks found of the program's allocators as the library loaded.
@@ -513,15 +518,23 @@ fn change_mappings<R: Copy>(
 ) -> R {
     let mut call = Some(call);
     let mut result = None;
+    // The call made inside the recording sees the program's errno, and the
+    // program sees what the call left (`record` restores the one before).
+    let (before, mut after) = (sys::errno(), None);
     record(|session, _| {
         // Unwinding is slow; it happens before the lock is taken.
         let stack = stack_kind(session).and_then(|kind| room::noted(session.capture_stack(kind, Entry::UNKNOWN)));
         let mut table = session.mappings.lock();
         let Some(call) = call.take() else { return };
+        sys::set_errno(before);
         let value = call();
+        after = Some(sys::errno());
         result = Some(value);
         update(value, &mut table, stack, session.epoch.load(Ordering::Relaxed));
     });
+    if let Some(errno) = after {
+        sys::set_errno(errno);
+    }
     match (result, call) {
         (Some(value), _) => value,
         (None, Some(call)) => call(),

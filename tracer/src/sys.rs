@@ -634,15 +634,68 @@ pub fn mapping_containing(address: u64) -> Option<(u64, u64)> {
 /// whose range holds `address`, read through a stack buffer: no
 /// allocation, no lock of glibc's, so that a hook may call it.
 pub fn maps_line_containing<R>(address: u64, read: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    let mut buf = [0u8; 4096];
+    let mut read = Some(read);
+    let mut found = None;
+    for_each_maps_line(&mut buf, |line| {
+        if parse_range(line).is_some_and(|(start, end)| start <= address && address < end) {
+            found = read.take().map(|read| read(line));
+        }
+        found.is_none()
+    });
+    found
+}
+
+/// This thread's errno.
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets this thread's errno: the tracer's own system calls must leave the
+/// program's as its own calls left it.
+pub fn set_errno(value: i32) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// The absolute path of the file mapped at each of `addresses`, in one
+/// pass over /proc/self/maps (through a heap buffer: the caller may run on
+/// a signal handler's small stack); `None` where none is, or the file
+/// cannot be read. errno is left as it was.
+pub fn files_mapped_at(addresses: &[u64]) -> Vec<Option<String>> {
+    if addresses.is_empty() {
+        return Vec::new();
+    }
+    // `Some(None)`: the line found, no file there.
+    let mut files: Vec<Option<Option<String>>> = vec![None; addresses.len()];
+    let errno = errno();
+    let mut buf = vec![0u8; 16 << 10];
+    let mut left = addresses.len();
+    for_each_maps_line(&mut buf, |line| {
+        let Some((start, end)) = parse_range(line) else { return true };
+        for (file, &address) in files.iter_mut().zip(addresses) {
+            if file.is_none() && start <= address && address < end {
+                let path = MapsLine::parse(line).map_or(&b""[..], |fields| fields.path);
+                *file = Some(path.starts_with(b"/").then(|| String::from_utf8_lossy(path).into_owned()));
+                left -= 1;
+            }
+        }
+        left > 0
+    });
+    set_errno(errno);
+    files.into_iter().map(Option::flatten).collect()
+}
+
+/// Calls `each` with the lines of /proc/self/maps (without their newline),
+/// read through `buf`, until it returns false.
+fn for_each_maps_line(buf: &mut [u8], mut each: impl FnMut(&[u8]) -> bool) {
     // SAFETY: the path is NUL-terminated; the descriptor is closed below.
     let fd = unsafe { nocancel::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
     if fd < 0 {
-        return None;
+        return;
     }
-    let mut buf = [0u8; 4096];
     let mut filled = 0;
-    let mut read = Some(read);
-    let mut found = None;
     loop {
         // SAFETY: the pointer and length describe the unfilled part of `buf`.
         let n = unsafe { nocancel::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
@@ -654,20 +707,14 @@ pub fn maps_line_containing<R>(address: u64, read: impl FnOnce(&[u8]) -> R) -> O
         // Complete lines only; a partial last line waits for the next read.
         let complete =
             if at_end { filled } else { buf[..filled].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
-        for line in buf[..complete].split(|&b| b == b'\n') {
-            if parse_range(line).is_some_and(|(start, end)| start <= address && address < end) {
-                found = read.take().map(|read| read(line));
-                break;
-            }
-        }
-        if found.is_some() || at_end || complete == 0 {
+        let go_on = buf[..complete].split(|&b| b == b'\n').all(&mut each);
+        if !go_on || at_end || complete == 0 {
             break;
         }
         buf.copy_within(complete..filled, 0);
         filled -= complete;
     }
     close(fd);
-    found
 }
 
 /// The fields of a /proc/self/maps line ("start-end perms offset dev

@@ -74,7 +74,7 @@ unsafe extern "C" fn reallocarray_body(ptr: *mut c_void, count: usize, size: usi
         // SAFETY: same contract as realloc, which reallocarray extends.
         Some(total) => unsafe { realloc_body(ptr, total, sp, bp) },
         None => {
-            set_errno(libc::ENOMEM);
+            crate::sys::set_errno(libc::ENOMEM);
             std::ptr::null_mut()
         }
     }
@@ -118,9 +118,4 @@ unsafe extern "C" fn pvalloc_body(size: usize, sp: u64, bp: u64) -> *mut c_void 
     let ptr = next::pvalloc(size);
     session::allocated(ptr, size, entry(sp, bp));
     ptr
-}
-
-fn set_errno(value: c_int) {
-    // SAFETY: __errno_location returns this thread's errno slot.
-    unsafe { *libc::__errno_location() = value };
 }

@@ -20,10 +20,9 @@ fn around_exec(exec: impl FnOnce() -> c_int) -> c_int {
     }
     let result = exec();
     if owned {
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        let errno = crate::sys::errno();
         session::exec_failed();
-        // SAFETY: restoring this thread's errno slot for the caller.
-        unsafe { *libc::__errno_location() = errno };
+        crate::sys::set_errno(errno);
     }
     result
 }
@@ -36,8 +35,7 @@ fn next_exec<F: Copy>(name: &CStr) -> Option<F> {
 }
 
 fn exec_unavailable() -> c_int {
-    // SAFETY: setting this thread's errno slot.
-    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    crate::sys::set_errno(libc::ENOSYS);
     -1
 }
 

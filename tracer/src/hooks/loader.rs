@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::unwind::{self, module_set};
-use crate::{gate, modules, session, thread_state};
+use crate::{gate, session, thread_state};
 
 target_stub!(
     /// `dlopen` looks at its return address to find the calling object (whose
@@ -74,12 +74,11 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
 struct LinkMapHead {
     load_bias: usize,
     name: *const c_char,
-    /// The object's dynamic section, one of its addresses.
-    dynamic: *const c_void,
 }
 
-/// The load bias and path of the object `handle` names, which `dlclose`
-/// is about to close: absolute, as the module map has it.
+/// The load bias and name of the object `handle` names, which `dlclose`
+/// is about to close, the name as the loader gives it (the module map
+/// knows each object by it).
 fn closing_object(handle: *mut c_void) -> Option<(u64, String)> {
     if handle.is_null() {
         return None;
@@ -96,11 +95,11 @@ fn closing_object(handle: *mut c_void) -> Option<(u64, String)> {
     // SAFETY: the link map of an open object stays valid until dlclose
     // unloads it, after this returns; `l_name` is a NUL-terminated string
     // the loader owns, or null.
-    let (load_bias, name, dynamic) = unsafe { ((*link_map).load_bias, (*link_map).name, (*link_map).dynamic) };
+    let (load_bias, name) = unsafe { ((*link_map).load_bias, (*link_map).name) };
     // SAFETY: as above.
     let name =
         if name.is_null() { String::new() } else { unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned() };
-    Some((load_bias as u64, modules::absolute_path(name, dynamic as u64)))
+    Some((load_bias as u64, name))
 }
 
 /// Runs at exit: the `TRACER_UNWIND_CHECK` summary.
