@@ -1090,7 +1090,9 @@ impl Analysis {
             ("the traced memory", traced)
         } else {
             let explained = v.allocator_free_growth().max(0) + v.file_growth().max(0);
-            ("the RSS", v.per_epoch(v.program_rss_growth() - explained))
+            // The RSS drifts by some pages an epoch: only above the floor.
+            let rss = v.per_epoch(v.program_rss_growth() - explained);
+            ("the RSS", if rss > self.noise_floor { rss } else { 0 })
         };
         let finer = (growth / SAMPLES_TO_TELL_AN_EPOCH).max(1024);
         // A rate no finer than the one in use would not tell more; a
@@ -1098,8 +1100,10 @@ impl Analysis {
         // in a long healthy run.
         // A pile that seems to have stopped may be the chance of where
         // few samples fell: said beside it.
-        let sparse = matches!(self.verdict.kind, VerdictKind::NoGrowth | VerdictKind::AllocatorRetention)
-            && growth > self.least_growth
+        let sparse = matches!(
+            self.verdict.kind,
+            VerdictKind::NoGrowth | VerdictKind::AllocatorRetention | VerdictKind::GrowthOutsideHeap
+        ) && growth > self.least_growth
             && growth >= mean / SPARSE_SAMPLES_LEAST_SHARE
             && growth < SAMPLES_TO_TELL_AN_EPOCH * mean
             && (finer < mean || !sampling.whole_run);
@@ -1360,6 +1364,11 @@ impl Analysis {
 /// Samples an epoch a sampled leak needs for its survivors to show in most
 /// epochs (at fewer, an epoch has none with some chance: e^-n).
 const SAMPLES_TO_TELL_AN_EPOCH: u64 = 8;
+
+/// A block of this many samples' bytes at least is sampled at each of its
+/// copies with all but certainty (1 - e^-4 each): one grown in place can be
+/// told so when sampled.
+const SAMPLES_TO_SEE_A_BLOCK: u64 = 4;
 
 /// Growth of less than 1/N of a sample an epoch, sampled, is too little to
 /// send a user to a finer rate: a long healthy run's drift.
@@ -1696,7 +1705,13 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
                 let made_once = s
                     .births
                     .is_some_and(|(lo, hi)| lo == hi && (made_by_middle(hi) || (live_before == 0 && hi <= settled_hi)));
-                if grown >= least_growth && !made_once {
+                // Sampled, a block is seen at each of its copies only when
+                // it is several samples large: a small one, sampled once,
+                // is no block made larger.
+                let seen_whole = analysis
+                    .sampling
+                    .is_none_or(|sampling| s.live_bytes >= SAMPLES_TO_SEE_A_BLOCK * sampling.mean_bytes);
+                if grown >= least_growth && !made_once && seen_whole {
                     // One block made larger leaves the survivors of one
                     // birth epoch at most, its newest copy; survivors of
                     // more are allocations that piled up in some epochs.

@@ -317,6 +317,24 @@ fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
     };
     let msg = unseen(128 << 10).verdict_message(None);
     assert!(msg.contains("the RSS grew by 128 KiB/epoch, about 0.2 samples an epoch"), "{msg}");
+    // Sampled, a block made larger every epoch is one only when several
+    // samples large: a small one was likely sampled at one copy only.
+    let grown_by = |step: u64| {
+        let mut sim = Sim::new("/opt/app/train");
+        sim.process_mut().settings.push((trace_format::SAMPLING_SETTING.into(), rate.clone()));
+        let mut block = None;
+        for e in 0..10 {
+            if let Some(old) = block.replace(sim.alloc(1, (e + 1) * step)) {
+                sim.free(old);
+            }
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        run(&sim).1.grown_in_place.iter().map(|s| s.stack).collect::<Vec<u32>>()
+    };
+    assert_eq!(grown_by(64 << 10), Vec::<u32>::new());
+    assert_eq!(grown_by(1 << 20), vec![1]);
+
     // A drift of a few KiB an epoch is no reason to sample finer.
     let a = unseen(4 << 10);
     assert!(!a.too_few_samples(), "{}", a.verdict_message(None));
