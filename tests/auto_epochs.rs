@@ -732,3 +732,27 @@ fn evaluation_rounds_over_several_loaders_cut_one_epoch_each() {
     assert!((64 * 16384..64 * (16384 + 128)).contains(&growth), "{top:#}");
     assert_eq!(report["verdict"]["kind"], "heap_leak");
 }
+
+/// Passes seen at first, then not, each later one starting with small
+/// objects alone (as persistent workers over an unshuffled dataset start
+/// theirs): time slices come back after three times the longest time
+/// between the passes seen (5 s at least), so the run is cut into epochs
+/// all the same, the leak is found, and the verdict says why the epochs
+/// are of two kinds.
+#[test]
+fn passes_that_go_unseen_are_cut_by_time_slices() {
+    let python = python_interpreter("3.11");
+    let script = python_script("unseen_passes.py");
+    let run = run_traced_with(&python, &[script.to_str().unwrap(), "22"], &[]).succeeded();
+    let report = report_json(&run.trace);
+    let causes = causes(&report);
+    let after_passes: Vec<&str> =
+        causes.iter().skip_while(|c| *c != "auto").skip_while(|c| *c == "auto").map(String::as_str).collect();
+    assert_eq!(causes.iter().filter(|c| *c == "auto").count(), 2, "passes 2 and 3 seen: {causes:?}");
+    assert!(after_passes.len() >= 4, "{causes:?}");
+    assert!(after_passes[..after_passes.len() - 1].iter().all(|c| *c == "timer"), "{causes:?}");
+    assert!(labels(&report, "timer").last().is_some_and(|l| l.ends_with("(no pass seen)")), "{causes:?}");
+    assert_top_suspect_is_planted(&report, "unseen_passes.py");
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(message.contains("by DataLoader passes and, while no pass was seen, by time slices"), "{message}");
+}

@@ -415,9 +415,13 @@ pub struct Analysis {
     /// suspects, nor below the floor.
     pub stopped: Option<Stopped>,
     /// The analysed epochs were cut both by time slices and by marks or
-    /// DataLoader passes (`TRACER_EPOCH_SECONDS` set beside them): epochs
+    /// DataLoader passes (`TRACER_EPOCH_SECONDS` set beside them, or
+    /// while passes went unseen): epochs
     /// of unlike lengths, whose figures per epoch mix them.
     pub mixed_epoch_causes: bool,
+    /// The time slices among them were the default's, cut while no
+    /// DataLoader pass was seen (see [`trace_format::SLICES_WHILE_PASSES_UNSEEN`]).
+    pub slices_while_passes_unseen: bool,
     /// The analysed epochs were all time slices, of this many seconds on
     /// average: the figures per epoch are per slice.
     pub time_slice_seconds: Option<f64>,
@@ -995,7 +999,11 @@ impl Analysis {
             }
         }
         if self.mixed_epoch_causes && self.verdict.kind != VerdictKind::TooFewEpochs {
-            message.push_str("; the epochs were cut both by time slices and by marks or DataLoader passes, which are of unlike lengths: a figure per epoch mixes them (leave TRACER_EPOCH_SECONDS unset, or set it to 0, for marks and passes alone)");
+            message.push_str(if self.slices_while_passes_unseen {
+                "; the epochs were cut by DataLoader passes and, while no pass was seen, by time slices, which are of unlike lengths: a figure per epoch mixes them. A pass that starts with small objects alone (persistent workers over an unshuffled dataset) goes unseen; call tracer_mark(label) at the end of each epoch for epochs of training"
+            } else {
+                "; the epochs were cut both by time slices and by marks or DataLoader passes, which are of unlike lengths: a figure per epoch mixes them (leave TRACER_EPOCH_SECONDS unset, or set it to 0, for marks and passes alone)"
+            });
         }
         if let Some(seconds) = self.time_slice_seconds.filter(|_| self.verdict.kind != VerdictKind::TooFewEpochs) {
             let slice = match seconds {
@@ -1469,6 +1477,10 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         least_growth,
         sampling: trace.sampling(),
         stopped: None,
+        slices_while_passes_unseen: trace
+            .process
+            .setting(trace_format::EPOCHS_SETTING)
+            .is_some_and(|epochs| epochs.ends_with(trace_format::SLICES_WHILE_PASSES_UNSEEN)),
         mixed_epoch_causes: {
             let causes = || trace.snapshots.iter().skip(first).take(k).map(|s| s.cause);
             causes().any(|c| c == EpochCause::Timer)

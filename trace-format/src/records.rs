@@ -164,6 +164,10 @@ pub const EPOCHS_SETTING: &str = "epochs";
 /// seconds and " s": the run was cut into time slices of that length
 /// (until its first mark or DataLoader pass, when the words go on so).
 pub const TIME_SLICES_OF: &str = "time slices of ";
+/// What [`EPOCHS_SETTING`]'s value ends with when the default time slices
+/// come back while no DataLoader pass is seen, after passes closed epochs.
+pub const SLICES_WHILE_PASSES_UNSEEN: &str =
+    ", and again while no pass is seen for three times the longest time between two (5 s at least)";
 /// How [`EPOCHS_SETTING`]'s value starts in a forked DataLoader worker,
 /// which closes an epoch each time its parent does.
 pub const FOLLOWS_PARENTS_EPOCHS: &str = "its parent's epochs";

@@ -46,6 +46,10 @@ const NODES_PER_RECORD: usize = 1 << 16;
 /// allocates rarely looks at each allocation), and at most
 /// [`CLOCK_CHECK_MOST`] apart (a thread making millions a second).
 const CLOCK_CHECK_NS: u64 = 1_000_000;
+/// The shortest slice cut while no DataLoader pass is seen (see
+/// [`Session::watch_for_unseen_passes`]): a pause of a few seconds between
+/// passes of a fraction of one is no sign of unseen passes.
+const UNSEEN_PASS_SLICE_LEAST_NS: u64 = 5_000_000_000;
 const CLOCK_CHECK_MOST: u32 = 256;
 /// When sampling, allocations per thread between two walks of the Python
 /// frames (a power of two, minus one) that look for the module defining
@@ -90,6 +94,14 @@ struct Session {
     started_ns: u64,
     /// When the current time slice ends (monotonic ns); 0 when slices are off.
     slice_deadline_ns: AtomicU64,
+    /// Once DataLoader passes close the epochs (and no slices were asked
+    /// for): the slices cut while no pass is seen, this long (see
+    /// [`Session::watch_for_unseen_passes`]); 0 before.
+    unseen_pass_slice_ns: AtomicU64,
+    /// When the last pass closed an epoch, and the longest time between
+    /// two that did (monotonic ns; 0 before there were two).
+    last_pass_ns: AtomicU64,
+    longest_pass_gap_ns: AtomicU64,
     /// The process the session belongs to: a `vfork` child shares this memory
     /// and must leave it alone.
     pid: AtomicU32,
@@ -295,6 +307,9 @@ fn begin(allocators: Allocators) {
         epoch: AtomicU32::new(0),
         started_ns: now,
         slice_deadline_ns: AtomicU64::new(slice_deadline_ns),
+        unseen_pass_slice_ns: AtomicU64::new(0),
+        last_pass_ns: AtomicU64::new(0),
+        longest_pass_gap_ns: AtomicU64::new(0),
         pid: AtomicU32::new(sys::pid()),
         epochs_closed: sys::SharedCounterSlot::default(),
         epochs_closed_at_fork: AtomicU32::new(0),
@@ -1129,9 +1144,16 @@ impl Session {
         if now < deadline {
             return;
         }
-        let next = slice_deadline(Some(seconds), now);
+        let unseen_passes = self.unseen_pass_slice_ns.load(Ordering::Relaxed);
+        let next = match unseen_passes {
+            0 => slice_deadline(Some(seconds), now),
+            slice => now + slice,
+        };
         if self.slice_deadline_ns.compare_exchange(deadline, next, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            let label = slice_label(now - self.started_ns, seconds);
+            let label = match unseen_passes {
+                0 => slice_label(now - self.started_ns, seconds),
+                _ => format!("{} (no pass seen)", slice_label(now - self.started_ns, 1.0)),
+            };
             self.close_epoch(EpochCause::Timer, label);
         }
     }
@@ -1174,9 +1196,34 @@ impl Session {
     /// Closes the epoch when a walk shows the training loader's next pass starting.
     fn see_loader_frames(&self, frames: LoaderFrames) {
         let Some(cut) = self.auto_epochs.walked(frames) else { return };
-        // The job's passes mark its epochs; time slices would only cut them up.
-        self.end_default_time_slices();
         self.close_epoch(EpochCause::Auto, cut.label());
+        self.watch_for_unseen_passes();
+    }
+
+    /// After a pass closed the epoch: the job's passes mark its epochs, and
+    /// time slices would only cut them up, unless asked for. But a pass is
+    /// seen by an allocation through malloc as it starts, and one that
+    /// starts with small objects alone (persistent workers over an
+    /// unshuffled dataset) goes unseen, by chance after some that were
+    /// seen: the run would be one long epoch. Slices come back while no
+    /// pass is seen for three times the longest time between two that were
+    /// (the default slice before there were two, 5 s at least), that long.
+    fn watch_for_unseen_passes(&self) {
+        // Slices asked for go on as asked; none (TRACER_EPOCH_SECONDS=0), none.
+        let Some(default_slice) = self.config.epoch_seconds.filter(|_| !self.config.epoch_seconds_explicit) else {
+            return;
+        };
+        let now = sys::monotonic_ns();
+        let last = self.last_pass_ns.swap(now, Ordering::Relaxed);
+        if last != 0 {
+            self.longest_pass_gap_ns.fetch_max(now.saturating_sub(last), Ordering::Relaxed);
+        }
+        let slice = match self.longest_pass_gap_ns.load(Ordering::Relaxed) {
+            0 => (default_slice * 1e9) as u64,
+            longest => longest.saturating_mul(3).max(UNSEEN_PASS_SLICE_LEAST_NS),
+        };
+        self.unseen_pass_slice_ns.store(slice, Ordering::Relaxed);
+        self.slice_deadline_ns.store(now + slice, Ordering::Relaxed);
     }
 
     /// Closes the current epoch, on a stack with room for a snapshot (see
@@ -1473,6 +1520,11 @@ impl Session {
         match (self.config.epoch_seconds, self.config.epoch_seconds_explicit) {
             (None, _) => format!("marks{passes}; no time slices (TRACER_EPOCH_SECONDS=0)"),
             (Some(s), true) => format!("marks{passes}; {}{s} s", trace_format::TIME_SLICES_OF),
+            (Some(s), false) if python && self.config.auto_epochs => format!(
+                "marks{passes}; {}{s} s until {slices_end}{}",
+                trace_format::TIME_SLICES_OF,
+                trace_format::SLICES_WHILE_PASSES_UNSEEN
+            ),
             (Some(s), false) => format!("marks{passes}; {}{s} s until {slices_end}", trace_format::TIME_SLICES_OF),
         }
     }
