@@ -394,14 +394,14 @@ fn site_named(trace: &Trace, symbolizer: &mut Symbolizer<'_>, stack: u32) -> Str
 }
 
 /// The own Python frame that called the first own-code frame of `frames`
-/// (innermost first) when that one is native: the Python line that called
-/// the user's C code.
+/// (innermost first), when that one is native (the Python line that called
+/// the user's C code) or Python of another file than the caller's (a
+/// model's `forward` in a module of its own, run by the loop that keeps
+/// what it makes).
 fn python_caller(frames: &[Frame]) -> Option<&Frame> {
     let mut own = frames.iter().filter(|f| f.own_code);
-    if own.next()?.python {
-        return None;
-    }
-    own.find(|f| f.python)
+    let first = own.next()?;
+    own.find(|f| f.python && (!first.python || f.file != first.file))
 }
 
 /// The warning for a trace that did not end cleanly, if any.
@@ -444,6 +444,29 @@ mod tests {
             piles_up_only_with_line: false,
         };
         ShownSuspect { rank: 1, suspect, frames: vec![frame], explanation: None, cut_at_frame_limit: None }
+    }
+
+    /// A leak's line is named with the Python line that called it when it
+    /// is native, or Python of another file: a model's forward in its own
+    /// module, run by the loop that keeps its graph.
+    #[test]
+    fn a_line_of_another_file_than_its_callers_is_named_with_its_caller() {
+        let frame = |function: &str, file: &str, own_code: bool, python: bool| Frame {
+            file: Some(file.into()),
+            own_code,
+            python,
+            ..Frame::named(0x10, function.into())
+        };
+        let forward = frame("Net.forward", "/job/model.py", true, true);
+        let torch = frame("Module._call_impl", "/venv/site-packages/torch/nn/modules/module.py", false, true);
+        let helper = frame("Net.block", "/job/model.py", true, true);
+        let evaluate = frame("evaluate", "/job/train.py", true, true);
+        let native = frame("compute", "/job/feat.c", true, false);
+        let caller = |frames: &[Frame]| python_caller(frames).map(|f| f.function.clone());
+        assert_eq!(caller(&[forward.clone(), torch, helper.clone(), evaluate.clone()]).as_deref(), Some("evaluate"));
+        assert_eq!(caller(&[forward.clone(), helper]), None, "one file");
+        assert_eq!(caller(&[native, forward]).as_deref(), Some("Net.forward"));
+        assert_eq!(caller(&[evaluate]), None);
     }
 
     /// A stack of as many frames as the tracer keeps is cut unless it
