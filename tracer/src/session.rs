@@ -195,11 +195,7 @@ fn record(work: impl FnOnce(&'static Session, usize)) {
 /// tracer's memory ran out (see [`real_alloc::out_of_memory`]), recording
 /// stops: the work that found out stops short, or has its memory from the
 /// allocator's reserve.
-/// The program's errno is left as it was: the tracer's own system calls
-/// (reading /proc at a snapshot, or in a hook) may fail where the
-/// program's call succeeded.
 fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usize)) {
-    let errno = sys::errno();
     thread_state::inside(|ordinal| {
         let _pass = gate::pass(ordinal);
         if STATE.load(Ordering::Acquire) != RECORDING {
@@ -212,7 +208,6 @@ fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usiz
             session.stop(OutOfMemory::WHY);
         }
     });
-    sys::set_errno(errno);
 }
 
 /// What the hooks found of the program's allocators as the library loaded.
@@ -534,7 +529,8 @@ fn change_mappings<R: Copy>(
     let mut call = Some(call);
     let mut result = None;
     // The call made inside the recording sees the program's errno, and the
-    // program sees what the call left (`record` restores the one before).
+    // program sees what the call left, whatever the tracer's reads of
+    // /proc left before or after it.
     let (before, mut after) = (sys::errno(), None);
     record(|session, _| {
         // Unwinding is slow; it happens before the lock is taken.
@@ -701,20 +697,23 @@ pub fn remapping(
 /// has its record written after them, so the analyzer names them by the
 /// library they ran through.
 pub fn objects_unloading(closing: impl FnOnce() -> Option<(u64, String)>) {
-    record(|session, _| {
-        // Asked of the loader before the output lock is taken: no lock of
-        // the loader's is then waited for while holding it.
-        let closing = closing();
-        let mut output = lock(&session.output);
-        let nodes_made = session.stacks.nodes_made();
-        output.modules.refresh(nodes_made);
-        if output.writer.is_none() {
-            // A forked child before its first snapshot: its file is not open.
-            return;
-        }
-        let Some((load_bias, path)) = closing else { return };
-        let (segments, nodes_before) = output.modules.closing(load_bias, &path, nodes_made);
-        session.write_stacks_through(&mut output, &segments, nodes_before);
+    // Listing the modules may read /proc: the caller's errno is kept.
+    sys::keeping_errno(|| {
+        record(|session, _| {
+            // Asked of the loader before the output lock is taken: no lock of
+            // the loader's is then waited for while holding it.
+            let closing = closing();
+            let mut output = lock(&session.output);
+            let nodes_made = session.stacks.nodes_made();
+            output.modules.refresh(nodes_made);
+            if output.writer.is_none() {
+                // A forked child before its first snapshot: its file is not open.
+                return;
+            }
+            let Some((load_bias, path)) = closing else { return };
+            let (segments, nodes_before) = output.modules.closing(load_bias, &path, nodes_made);
+            session.write_stacks_through(&mut output, &segments, nodes_before);
+        })
     });
 }
 
@@ -1229,8 +1228,11 @@ impl Session {
     /// Closes the current epoch, on a stack with room for a snapshot (see
     /// [`own_stack::with_room`]): a hook may run on a coroutine's stack or
     /// an alternate signal stack.
+    /// The program's errno is left as it was: the snapshot's reads of /proc
+    /// and writes may fail where the program's call succeeded (every
+    /// descriptor taken, /proc absent).
     fn close_epoch(&self, cause: EpochCause, label: String) {
-        own_stack::with_room(|| self.close_epoch_here(cause, label));
+        sys::keeping_errno(|| own_stack::with_room(|| self.close_epoch_here(cause, label)));
     }
 
     fn close_epoch_here(&self, cause: EpochCause, label: String) {

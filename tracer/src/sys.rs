@@ -659,6 +659,14 @@ pub fn set_errno(value: i32) {
     unsafe { *libc::__errno_location() = value };
 }
 
+/// `work`, with this thread's errno as it was before it afterwards.
+pub fn keeping_errno<R>(work: impl FnOnce() -> R) -> R {
+    let errno = errno();
+    let result = work();
+    set_errno(errno);
+    result
+}
+
 /// The absolute path of the file mapped at each of `addresses`, in one
 /// pass over /proc/self/maps (through a heap buffer: the caller may run on
 /// a signal handler's small stack); `None` where none is, or the file
