@@ -187,8 +187,9 @@ fn allocating_on_small_stacks_runs_as_untraced() {
 }
 
 /// With every descriptor taken, the tracer's reads of /proc fail at each
-/// snapshot (and for the kind of a mapping it did not record): the
-/// program's successful calls still leave errno as they found it.
+/// snapshot (and for the kind of a mapping it did not record, and a new
+/// thread's stack): the program's successful calls still leave errno as
+/// they found it, and the trace says once that it could not read the RSS.
 #[test]
 fn the_tracers_failed_system_calls_leave_the_programs_errno() {
     let program = compile("errno_kept.c");
@@ -202,6 +203,11 @@ fn the_tracers_failed_system_calls_leave_the_programs_errno() {
             "{settings:?}: {}",
             run.stderr()
         );
+        // The RSS it could not read is said once, not left as a fall to 0.
+        let (records, _) = read_trace(&run.trace);
+        let unread =
+            |record: &&Record| matches!(record, Record::Notice(n) if n.text.starts_with("the RSS could not be read"));
+        assert_eq!(records.iter().filter(unread).count(), 1, "{settings:?}");
     }
 }
 

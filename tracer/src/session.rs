@@ -134,6 +134,8 @@ struct Session {
     workers_forked: sys::SharedCounterSlot,
     /// The trace says that later workers write none.
     untraced_workers_noted: AtomicBool,
+    /// Whether the trace said that /proc could not be read at a snapshot.
+    unread_rss_noted: AtomicBool,
     output: Mutex<Output>,
     stop_reported: AtomicBool,
     /// See [`Allocators`].
@@ -315,6 +317,7 @@ fn begin(allocators: Allocators) {
         parent_epochs_followed: AtomicU32::new(0),
         workers_forked: sys::SharedCounterSlot::default(),
         untraced_workers_noted: AtomicBool::new(false),
+        unread_rss_noted: AtomicBool::new(false),
         output: Mutex::new(Output {
             writer: Some(writer),
             modules: ModuleMap::default(),
@@ -1336,6 +1339,13 @@ impl Session {
             counters: Vec::new(),
         };
         output.next_is_full = false;
+        // A running process has some memory resident: 0 is a read that failed.
+        if snapshot.rss_bytes == 0 && !self.unread_rss_noted.swap(true, Ordering::Relaxed) {
+            let text = format!(
+                "the RSS could not be read from /proc at epoch {closing}'s snapshot (every descriptor taken, /proc not mounted, or a sandbox refusing open): the RSS and file pages read 0 B at the snapshots where it could not, and the RSS figures of the verdict are wrong there"
+            );
+            records.push(Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text }));
+        }
         let written = self.write_with(&mut output, |writer| {
             records.iter().for_each(|record| writer.append(record));
             writer.write_snapshot(&snapshot, &counters)

@@ -278,26 +278,29 @@ impl SharedCounterSlot {
     }
 }
 
-/// Reads up to `buf.len()` bytes of a file into a stack buffer without allocating.
+/// Reads up to `buf.len()` bytes of a file into a stack buffer without
+/// allocating; errno is left as it was.
 pub fn read_small_file(path: &std::ffi::CStr, buf: &mut [u8]) -> usize {
-    // SAFETY: `path` is NUL-terminated; the descriptor is closed before return.
-    let fd = unsafe { nocancel::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
-    if fd < 0 {
-        return 0;
-    }
-    let mut filled = 0;
-    while filled < buf.len() {
-        // SAFETY: the pointer and length describe the unfilled part of `buf`.
-        let n = unsafe { nocancel::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
-        if n > 0 {
-            filled += n as usize;
-        } else if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            break;
+    keeping_errno(|| {
+        // SAFETY: `path` is NUL-terminated; the descriptor is closed before return.
+        let fd = unsafe { nocancel::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
+        if fd < 0 {
+            return 0;
         }
-    }
-    // SAFETY: `fd` was opened above and is not used after this.
-    unsafe { nocancel::close(fd) };
-    filled
+        let mut filled = 0;
+        while filled < buf.len() {
+            // SAFETY: the pointer and length describe the unfilled part of `buf`.
+            let n = unsafe { nocancel::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
+            if n > 0 {
+                filled += n as usize;
+            } else if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
+        // SAFETY: `fd` was opened above and is not used after this.
+        unsafe { nocancel::close(fd) };
+        filled
+    })
 }
 
 /// This process's arguments (`/proc/self/cmdline`), empty when unreadable.
@@ -670,14 +673,13 @@ pub fn keeping_errno<R>(work: impl FnOnce() -> R) -> R {
 /// The absolute path of the file mapped at each of `addresses`, in one
 /// pass over /proc/self/maps (through a heap buffer: the caller may run on
 /// a signal handler's small stack); `None` where none is, or the file
-/// cannot be read. errno is left as it was.
+/// cannot be read.
 pub fn files_mapped_at(addresses: &[u64]) -> Vec<Option<String>> {
     if addresses.is_empty() {
         return Vec::new();
     }
     // `Some(None)`: the line found, no file there.
     let mut files: Vec<Option<Option<String>>> = vec![None; addresses.len()];
-    let errno = errno();
     let mut buf = vec![0u8; 16 << 10];
     let mut left = addresses.len();
     for_each_maps_line(&mut buf, |line| {
@@ -691,13 +693,16 @@ pub fn files_mapped_at(addresses: &[u64]) -> Vec<Option<String>> {
         }
         left > 0
     });
-    set_errno(errno);
     files.into_iter().map(Option::flatten).collect()
 }
 
 /// Calls `each` with the lines of /proc/self/maps (without their newline),
-/// read through `buf`, until it returns false.
-fn for_each_maps_line(buf: &mut [u8], mut each: impl FnMut(&[u8]) -> bool) {
+/// read through `buf`, until it returns false. errno is left as it was.
+fn for_each_maps_line(buf: &mut [u8], each: impl FnMut(&[u8]) -> bool) {
+    keeping_errno(|| read_maps_lines(buf, each));
+}
+
+fn read_maps_lines(buf: &mut [u8], mut each: impl FnMut(&[u8]) -> bool) {
     // SAFETY: the path is NUL-terminated; the descriptor is closed below.
     let fd = unsafe { nocancel::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
     if fd < 0 {
