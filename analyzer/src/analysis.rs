@@ -879,7 +879,10 @@ impl Analysis {
         // last third; two epochs without survivors tell little.
         let third = ((hi - since + 1) / 3).min(((last - first + 1) / 3).max(OWN_SPAN_LEAST_GAP));
         let apart = (last - first) / (hits.max(2) as u32 - 1);
-        if last + third.max(apart).max(1) > hi {
+        // Sampled, the last settled epoch's survivors may all have gone
+        // undrawn: one quiet epoch is no stop.
+        let least = if self.sampling.is_some() { 2 } else { 1 };
+        if last + third.max(apart).max(least) > hi {
             Pile::Growing
         } else {
             // A cache filled over the earlier epochs, flat since.

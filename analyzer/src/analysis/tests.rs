@@ -335,6 +335,28 @@ fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
     assert_eq!(grown_by(64 << 10), Vec::<u32>::new());
     assert_eq!(grown_by(1 << 20), vec![1]);
 
+    // A pile whose last settled epoch left no sample (a 64 KiB mapping an
+    // epoch at 16 KiB, drawn 98 times in 100) has not stopped; unsampled,
+    // the same quiet epoch ends it.
+    let last_settled_undrawn = |sampling: Option<&str>| {
+        let mut sim = Sim::new("/opt/app/train");
+        if let Some(sampling) = sampling {
+            sim.process_mut().settings.push((trace_format::SAMPLING_SETTING.into(), sampling.into()));
+        }
+        for e in 0..8 {
+            if e != 5 {
+                sim.alloc(1, 64 << 10);
+            }
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        let (_, a) = run(&sim);
+        assert_eq!(a.settled, Some((1, 5)));
+        suspect_stacks(&a)
+    };
+    assert_eq!(last_settled_undrawn(Some(&rate)), vec![1]);
+    assert_eq!(last_settled_undrawn(None), Vec::<u32>::new());
+
     // A drift of a few KiB an epoch is no reason to sample finer.
     let a = unseen(4 << 10);
     assert!(!a.too_few_samples(), "{}", a.verdict_message(None));
