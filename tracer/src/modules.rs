@@ -69,21 +69,23 @@ impl ModuleMap {
     /// "[vdso]"), by the loader's name.
     fn list(&mut self, modules: Vec<Module>, nodes_made: u32) {
         let before: HashMap<usize, u32, BuildWordHasher> = self.loaded.drain(..).collect();
-        let relative_new = |m: &Module| {
-            !m.path.is_empty() && !m.path.starts_with('/') && !self.latest.contains_key(&(m.path.clone(), m.load_bias))
-        };
-        let at: Vec<u64> =
-            modules.iter().filter(|m| relative_new(m)).filter_map(|m| Some(m.segments.first()?.0)).collect();
-        let mut files = crate::sys::files_mapped_at(&at).into_iter();
-        let modules: Vec<(Module, Option<String>)> = modules
-            .into_iter()
-            .map(|module| {
-                let file =
-                    if relative_new(&module) && !module.segments.is_empty() { files.next().flatten() } else { None };
-                (module, file)
+        // The first segment of each module first listed with a relative name.
+        let relative_new: Vec<(usize, u64)> = modules
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| {
+                !m.path.is_empty()
+                    && !m.path.starts_with('/')
+                    && !self.latest.contains_key(&(m.path.clone(), m.load_bias))
             })
+            .filter_map(|(index, m)| Some((index, m.segments.first()?.0)))
             .collect();
-        for (module, file) in modules {
+        let at: Vec<u64> = relative_new.iter().map(|&(_, address)| address).collect();
+        let mut files: Vec<Option<String>> = vec![None; modules.len()];
+        for (&(index, _), file) in relative_new.iter().zip(crate::sys::files_mapped_at(&at)) {
+            files[index] = file;
+        }
+        for (module, file) in modules.into_iter().zip(files) {
             let entry = self.see(module, file);
             let nodes_before = before.get(&entry).copied().unwrap_or(self.nodes_at_listing);
             self.loaded.push((entry, nodes_before));
