@@ -1532,12 +1532,11 @@ impl Session {
         match (self.config.epoch_seconds, self.config.epoch_seconds_explicit) {
             (None, _) => format!("marks{passes}; no time slices (TRACER_EPOCH_SECONDS=0)"),
             (Some(s), true) => format!("marks{passes}; {}{s} s", trace_format::TIME_SLICES_OF),
-            (Some(s), false) if python && self.config.auto_epochs => format!(
-                "marks{passes}; {}{s} s until {slices_end}{}",
-                trace_format::TIME_SLICES_OF,
-                trace_format::SLICES_WHILE_PASSES_UNSEEN
-            ),
-            (Some(s), false) => format!("marks{passes}; {}{s} s until {slices_end}", trace_format::TIME_SLICES_OF),
+            (Some(s), false) => {
+                let unseen =
+                    if python && self.config.auto_epochs { trace_format::SLICES_WHILE_PASSES_UNSEEN } else { "" };
+                format!("marks{passes}; {}{s} s until {slices_end}{unseen}", trace_format::TIME_SLICES_OF)
+            }
         }
     }
 
