@@ -122,6 +122,39 @@ fn fork_from_a_signal_handler_never_hangs_nor_breaks_the_child() {
     }
 }
 
+/// A child forked while another thread loads or unloads a library may
+/// inherit the loader's lock on its list of objects, held for ever (glibc
+/// does not reset it): such a child lists its objects from its mappings
+/// instead, exits as it would untraced, and its allocations are named.
+#[test]
+fn children_forked_while_a_library_loads_never_hang_and_name_their_code() {
+    let program = compile("forks_while_loading.c");
+    let library = compile_library("first_plugin.c");
+    let (mut command, dir) = traced_command(&program);
+    command.arg(&library).env(FULL_CAPTURE.0, FULL_CAPTURE.1);
+    let (stdout, stderr) = succeeding_within_a_minute(command, dir.path());
+    assert_eq!(stdout, "forks_while_loading: 0 hung\n", "{stderr}");
+    let children: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|pid| pid.to_string_lossy().parse::<u32>().is_ok()))
+        .collect();
+    assert_eq!(children.len(), 60, "{children:?}");
+    for trace in children {
+        let svg = std::path::PathBuf::from(format!("{}.live.svg", trace.display()));
+        let output = Command::new(analyzer())
+            .args(["flamegraph", "--weigh", "live"])
+            .arg(&trace)
+            .arg("-o")
+            .arg(&svg)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}: {}", trace.display(), String::from_utf8_lossy(&output.stderr));
+        let drawing = std::fs::read_to_string(&svg).unwrap();
+        assert!(drawing.contains("child_keeps"), "{}: the child's allocations are not named", trace.display());
+    }
+}
+
 /// A thread whose cancellation is pending allocates and marks epochs: the
 /// tracer's writes are no cancellation points, so the thread is cancelled
 /// at its own, as it is untraced (a cancellation acted on inside the

@@ -24,6 +24,7 @@ mod capture_room;
 mod config;
 mod fast_hash;
 mod gate;
+mod loaded_objects;
 mod mappings;
 mod modules;
 mod own_stack;

@@ -173,7 +173,7 @@ impl Locked<'_> {
 /// ("[stack]", "[vdso]") are not recorded. The protection is the mapping's
 /// now, not its first.
 pub fn kind_in_maps_line(line: &[u8]) -> Option<StackKind> {
-    let MapsLine { perms, inode, path } = MapsLine::parse(line)?;
+    let MapsLine { perms, inode, path, .. } = MapsLine::parse(line)?;
     let &[read, write, execute, sharing] = perms else { return None };
     if [read, write, execute] == *b"---" {
         return None;

@@ -53,8 +53,12 @@ impl ModuleMap {
             self.nodes_at_listing = nodes_made;
             return;
         }
-        self.list(loaded_modules(), nodes_made);
-        self.listed_at = events;
+        // Not listed (a dlclose under way in a child listing its mappings):
+        // the next refresh lists them.
+        if let Some(modules) = loaded_modules() {
+            self.list(modules, nodes_made);
+            self.listed_at = events;
+        }
     }
 
     /// Takes `modules` as those loaded now. One the last listing lacked was
@@ -212,29 +216,31 @@ fn overlap(a: &Module, b: &Module) -> bool {
 
 /// The address range `[start, end)` of the object containing `address`.
 pub fn module_range_containing(address: u64) -> Option<(u64, u64)> {
-    loaded_modules().into_iter().find_map(|module| {
+    loaded_modules()?.into_iter().find_map(|module| {
         let start = module.segments.iter().map(|s| s.0).min()?;
         let end = module.segments.iter().map(|s| s.1).max()?;
         (start <= address && address < end).then_some((start, end))
     })
 }
 
-fn loaded_modules() -> Vec<Module> {
+/// The loaded modules; `None` if they cannot be listed now (see
+/// [`crate::loaded_objects::for_each`]).
+fn loaded_modules() -> Option<Vec<Module>> {
     let mut modules: Vec<Module> = Vec::new();
-    // SAFETY: the callback only reads the program headers glibc passes it,
-    // for the duration of the call, and `data` is the `modules` vector above.
-    unsafe { libc::dl_iterate_phdr(Some(collect_module), (&mut modules as *mut Vec<Module>).cast()) };
-    modules
+    // SAFETY: the callback only reads the program headers it is passed, for
+    // the duration of the call, and `data` is the `modules` vector above.
+    let listed = unsafe { crate::loaded_objects::for_each(collect_module, (&mut modules as *mut Vec<Module>).cast()) };
+    listed.then_some(modules)
 }
 
 unsafe extern "C" fn collect_module(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> i32 {
-    // SAFETY: glibc passes a valid dl_phdr_info for the duration of the
-    // callback, and `data` is the vector passed to dl_iterate_phdr.
+    // SAFETY: the listing passes a valid dl_phdr_info for the duration of
+    // the callback, and `data` is the vector passed to it.
     let (info, modules) = unsafe { (&*info, &mut *data.cast::<Vec<Module>>()) };
     let phdrs: &[libc::Elf64_Phdr] = if info.dlpi_phdr.is_null() {
         &[]
     } else {
-        // SAFETY: glibc guarantees `dlpi_phnum` headers at `dlpi_phdr`.
+        // SAFETY: the listing guarantees `dlpi_phnum` headers at `dlpi_phdr`.
         unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
     };
     let bias = info.dlpi_addr;
@@ -264,7 +270,8 @@ unsafe extern "C" fn collect_module(info: *mut libc::dl_phdr_info, _size: usize,
             // Only read notes that lie inside a loaded segment, so they are mapped.
             let mapped = segments.iter().any(|&(s, e)| s <= start && end <= e);
             // SAFETY: the note segment lies inside a loaded segment of this
-            // module, which stays mapped while dl_iterate_phdr holds its lock.
+            // module, which stays mapped while the listing runs (see
+            // `loaded_objects`).
             let notes = mapped.then(|| unsafe { std::slice::from_raw_parts(start as *const u8, ph.p_filesz as usize) });
             notes.and_then(gnu_build_id)
         })
@@ -307,7 +314,7 @@ mod tests {
 
     #[test]
     fn the_test_binary_and_libc_are_listed_with_segments() {
-        let modules = loaded_modules();
+        let modules = loaded_modules().unwrap();
         assert!(modules[0].path.contains("tracer"), "{:?}", modules[0].path);
         assert!(modules.iter().any(|m| m.path.contains("libc.so")));
         assert!(modules.iter().all(|m| m.segments.iter().all(|s| s.0 < s.1)));

@@ -698,7 +698,7 @@ pub fn files_mapped_at(addresses: &[u64]) -> Vec<Option<String>> {
 
 /// Calls `each` with the lines of /proc/self/maps (without their newline),
 /// read through `buf`, until it returns false. errno is left as it was.
-fn for_each_maps_line(buf: &mut [u8], each: impl FnMut(&[u8]) -> bool) {
+pub fn for_each_maps_line(buf: &mut [u8], each: impl FnMut(&[u8]) -> bool) {
     keeping_errno(|| read_maps_lines(buf, each));
 }
 
@@ -734,6 +734,8 @@ fn read_maps_lines(buf: &mut [u8], mut each: impl FnMut(&[u8]) -> bool) {
 /// inode path") that say what is mapped there.
 pub struct MapsLine<'a> {
     pub perms: &'a [u8],
+    /// Where in its file the mapping starts.
+    pub offset: u64,
     pub inode: &'a [u8],
     /// The file's path as the kernel names it (absolute, with " (deleted)"
     /// after a file removed since), a pseudo-path ("[stack]", "/memfd:name
@@ -745,14 +747,15 @@ impl MapsLine<'_> {
     pub fn parse(line: &[u8]) -> Option<MapsLine<'_>> {
         let mut fields = line.split(|&b| b == b' ').filter(|field| !field.is_empty());
         let perms = fields.nth(1)?;
-        let inode = fields.nth(2)?;
+        let offset = u64::from_str_radix(std::str::from_utf8(fields.next()?).ok()?, 16).ok()?;
+        let inode = fields.nth(1)?;
         let path_start = inode.as_ptr() as usize - line.as_ptr() as usize + inode.len();
-        Some(MapsLine { perms, inode, path: line[path_start..].trim_ascii() })
+        Some(MapsLine { perms, offset, inode, path: line[path_start..].trim_ascii() })
     }
 }
 
 /// "start-end perms ..." with hexadecimal bounds.
-fn parse_range(line: &[u8]) -> Option<(u64, u64)> {
+pub fn parse_range(line: &[u8]) -> Option<(u64, u64)> {
     let range = line.split(|&b| b == b' ').next()?;
     let dash = range.iter().position(|&b| b == b'-')?;
     let hex = |digits: &[u8]| u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok();

@@ -41,6 +41,7 @@ extern "C" fn after_fork_in_parent() {
 }
 
 extern "C" fn after_fork_in_child() {
+    crate::loaded_objects::note_fork_in_child();
     session::after_fork_in_child();
 }
 

@@ -63,8 +63,10 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
         // Nested in the tracer's own work, or forking: no waiting here.
         module_set::closing(false);
     }
+    let unloading = crate::loaded_objects::Unloading::begin(waited.is_some());
     // SAFETY: forwarding the caller's handle unchanged.
     let result = unsafe { real(handle) };
+    drop(unloading);
     module_set::closed();
     result
 }

@@ -42,7 +42,7 @@ impl Deref for Mapped {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         // SAFETY: `start..start + len` lies inside a loaded segment of an
-        // object that was listed by dl_iterate_phdr when this set was
+        // object that was listed (`loaded_objects`) when this set was
         // collected; the set is only used while that object stays loaded
         // (see the module comment: dlclose waits for every capture that
         // could hold this set, and later captures reject it).
@@ -262,7 +262,8 @@ fn collect_and_publish() -> bool {
     if CLOSING.load(SeqCst) != 0 {
         return false;
     }
-    let set = Box::new(collect(events));
+    let Some(set) = collect(events) else { return false };
+    let set = Box::new(set);
     if LOAD_EVENTS.load(SeqCst) != events || CLOSING.load(SeqCst) != 0 {
         return false; // never published: nobody else saw it
     }
@@ -392,7 +393,7 @@ fn grace_period(blocking: bool) -> bool {
     true
 }
 
-fn collect(events: u64) -> ModuleSet {
+fn collect(events: u64) -> Option<ModuleSet> {
     let mut set = ModuleSet {
         events,
         unwinder: UnwinderX86_64::new(),
@@ -400,20 +401,20 @@ fn collect(events: u64) -> ModuleSet {
         noted_unlisted: AtomicBool::new(false),
     };
     // SAFETY: the callback only reads the program headers and mapped segments
-    // of the objects glibc passes it, and `data` is `set`.
-    unsafe { libc::dl_iterate_phdr(Some(add_object), (&mut set as *mut ModuleSet).cast()) };
+    // of the objects it is passed, and `data` is `set`.
+    let listed = unsafe { crate::loaded_objects::for_each(add_object, (&mut set as *mut ModuleSet).cast()) };
     set.objects.sort_unstable_by_key(|o| o.0);
-    set
+    listed.then_some(set)
 }
 
 unsafe extern "C" fn add_object(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> i32 {
-    // SAFETY: glibc passes a valid dl_phdr_info for the duration of the
-    // callback, and `data` is the set passed to dl_iterate_phdr.
+    // SAFETY: the listing passes a valid dl_phdr_info for the duration of
+    // the callback, and `data` is the set passed to it.
     let (info, set) = unsafe { (&*info, &mut *data.cast::<ModuleSet>()) };
     if info.dlpi_phdr.is_null() {
         return 0;
     }
-    // SAFETY: glibc guarantees `dlpi_phnum` headers at `dlpi_phdr`.
+    // SAFETY: the listing guarantees `dlpi_phnum` headers at `dlpi_phdr`.
     let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
     let bias = info.dlpi_addr;
     let loads: Vec<Range<u64>> = phdrs
@@ -444,7 +445,7 @@ fn unwind_module(bias: u64, range: Range<u64>, hdr: u64, hdr_len: u64, loads: &[
         return None;
     }
     // SAFETY: the header lies inside a loaded segment of this object, which
-    // stays mapped while dl_iterate_phdr holds its lock.
+    // stays mapped while the listing runs (see `loaded_objects`).
     let header = unsafe { std::slice::from_raw_parts(hdr as *const u8, hdr_len as usize) };
     if header[0] != 1 {
         return None; // unknown .eh_frame_hdr version

@@ -1,0 +1,352 @@
+//! The loaded ELF objects, as `dl_iterate_phdr` lists them, or, in a
+//! process forked while its loader was changing the list, as the process's
+//! mappings show them.
+//!
+//! glibc's `fork` resets the loader's own lock in the child but not the one
+//! that guards its list of objects, which a thread adding or removing an
+//! object holds for a moment: a child forked in that moment waits for ever
+//! in its first `dl_iterate_phdr`, as the tracer's listings call it at the
+//! child's snapshots and on its first captures. Whether that moment was hit
+//! cannot be read, but the loader's interface for debuggers (`_r_debug`,
+//! `<link.h>`) says whether objects were being added or removed, a window
+//! around it: a child forked inside that window, and its own descendants,
+//! list their objects from /proc/self/maps and the ELF headers mapped there.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::sys::{self, MapsLine};
+
+/// A `dl_iterate_phdr` callback.
+pub type EachObject = unsafe extern "C" fn(*mut libc::dl_phdr_info, usize, *mut c_void) -> c_int;
+
+/// Set in a child forked while the loader was adding or removing objects;
+/// its descendants inherit it with the lock.
+static LIST_MAY_BE_HELD: AtomicBool = AtomicBool::new(false);
+
+/// `<link.h>`'s `struct r_debug`, followed by the link to the next
+/// namespace's that glibc 2.35 added (`struct r_debug_extended`, read only
+/// where `version` is 2 or more).
+#[repr(C)]
+struct LoaderDebugState {
+    version: c_int,
+    map: *const c_void,
+    brk: usize,
+    state: c_int,
+    ldbase: usize,
+    next: *const LoaderDebugState,
+}
+
+/// `r_state` while the objects are not being changed.
+const CONSISTENT: c_int = 0;
+/// glibc allows 16 namespaces; the walk stops there whatever the links say.
+const MOST_NAMESPACES: usize = 16;
+
+extern "C" {
+    /// The dynamic loader's state for debuggers, defined by ld.so.
+    static _r_debug: LoaderDebugState;
+}
+
+/// In a forked child, before the tracer lists anything there: whether the
+/// loader's list of objects may be locked for ever is noted.
+pub fn note_fork_in_child() {
+    if !LIST_MAY_BE_HELD.load(Ordering::Relaxed) && loader_was_changing_objects() {
+        LIST_MAY_BE_HELD.store(true, Ordering::Relaxed);
+    }
+}
+
+fn loader_was_changing_objects() -> bool {
+    let mut debug: *const LoaderDebugState = std::ptr::addr_of!(_r_debug);
+    for _ in 0..MOST_NAMESPACES {
+        // SAFETY: `debug` is `_r_debug` (ld.so's, for the process's life) or
+        // a namespace's state it links to, which the loader never frees; the fields past `ldbase` are read only
+        // where the version says they exist. Volatile: the loader writes them
+        // for debuggers, behind the compiler's back.
+        let (version, state) = unsafe {
+            (std::ptr::addr_of!((*debug).version).read_volatile(), std::ptr::addr_of!((*debug).state).read_volatile())
+        };
+        if state != CONSISTENT {
+            return true;
+        }
+        if version < 2 {
+            return false;
+        }
+        // SAFETY: as above, with version 2.
+        let next = unsafe { std::ptr::addr_of!((*debug).next).read_volatile() };
+        if next.is_null() {
+            return false;
+        }
+        debug = next;
+    }
+    false
+}
+
+/// Listings from the mappings under way, and `dlclose` calls: the loader's
+/// lock kept a library mapped while `dl_iterate_phdr` read it; these keep
+/// it mapped while a listing from the mappings reads it.
+static LISTINGS: AtomicUsize = AtomicUsize::new(0);
+static UNLOADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Calls `each` with each loaded object and `data`, as `dl_iterate_phdr`
+/// does; where the loader's list may be locked for ever, with the objects
+/// the mappings show (see [`objects_in_mappings`]), or not at all while a
+/// `dlclose` is under way: false then.
+///
+/// # Safety
+/// `each` must be sound to call with an object's `dl_phdr_info`, valid for
+/// the call, and `data`.
+pub unsafe fn for_each(each: EachObject, data: *mut c_void) -> bool {
+    if !LIST_MAY_BE_HELD.load(Ordering::Relaxed) {
+        // SAFETY: the caller's contract is dl_iterate_phdr's.
+        unsafe { libc::dl_iterate_phdr(Some(each), data) };
+        return true;
+    }
+    LISTINGS.fetch_add(1, Ordering::SeqCst);
+    let listed = UNLOADS.load(Ordering::SeqCst) == 0;
+    if listed {
+        // SAFETY: the caller's contract; no dlclose unmaps anything until
+        // `LISTINGS` drops back.
+        unsafe { objects_in_mappings(each, data) };
+    }
+    LISTINGS.fetch_sub(1, Ordering::SeqCst);
+    listed
+}
+
+/// Held across the loader's `dlclose`: where objects are listed from the
+/// mappings, it keeps new listings off and, if `may_wait`, waits for those
+/// under way (not where this thread may be inside one: a handler of a
+/// signal that interrupted it).
+pub struct Unloading(bool);
+
+impl Unloading {
+    pub fn begin(may_wait: bool) -> Unloading {
+        let counted = LIST_MAY_BE_HELD.load(Ordering::Relaxed);
+        if counted {
+            UNLOADS.fetch_add(1, Ordering::SeqCst);
+            // A listing waits for nothing, so this wait ends.
+            while may_wait && LISTINGS.load(Ordering::SeqCst) != 0 {
+                std::thread::yield_now();
+            }
+        }
+        Unloading(counted)
+    }
+}
+
+impl Drop for Unloading {
+    fn drop(&mut self) {
+        if self.0 {
+            UNLOADS.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A line of /proc/self/maps, as far as finding objects needs it.
+struct Mapping {
+    start: u64,
+    end: u64,
+    readable: bool,
+    executable: bool,
+    offset: u64,
+    path: Vec<u8>,
+}
+
+/// Calls `each` with the program (unnamed, first, as the loader lists it),
+/// the vDSO, and every file whose first page, mapped readable, holds an ELF
+/// header whose loadable segments are all mapped, readable, each from that
+/// file where it has file contents: what the loader maps for an object.
+/// A file mapped as data covers its own length only, not its segments'
+/// places. The names are the kernel's, absolute.
+///
+/// # Safety
+/// As [`for_each`]'s.
+unsafe fn objects_in_mappings(each: EachObject, data: *mut c_void) {
+    let mut mappings: Vec<Mapping> = Vec::new();
+    let mut buf = vec![0u8; 16 << 10];
+    sys::for_each_maps_line(&mut buf, |line| {
+        if let (Some((start, end)), Some(fields)) = (sys::parse_range(line), MapsLine::parse(line)) {
+            let (readable, executable) = (fields.perms.first() == Some(&b'r'), fields.perms.get(2) == Some(&b'x'));
+            let path = fields.path.to_vec();
+            mappings.push(Mapping { start, end, readable, executable, offset: fields.offset, path });
+        }
+        true
+    });
+    let program_headers = auxiliary(libc::AT_PHDR);
+    let call = |headers: u64, count: usize, bias: u64, name: &[u8]| {
+        let mut name = name.to_vec();
+        name.push(0);
+        // SAFETY: dl_phdr_info is plain data, for which all zeroes is valid.
+        let mut info: libc::dl_phdr_info = unsafe { std::mem::zeroed() };
+        info.dlpi_addr = bias;
+        info.dlpi_name = name.as_ptr().cast();
+        info.dlpi_phdr = headers as *const libc::Elf64_Phdr;
+        info.dlpi_phnum = count as u16;
+        // SAFETY: `info` describes an object whose headers and segments are
+        // mapped (checked below), and lives for the call; the caller's contract.
+        unsafe { each(&mut info, std::mem::size_of::<libc::dl_phdr_info>(), data) };
+    };
+    // SAFETY: the kernel's auxiliary vector points at the program's headers.
+    let program = unsafe { headers_at(program_headers, auxiliary(libc::AT_PHNUM) as usize) };
+    if let Some(program) = program {
+        let bias = program
+            .iter()
+            .find(|ph| ph.p_type == libc::PT_PHDR)
+            .map_or(0, |ph| program_headers.wrapping_sub(ph.p_vaddr));
+        call(program_headers, program.len(), bias, b"");
+    }
+    let vdso = auxiliary(libc::AT_SYSINFO_EHDR);
+    // SAFETY: the kernel's auxiliary vector points at the vDSO's ELF header, mapped readable.
+    if let Some((headers, count, bias)) = unsafe { object_at(vdso, u64::MAX) } {
+        call(headers, count, bias, b"linux-vdso.so.1");
+    }
+    for mapping in &mappings {
+        let is_program = mapping.start <= program_headers && program_headers < mapping.end;
+        if mapping.offset != 0 || !mapping.readable || !mapping.path.starts_with(b"/") || is_program {
+            continue;
+        }
+        // SAFETY: the mapping was listed readable, holding the file's start.
+        let Some((headers, count, bias)) = (unsafe { object_at(mapping.start, mapping.end - mapping.start) }) else {
+            continue;
+        };
+        // SAFETY: `object_at` checked the headers lie in the mapping.
+        let phdrs = unsafe { headers_at(headers, count) }.unwrap_or_default();
+        if phdrs
+            .iter()
+            .filter(|ph| ph.p_type == libc::PT_LOAD)
+            .all(|ph| segment_mapped(&mappings, bias, ph, &mapping.path))
+        {
+            call(headers, count, bias, &mapping.path);
+        }
+    }
+}
+
+/// Whether a loadable segment lies in readable mappings without a gap, its
+/// first page in one of the file `path`'s where it has file contents, and
+/// executable where the segment is code.
+fn segment_mapped(mappings: &[Mapping], bias: u64, ph: &libc::Elf64_Phdr, path: &[u8]) -> bool {
+    let page = sys::page_size() as u64;
+    let start = bias.wrapping_add(ph.p_vaddr) & !(page - 1);
+    let end = bias.wrapping_add(ph.p_vaddr).wrapping_add(ph.p_memsz);
+    let Some(first) = mappings.iter().position(|m| m.start <= start && start < m.end) else { return false };
+    let code = ph.p_flags & libc::PF_X != 0;
+    if (ph.p_filesz > 0 && mappings[first].path != path) || (code && !mappings[first].executable) {
+        return false;
+    }
+    let mut reached = start;
+    for mapping in &mappings[first..] {
+        if reached >= end {
+            break;
+        }
+        if mapping.start > reached || !mapping.readable {
+            return false;
+        }
+        reached = mapping.end;
+    }
+    reached >= end
+}
+
+/// The program headers, their count and the load bias of the ELF object
+/// whose header is at `start`, where `len` bytes are mapped readable, if it
+/// is one with its headers inside those bytes.
+///
+/// # Safety
+/// `len` bytes at `start` are mapped readable (`u64::MAX`: as far as the
+/// header says, for the vDSO, which the kernel maps whole).
+unsafe fn object_at(start: u64, len: u64) -> Option<(u64, usize, u64)> {
+    const HEADER: u64 = std::mem::size_of::<libc::Elf64_Ehdr>() as u64;
+    if start == 0 || len < HEADER {
+        return None;
+    }
+    // SAFETY: the caller's: at least a header's bytes are readable.
+    let header = unsafe { &*(start as *const libc::Elf64_Ehdr) };
+    let is_object = header.e_ident[..4] == *b"\x7fELF"
+        && header.e_ident[libc::EI_CLASS] == libc::ELFCLASS64
+        && matches!(header.e_type, libc::ET_DYN | libc::ET_EXEC)
+        && usize::from(header.e_phentsize) == std::mem::size_of::<libc::Elf64_Phdr>();
+    let count = usize::from(header.e_phnum);
+    let headers_end = header.e_phoff.checked_add(count as u64 * u64::from(header.e_phentsize))?;
+    if !is_object || headers_end > len {
+        return None;
+    }
+    let headers = start + header.e_phoff;
+    // SAFETY: the headers lie within the readable bytes, checked above.
+    let phdrs = unsafe { headers_at(headers, count) }?;
+    // The first loadable segment holds the header, at the page its address rounds down to.
+    let first = phdrs.iter().find(|ph| ph.p_type == libc::PT_LOAD && ph.p_offset == 0)?;
+    let bias = start.wrapping_sub(first.p_vaddr & !(sys::page_size() as u64 - 1));
+    Some((headers, count, bias))
+}
+
+/// # Safety
+/// `count` program headers are mapped readable at `headers`, for as long
+/// as the slice is used.
+unsafe fn headers_at<'a>(headers: u64, count: usize) -> Option<&'a [libc::Elf64_Phdr]> {
+    // SAFETY: the caller's.
+    (headers != 0 && count > 0)
+        .then(|| unsafe { std::slice::from_raw_parts(headers as *const libc::Elf64_Phdr, count) })
+}
+
+fn auxiliary(kind: libc::c_ulong) -> u64 {
+    // SAFETY: getauxval reads the process's auxiliary vector; 0 where absent.
+    unsafe { libc::getauxval(kind) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a listing gave: each object's name, load bias and program header count.
+    unsafe extern "C" fn note(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+        // SAFETY: both listings pass a valid entry, and `data` is the vector below.
+        let (info, seen) = unsafe { (&*info, &mut *data.cast::<Vec<(String, u64, u16)>>()) };
+        // SAFETY: a NUL-terminated name, valid for the call.
+        let name = unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_string_lossy();
+        // The loader names by the path it opened, the kernel by the file's real path.
+        let name = std::fs::canonicalize(&*name).map_or(name.into_owned(), |p| p.to_string_lossy().into_owned());
+        seen.push((name, info.dlpi_addr, info.dlpi_phnum));
+        0
+    }
+
+    fn listed(by_mappings: bool) -> Vec<(String, u64, u16)> {
+        let mut seen: Vec<(String, u64, u16)> = Vec::new();
+        let data = (&mut seen as *mut Vec<(String, u64, u16)>).cast();
+        if by_mappings {
+            // SAFETY: `note` only reads the entry and pushes onto `seen`.
+            unsafe { objects_in_mappings(note, data) };
+        } else {
+            // SAFETY: as above.
+            unsafe { libc::dl_iterate_phdr(Some(note), data) };
+        }
+        seen
+    }
+
+    #[test]
+    fn the_mappings_show_the_objects_the_loader_lists() {
+        let by_loader = listed(false);
+        let by_mappings = listed(true);
+        assert_eq!(by_mappings[0], by_loader[0], "the program, unnamed, first");
+        let mut loader_sorted = by_loader.clone();
+        let mut mappings_sorted = by_mappings.clone();
+        loader_sorted.sort();
+        mappings_sorted.sort();
+        assert_eq!(mappings_sorted, loader_sorted);
+        assert!(by_loader.iter().any(|(name, _, _)| name.contains("libc.so")), "{by_loader:?}");
+    }
+
+    #[test]
+    fn a_file_mapped_as_data_is_no_object() {
+        let library = std::fs::canonicalize("/proc/self/exe").unwrap();
+        let file = std::fs::File::open(&library).unwrap();
+        let len = file.metadata().unwrap().len() as usize;
+        use std::os::fd::AsRawFd;
+        // SAFETY: a private read-only mapping of a file this test opened, unmapped below.
+        let data =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0) };
+        assert_ne!(data, libc::MAP_FAILED);
+        let listed = listed(true);
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(data, len) };
+        let program = library.to_string_lossy();
+        assert!(listed.iter().all(|(name, _, _)| *name != program), "{listed:?}");
+        assert!(listed.iter().all(|&(_, bias, _)| bias != data as u64), "{listed:?}");
+    }
+}
