@@ -640,6 +640,52 @@ fn unwritable_output_leaves_the_program_unchanged_and_says_why_once() {
     assert!(stderr.starts_with("tracer: cannot create the trace file /nonexistent/dir/trace.bin"), "{stderr}");
 }
 
+/// An output named by mistake after a file that is not a trace (the
+/// script itself) is left as it is: the trace goes to `<name>.<pid>`, the
+/// program runs as it would untraced, and stderr says where, once. An
+/// earlier run's trace, even a torn one, is still written over.
+#[test]
+fn an_output_naming_a_file_that_is_no_trace_leaves_it_as_it_is() {
+    let program = compile("leaky.c");
+    let untraced = std::process::Command::new(&program).arg("4").output().unwrap();
+    let (mut command, dir) = traced_command(&program);
+    let script = dir.path().join("train.py");
+    std::fs::write(&script, "print('training')\n").unwrap();
+    let output = command.env("TRACER_OUTPUT", &script).arg("4").output().unwrap();
+    assert_eq!(std::fs::read_to_string(&script).unwrap(), "print('training')\n");
+    assert_eq!((output.status.code(), &output.stdout), (untraced.status.code(), &untraced.stdout));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let written = dir.path().join(format!("train.py.{}", process_record_pid(dir.path(), "train.py.")));
+    assert!(
+        stderr.starts_with(&format!(
+            "tracer: {} is not a trace file and is left as it is; the trace is written to {}",
+            script.display(),
+            written.display()
+        )),
+        "{stderr}"
+    );
+    assert!(mentions(&suspects(&report_json(&written))[0], "leak_per_epoch"));
+
+    let torn = dir.path().join("torn.bin");
+    std::fs::write(&torn, &trace_format::MAGIC[..5]).unwrap();
+    let (mut command, _run_dir) = traced_command(&program);
+    let output = command.env("TRACER_OUTPUT", &torn).arg("4").output().unwrap();
+    assert!(output.status.success() && output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(mentions(&suspects(&report_json(&torn))[0], "leak_per_epoch"));
+}
+
+/// The pid of the one trace in `dir` whose name starts with `prefix`.
+fn process_record_pid(dir: &Path, prefix: &str) -> u32 {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(prefix))
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    process_record(&dir.join(&names[0])).pid
+}
+
 /// Switches with values other than 0 and 1 are each told on one line and
 /// keep their default; a directory named with a slash is made.
 #[test]

@@ -266,7 +266,13 @@ fn begin(allocators: Allocators) {
         }
     };
     std::env::set_var(REPORTED_VAR, REPORTED_OK);
-    if named_output_in_use(&config, None, writer.path()) {
+    if let Some(kept) = writer.kept_other_file() {
+        sys::print_stderr(&format!(
+            "tracer: {} is not a trace file and is left as it is; the trace is written to {} (set TRACER_OUTPUT to a new file's name)\n",
+            kept.display(),
+            writer.path().display()
+        ));
+    } else if named_output_in_use(&config, None, writer.path()) {
         sys::print_stderr(&format!(
             "tracer: {} is the trace of another traced process started beside this one; this one (pid {}) writes {}\n",
             config.base_output.display(),
@@ -1387,7 +1393,10 @@ impl Session {
             (trace_format::MAX_FRAMES_SETTING.to_string(), unwind::MAX_FRAMES.to_string()),
             (trace_format::SAMPLING_SETTING.to_string(), self.sampling_setting()),
         ];
-        if path.is_some_and(|path| named_output_in_use(&self.config, output.forked_from, path)) {
+        let kept_other_file = output.writer.as_ref().and_then(|w| w.kept_other_file());
+        if let Some(kept) = kept_other_file.filter(|_| output.forked_from.is_none()) {
+            settings.push(("not_overwritten".to_string(), format!("{}, which is not a trace file", kept.display())));
+        } else if path.is_some_and(|path| named_output_in_use(&self.config, output.forked_from, path)) {
             let why = format!(
                 "{}, the trace of another traced process started beside this one",
                 self.config.base_output.display()

@@ -579,6 +579,11 @@ fn is_on_shared_memory_filesystem(fd: i32) -> bool {
 }
 
 /// What `fstat` says of `fd`; `None` when `fd` is not open.
+/// The size of the file `fd` is open on; `None` when `fd` is not open.
+pub fn file_size(fd: i32) -> Option<u64> {
+    fstat(fd).map(|status| status.st_size as u64)
+}
+
 fn fstat(fd: i32) -> Option<libc::stat> {
     // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
     let mut status: libc::stat = unsafe { std::mem::zeroed() };

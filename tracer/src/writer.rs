@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use trace_format::{file_header, frame_record, snapshot_frame, EncodedCounters, Record, RecordReader, Snapshot};
+use trace_format::{file_header, frame_record, snapshot_frame, EncodedCounters, Record, RecordReader, Snapshot, MAGIC};
 
 use crate::sys::{self, Claim};
 
@@ -28,6 +28,8 @@ pub struct TraceWriter {
     file: sys::FileId,
     path: PathBuf,
     pending: Vec<u8>,
+    /// A file passed over that holds something other than a trace.
+    kept_other_file: Option<PathBuf>,
 }
 
 impl TraceWriter {
@@ -37,18 +39,28 @@ impl TraceWriter {
     /// began is passed over too: this process started first, so that one
     /// ran beside it (the other end of a pipeline, which may have ended
     /// already) and its trace is kept. `None` when this process's start is
-    /// not known: the file is taken for an earlier run's.
+    /// not known: the file is taken for an earlier run's. One holding
+    /// anything but a trace (a script named by mistake) is passed over and
+    /// kept as it is.
     pub fn create(
         candidates: impl Iterator<Item = (PathBuf, Claim)>,
         started_unix_ns: Option<u64>,
     ) -> Result<TraceWriter, (PathBuf, io::Error)> {
         let mut last_error = None;
+        let mut kept_other_file: Option<PathBuf> = None;
         for (path, claim) in candidates {
-            let written_beside = |fd| started_unix_ns.is_some_and(|started| trace_started_since(fd, started));
-            match sys::create_file(&path, claim, written_beside) {
+            let keep = |fd| {
+                let other = holds_other_than_a_trace(fd);
+                if other {
+                    kept_other_file = Some(path.clone());
+                }
+                other || started_unix_ns.is_some_and(|started| trace_started_since(fd, started))
+            };
+            match sys::create_file(&path, claim, keep) {
                 Ok(fd) => {
                     let file = sys::file_id(fd).unwrap_or_default();
-                    let mut writer = TraceWriter { fd, file, path, pending: file_header().to_vec() };
+                    let kept_other_file = kept_other_file.take();
+                    let mut writer = TraceWriter { fd, file, path, pending: file_header().to_vec(), kept_other_file };
                     writer.flush().map_err(|err| (writer.path.clone(), err))?;
                     return Ok(writer);
                 }
@@ -61,6 +73,12 @@ impl TraceWriter {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file named for the trace, passed over because it holds something
+    /// other than a trace (see [`TraceWriter::create`]).
+    pub fn kept_other_file(&self) -> Option<&Path> {
+        self.kept_other_file.as_deref()
     }
 
     pub fn append(&mut self, record: &Record) {
@@ -147,6 +165,21 @@ fn held_by_another(claim: Claim, err: &io::Error) -> bool {
         Claim::Locked => matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::AlreadyExists),
         Claim::Exclusive => err.kind() == io::ErrorKind::AlreadyExists,
     }
+}
+
+/// Whether the file `fd` is open on holds something other than a trace (a
+/// script named as the output by mistake), or cannot be read to tell: it is
+/// kept, not emptied. An empty file, or one starting as a trace does (an
+/// earlier run's, whole or torn), is not.
+fn holds_other_than_a_trace(fd: i32) -> bool {
+    if sys::file_size(fd).is_none_or(|size| size == 0) {
+        return false;
+    }
+    let Ok(reading) = sys::open_to_read(fd) else { return true };
+    let mut start = [0u8; MAGIC.len()];
+    let read = sys::read_at(reading, &mut start, 0);
+    sys::close(reading);
+    read.map_or(true, |n| start[..n] != MAGIC[..n])
 }
 
 /// A process record larger than this (a command line of megabytes) is
