@@ -813,26 +813,67 @@ fn a_run_that_closes_no_epoch_is_told_its_figures_are_estimates() {
 }
 
 /// A slice is cut at the program's next allocation after its time, even
-/// where the program allocates twenty times a second; its label tells
-/// slices of a fraction of a second apart.
+/// where the program allocates twenty times a second, and after a burst
+/// of a million allocations (which spaces the looks at the clock out);
+/// its label tells slices of a fraction of a second apart.
 #[test]
 fn time_slices_cut_a_program_that_allocates_rarely() {
     let program = compile("allocates_rarely.c");
-    let run = run_traced_with(&program, &[], &[("TRACER_EPOCH_SECONDS", "0.1")]).succeeded();
-    let (records, _) = read_trace(&run.trace);
-    let labels: Vec<&str> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Snapshot(s) if s.cause == trace_format::EpochCause::Timer => Some(s.label.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert!(labels.len() >= 7, "time slices of 0.1 s in 1 s of allocations 50 ms apart: {labels:?}");
-    let tenths: Vec<f64> = labels.iter().map(|label| label.strip_suffix('s').unwrap().parse().unwrap()).collect();
-    assert!(
-        labels.iter().all(|label| label.len() == "0.1s".len()) && tenths.windows(2).all(|w| w[0] < w[1]),
-        "labelled in tenths of a second: {labels:?}"
-    );
+    for (args, env, least) in [
+        (&[][..], &[][..], 7),
+        (&["burst"][..], &[FULL_CAPTURE][..], 7),
+        // The warm-up, sampled at 64 KiB, looks at each sample only.
+        (&["burst"][..], &[][..], 5),
+    ] {
+        let env = [&[("TRACER_EPOCH_SECONDS", "0.1")], env].concat();
+        let run = run_traced_with(&program, args, &env).succeeded();
+        let (records, _) = read_trace(&run.trace);
+        let labels: Vec<&str> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Snapshot(s) if s.cause == trace_format::EpochCause::Timer => Some(s.label.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            labels.len() >= least,
+            "{args:?} {env:?}: slices of 0.1 s in 1 s of allocations 50 ms apart: {labels:?}"
+        );
+        let tenths: Vec<f64> = labels.iter().map(|label| label.strip_suffix('s').unwrap().parse().unwrap()).collect();
+        assert!(
+            labels.iter().all(|label| label.len() == "0.1s".len()) && tenths.windows(2).all(|w| w[0] < w[1]),
+            "labelled in tenths of a second: {labels:?}"
+        );
+    }
+}
+
+/// A Python job that allocates rarely once started is cut into slices, and
+/// none is cut while the interpreter shuts down (freeing what the job
+/// kept): the leak is found at its line, at its rate per slice.
+#[test]
+fn python_time_slices_come_while_it_allocates_rarely_and_not_as_it_shuts_down() {
+    let script = python_script("slow_slices.py");
+    let line = line_of("python/slow_slices.py", "# kept for good");
+    for version in ["3.11", "3.13"] {
+        let python = python_interpreter(version);
+        let run =
+            run_traced_with(&python, &[script.to_str().unwrap(), "3"], &[("TRACER_EPOCH_SECONDS", "0.5")]).succeeded();
+        let report = report_json(&run.trace);
+        let epochs = report["epochs"].as_array().unwrap();
+        let slices: Vec<&serde_json::Value> = epochs.iter().filter(|e| e["cause"] == "timer").collect();
+        assert!(slices.len() >= 5, "{version}: slices of 0.5 s in 3 s: {epochs:#?}");
+        let heap: Vec<u64> = slices.iter().map(|e| e["live_bytes"].as_u64().unwrap()).collect();
+        assert!(heap.windows(2).all(|w| w[0] < w[1]), "{version}: the kept memory grows at every slice: {heap:?}");
+        assert_eq!(report["verdict"]["kind"], "heap_leak", "{version}: {report:#}");
+        let top = &report["suspects"][0];
+        let planted = top["frames"].as_array().unwrap().iter().any(|frame| {
+            frame["file"].as_str().is_some_and(|file| file.ends_with("slow_slices.py")) && frame["line"] == line
+        });
+        assert!(planted, "{version}: {top:#}");
+        // About ten blocks of 200 KB a slice.
+        let rate = top["growth_bytes_per_epoch"].as_f64().unwrap();
+        assert!((1.4e6..2.6e6).contains(&rate), "{version}: {rate} bytes a slice");
+    }
 }
 
 #[test]

@@ -437,7 +437,10 @@ fn record_allocation(
     if !recorded && may_walk {
         look_for_pass(session, count);
     }
-    let slice_due = clock_due && session.look_at_clock(count);
+    // A thread that allocated in a burst (importing torch) looks at the
+    // clock hundreds of allocations apart until a look shows it slowed
+    // down; a capture costs far more than the coarse clock's read.
+    let slice_due = if clock_due { session.look_at_clock(count) } else { recorded && session.slice_over_coarsely() };
     if !recorded && !slice_due && !parent_closed_epoch {
         return;
     }
@@ -597,6 +600,14 @@ pub fn mapping(
     }
     // A mapping not drawn still clears what the table held at its pages.
     let scale = kind.and_then(|_| mapping_scale(len));
+    // A program whose memory comes in mappings (Python's small-object
+    // arenas) may call malloc too rarely to look at the clock; a system
+    // call costs far more than the coarse clock's read.
+    if kind.is_some() {
+        if let Some(session) = active_session().filter(|session| session.slice_over_coarsely()) {
+            record_in(session, |session, _| session.close_slice_if_due());
+        }
+    }
     change_mappings(
         |_| kind.filter(|_| scale.is_some()),
         call,
@@ -1142,6 +1153,13 @@ impl Session {
         now.is_some_and(|now| now >= deadline)
     }
 
+    /// Whether the time slice is over by the coarse clock (a few ns to read,
+    /// up to a clock tick behind).
+    fn slice_over_coarsely(&self) -> bool {
+        let deadline = self.slice_deadline_ns.load(Ordering::Relaxed);
+        deadline != 0 && sys::coarse_monotonic_ns() >= deadline
+    }
+
     fn close_slice_if_due(&self) {
         let deadline = self.slice_deadline_ns.load(Ordering::Relaxed);
         if deadline == 0 {
@@ -1150,6 +1168,13 @@ impl Session {
         let now = sys::monotonic_ns();
         let Some(seconds) = self.config.epoch_seconds else { return };
         if now < deadline {
+            return;
+        }
+        if self.python.finalizing() {
+            // What the interpreter frees as it shuts down belongs to the exit's
+            // epoch: a slice cut there would end with the program's memory
+            // freed, and the analysis would find no survivors.
+            self.slice_deadline_ns.store(0, Ordering::Relaxed);
             return;
         }
         let unseen_passes = self.unseen_pass_slice_ns.load(Ordering::Relaxed);

@@ -288,6 +288,14 @@ impl Python {
         !self.settings.is_empty()
     }
 
+    /// Whether the interpreter is shutting down (its modules torn down, their
+    /// objects freed); false where its frames are not read.
+    pub fn finalizing(&self) -> bool {
+        // SAFETY: Py_IsFinalizing (or 3.11's _Py_IsFinalizing) takes nothing,
+        // reads one field of the runtime, and needs neither the GIL nor memory.
+        self.walker.as_ref().is_some_and(|walker| unsafe { (walker.is_finalizing)() } != 0)
+    }
+
     /// Whether Python frames are read (and DataLoader passes can be seen).
     pub fn walks_frames(&self) -> bool {
         self.walker.is_some()
