@@ -175,6 +175,9 @@ pub struct GrowthSpan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerdictKind {
     HeapLeak,
+    /// Every suspect is a cache or ring buffer a library keeps up to a
+    /// bound of its own (see `render::explain`): it levels off.
+    BoundedCache,
     CopiedFromParent,
     AllocatorRetention,
     FilePages,
@@ -187,8 +190,9 @@ pub enum VerdictKind {
 }
 
 impl VerdictKind {
-    pub const ALL: [VerdictKind; 8] = [
+    pub const ALL: [VerdictKind; 9] = [
         VerdictKind::HeapLeak,
+        VerdictKind::BoundedCache,
         VerdictKind::CopiedFromParent,
         VerdictKind::AllocatorRetention,
         VerdictKind::FilePages,
@@ -201,6 +205,7 @@ impl VerdictKind {
     pub fn name(self) -> &'static str {
         match self {
             VerdictKind::HeapLeak => "heap_leak",
+            VerdictKind::BoundedCache => "bounded_cache",
             VerdictKind::CopiedFromParent => "copy_on_write",
             VerdictKind::AllocatorRetention => "allocator_retention",
             VerdictKind::FilePages => "file_pages",
@@ -1165,7 +1170,7 @@ impl Analysis {
                     if self.snapshots == 1 { "" } else { "s" }
                 )
             }
-            VerdictKind::HeapLeak => {
+            VerdictKind::HeapLeak | VerdictKind::BoundedCache => {
                 let top = culprit.unwrap_or_else(|| Culprit::suspect(&self.suspects[0], "the top suspect"));
                 let growth = format!(
                     "about {}/epoch {}",
@@ -1184,6 +1189,12 @@ impl Analysis {
                 };
                 let traced = traced_growth_words(v);
                 let mut msg = match top.known_as {
+                    Some(known) if v.kind == VerdictKind::BoundedCache => format!(
+                        "{} grew by {growth}{live}, charged to {}{through}{in_all}: a cache or buffer the library keeps up to a bound of its own, which stops growing once full, not a leak (see suspect #{}); {traced} over {over}",
+                        known.what,
+                        top.named(),
+                        known.rank
+                    ),
                     Some(known) if known.incidental => format!(
                         "{} grew by {growth}{live}, charged to {}{through}{in_all}: that line needed more of them, and need not be what holds them; {traced} over {over} (see suspect #{})",
                         known.what,

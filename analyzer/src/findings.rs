@@ -194,7 +194,9 @@ fn finding(path: &Path, floor: NoiseFloor) -> Option<Finding> {
         }
         VerdictKind::FilePages => format!("pages of mapped files +{}/epoch", per_epoch(v.file_growth())),
         VerdictKind::GrowthOutsideHeap => format!("RSS +{}/epoch outside the heap", per_epoch(v.program_rss_growth())),
-        VerdictKind::HeapNotTraced | VerdictKind::NoGrowth | VerdictKind::TooFewEpochs => return None,
+        VerdictKind::BoundedCache | VerdictKind::HeapNotTraced | VerdictKind::NoGrowth | VerdictKind::TooFewEpochs => {
+            return None
+        }
     };
     Some(Finding { kind: v.kind, summary, line })
 }

@@ -12,10 +12,12 @@ once it is saved and collects it: a figure and its artists refer to each
 other, so a closed one waits for the cycle collector, and one that has
 reached the oldest generation waits for a full collection, which in a
 process holding torch's many long-lived objects may be far off.
+--leak-too also keeps a 1 MiB tensor every epoch, a leak of the
+program's own beside the library's growth.
 Each epoch ends with tracer_mark.
 
 Usage: library_growth.py --cause {profiler,onednn-shapes,figures} [--close-figures]
-                         [--epochs N] [--steps N]
+                         [--leak-too] [--epochs N] [--steps N]
 """
 
 import argparse
@@ -57,6 +59,13 @@ def plot_losses(losses, close):
         gc.collect()
 
 
+KEPT = []
+
+
+def keep_batch():
+    KEPT.append(torch.randn(256, 1024))
+
+
 def new_shapes(conv, epoch, shapes=12):
     with torch.no_grad():
         for n in range(epoch * shapes, (epoch + 1) * shapes):
@@ -67,6 +76,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cause", choices=["profiler", "onednn-shapes", "figures"], required=True)
     parser.add_argument("--close-figures", action="store_true")
+    parser.add_argument("--leak-too", action="store_true")
     parser.add_argument("--epochs", type=int, default=7)
     parser.add_argument("--steps", type=int, default=150, help="training steps per epoch")
     args = parser.parse_args()
@@ -86,6 +96,8 @@ def main():
             new_shapes(conv, epoch)
         if args.cause == "figures":
             plot_losses(losses, args.close_figures)
+        if args.leak_too:
+            keep_batch()
         mark(f"epoch {epoch}")
         print(f"epoch {epoch}", flush=True)
     if profiler is not None:

@@ -28,6 +28,9 @@ pub struct Explanation {
     /// The line the memory is charged to only happened to need more of it
     /// (a new arena, the next block of records): something else keeps it.
     pub incidental_site: bool,
+    /// A cache or ring buffer the library keeps up to a bound of its own,
+    /// which then stops growing: no leak, however it grows at first.
+    pub levels_off: bool,
 }
 
 impl fmt::Display for Explanation {
@@ -76,6 +79,7 @@ const PYMALLOC_ARENAS: Explanation = Explanation {
     what: "pymalloc arenas",
     detail: "this memory holds Python objects of 512 bytes or less; an arena is charged to the line whose object needed it, often a line that makes many short-lived objects, while objects that other lines keep fill it; run with TRACER_PYTHON_OBJECTS=1 to trace the objects themselves (sampled by bytes)",
     incidental_site: true,
+    levels_off: false,
 };
 
 /// The interpreter functions that map pymalloc's arenas (3.11 and 3.12+ names).
@@ -87,6 +91,7 @@ const WORKER_BATCHES: Explanation = Explanation {
     what: "batches from DataLoader workers",
     detail: "each arrives in shared memory that this process maps, and stays mapped as long as the batch or anything still holding it is kept (a list of batches, a loss or output kept with its autograd graph); keep numbers (.item()) or copies (.clone()) of what you need",
     incidental_site: false,
+    levels_off: false,
 };
 
 /// torch's functions that map a tensor another process sent.
@@ -97,6 +102,7 @@ const PROFILER_RECORDS: Explanation = Explanation {
     what: "the PyTorch profiler's records",
     detail: "while a profiler runs it keeps a record of every operator, in blocks allocated by whichever operator fills the last one (so the line above is only where the records happened to grow); stop it (prof.stop(), or leave its `with` block) or give it a schedule that records a few steps",
     incidental_site: true,
+    levels_off: false,
 };
 
 /// The functions of the profiler's operator callbacks (the C++ namespaces
@@ -108,6 +114,16 @@ const ONEDNN_PRIMITIVE_CACHE: Explanation = Explanation {
     what: "oneDNN's primitive cache",
     detail: "each new input shape (or data type, or memory layout) of a CPU convolution, matmul or reorder has its kernel compiled and cached, up to ONEDNN_PRIMITIVE_CACHE_CAPACITY primitives (1024 by default), and only then are the least recently used evicted; feed fixed or bucketed shapes, or set ONEDNN_PRIMITIVE_CACHE_CAPACITY lower (0 turns the cache off)",
     incidental_site: false,
+    levels_off: true,
+};
+
+/// What memory allocated while ideep (PyTorch's layer over oneDNN) made a
+/// primitive descriptor for its cache is.
+const IDEEP_COMPUTATION_CACHE: Explanation = Explanation {
+    what: "ideep's cache of primitive descriptors",
+    detail: "each new input shape (or data type, or memory layout) of a CPU convolution or matmul has its oneDNN primitive descriptor made and kept in ideep's cache, up to 1024 per kind of operation, and only then are the least recently used evicted; feed fixed or bucketed shapes",
+    incidental_site: false,
+    levels_off: true,
 };
 
 /// What memory allocated as torch.distributed recorded a collective call is.
@@ -115,6 +131,7 @@ const FLIGHT_RECORDER: Explanation = Explanation {
     what: "torch.distributed's flight recorder",
     detail: "each collective call (an all-reduce of DistributedDataParallel's gradients) is recorded, with a captured traceback, in a ring buffer kept for debugging hangs; it grows until the buffer is full (TORCH_FR_BUFFER_SIZE entries, or TORCH_NCCL_TRACE_BUFFER_SIZE), then each new record replaces the oldest: memory that levels off, not a leak of the line above",
     incidental_site: false,
+    levels_off: true,
 };
 
 /// What memory allocated while matplotlib made or drew a figure is.
@@ -122,6 +139,7 @@ const MATPLOTLIB_FIGURES: Explanation = Explanation {
     what: "matplotlib's figures",
     detail: "a figure keeps what it holds (its artists, and once drawn or saved its renderer's pixel buffer) as long as anything refers to it, and pyplot refers to every figure it opened (plt.figure, plt.subplots, plt.plot) until it is closed; call plt.close(fig) once a figure is saved, or make figures with matplotlib.figure.Figure, which pyplot does not keep. A closed figure and its artists refer to each other, so only Python's cycle collector frees it, which may not run for many epochs: where the program closes its figures already, call gc.collect() before each epoch's end to tell them from a leak",
     incidental_site: false,
+    levels_off: false,
 };
 
 /// matplotlib's modules through which figures are made and drawn.
@@ -152,8 +170,15 @@ fn explain(pymalloc: bool, memory: Memory, frames: &[Frame]) -> Option<&'static 
     by_memory.or_else(|| {
         if native().any(|f| PROFILER_NAMESPACES.iter().any(|ns| f.function.contains(ns))) {
             Some(&PROFILER_RECORDS)
-        } else if native().any(|f| f.function.starts_with("dnnl::impl::") && f.function.contains("primitive_cache")) {
+        } else if native().any(|f| {
+            // Every primitive oneDNN makes goes through its cache; what one
+            // made there outlives the call only as long as the cache keeps it.
+            f.function.starts_with("dnnl::impl::")
+                && (f.function.contains("primitive_cache") || f.function.starts_with("dnnl::impl::primitive_create("))
+        }) {
             Some(&ONEDNN_PRIMITIVE_CACHE)
+        } else if native().any(|f| f.function.starts_with("ideep::utils::computation_cache<")) {
+            Some(&IDEEP_COMPUTATION_CACHE)
         } else if native().any(|f| f.function.starts_with("c10d::FlightRecorder")) {
             Some(&FLIGHT_RECORDER)
         } else if frames.iter().any(|f| {
@@ -207,9 +232,32 @@ mod tests {
         ];
         assert_eq!(explain(true, Memory::Mapped, &stack), Some(&ONEDNN_PRIMITIVE_CACHE));
         assert_eq!(explain(false, Memory::Heap, &stack), Some(&ONEDNN_PRIMITIVE_CACHE));
+        // What a primitive's creation keeps beside it (its descriptor's info).
+        let info = [
+            native("dnnl::impl::pd_info_t::init(dnnl_engine*, dnnl::impl::primitive_desc_t const*)", TORCH),
+            native("dnnl::impl::primitive_create(dnnl_primitive**, dnnl_primitive_desc const*, …)", TORCH),
+            native("dnnl_primitive_create", TORCH),
+        ];
+        assert_eq!(explain(false, Memory::Heap, &info), Some(&ONEDNN_PRIMITIVE_CACHE));
         // oneDNN running a primitive it has is no cache growing.
         let run = [native("dnnl::impl::cpu::x64::jit_avx512_common_convolution_fwd_t::execute()", TORCH)];
         assert_eq!(explain(false, Memory::Heap, &run), None);
+    }
+
+    #[test]
+    fn ideeps_descriptor_cache_is_told_by_its_cache_on_the_stack() {
+        let stack = [
+            native("dnnl::impl::convolution_desc_t::clone() const", TORCH),
+            native("dnnl_convolution_forward_primitive_desc_create", TORCH),
+            native("ideep::utils::computation_cache<dnnl::convolution_forward::primitive_desc, 1024ul, …>::fetch_or_create(…)", TORCH),
+            native("at::native::mkldnn_convolution(…)", TORCH),
+            python("new_shapes"),
+        ];
+        let told = explain(false, Memory::Heap, &stack);
+        assert_eq!(told, Some(&IDEEP_COMPUTATION_CACHE));
+        assert!(told.unwrap().levels_off);
+        // A descriptor made for one call and freed with it has no cache on its stack.
+        assert_eq!(explain(false, Memory::Heap, &[stack[0].clone(), stack[1].clone(), stack[3].clone()]), None);
     }
 
     #[test]

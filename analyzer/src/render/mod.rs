@@ -197,6 +197,9 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
     let with_their_line = piling_up_with_their_line(trace, &analysis, symbolizer);
     analysis.promote(&with_their_line);
     analysis.promote_steady_growth();
+    if analysis.verdict.kind == VerdictKind::HeapLeak && every_suspect_levels_off(trace, &analysis, symbolizer) {
+        analysis.verdict.kind = VerdictKind::BoundedCache;
+    }
     // The sites a verdict without suspects speaks of beside its culprit.
     let spoken_of =
         analysis.stopped.map(|stopped| stopped.largest.0).into_iter().chain(analysis.recent_start().map(|s| s.stack));
@@ -210,6 +213,18 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
         analysis.site_names.insert(site, site_named(trace, symbolizer, site));
     }
     analysis
+}
+
+/// Whether every suspect's memory is a cache or buffer a library keeps up
+/// to a bound (see [`explain::Explanation::levels_off`]): a healthy job's
+/// DistributedDataParallel records each all-reduce until the ring buffer
+/// is full, one fed new shapes compiles kernels until the cache is.
+/// Symbolized in rank order, up to the first that is not.
+fn every_suspect_levels_off(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> bool {
+    analysis.suspects.iter().all(|suspect| {
+        let frames = stack_frames(trace, symbolizer, suspect.stack);
+        explain::explanation(trace, suspect, &frames).is_some_and(|explanation| explanation.levels_off)
+    })
 }
 
 /// The settled birth epochs (as `settled` tells them) of `survivors` that
