@@ -1185,3 +1185,26 @@ fn a_program_that_fills_its_address_space_runs_to_its_end_and_the_tracer_stops_r
     }
     assert!(stopped > 0, "the tracer's memory never ran out: the test proves nothing");
 }
+
+/// A program that keeps what it allocated until the memory it may have is
+/// full, then exits: the tracer meets the limit at the exit's snapshot, and
+/// the trace, complete, says in a note that the snapshot may be short.
+#[test]
+fn a_tracer_out_of_memory_at_the_exit_says_so_in_the_trace() {
+    let program = compile("fills_memory.c");
+    let mut noted = 0;
+    for headroom_mib in ["32", "64", "128"] {
+        let run = run_traced(&program, &[headroom_mib, "large"]);
+        let context = format!("{headroom_mib} MiB: {}:\n{}{}", run.output.status, run.stdout(), run.stderr());
+        assert_eq!((run.output.status.code(), run.stdout().as_str()), (Some(0), "kept\n"), "{context}");
+        let report = report_json(&run.trace);
+        assert_eq!(report["trace_end"], "complete", "{context}");
+        let notes: Vec<&str> =
+            report["notes"].as_array().unwrap().iter().map(|n| n["text"].as_str().unwrap()).collect();
+        let told =
+            notes.iter().any(|n| n.starts_with("out of memory for the tracer's own tables and buffers at the exit"));
+        assert_eq!(told, !run.stderr().is_empty(), "{context}: {notes:?}");
+        noted += usize::from(told);
+    }
+    assert!(noted > 0, "the tracer's memory never ran out: the test proves nothing");
+}

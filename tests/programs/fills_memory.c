@@ -1,9 +1,12 @@
 /* Limits its address space to what it maps now and the MiB its argument
    gives, keeps 40-byte blocks until malloc returns NULL (marking an epoch
    every 50,000), then frees them all and goes on, as a program that
-   handles a failed malloc does. */
+   handles a failed malloc does. With "large" after the MiB it keeps 64 KiB
+   blocks instead, marks no epoch, and exits with them kept: the tracer
+   meets the limit at the exit's snapshot. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include "mark.h"
@@ -21,7 +24,8 @@ static long mapped_bytes(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) return 2;
+    if (argc != 2 && argc != 3) return 2;
+    int large = argc == 3 && strcmp(argv[2], "large") == 0;
     long headroom = atol(argv[1]) << 20;
     struct rlimit limit;
     getrlimit(RLIMIT_AS, &limit);
@@ -30,13 +34,14 @@ int main(int argc, char **argv) {
     long kept = 0;
     int failure = 0;
     while (kept < MOST_BLOCKS) {
-        void *block = malloc(40);
+        void *block = malloc(large ? 64 << 10 : 40);
         if (!block) {
             failure = errno;
             break;
         }
+        if (large) memset(block, 1, 4096);
         blocks[kept++] = block;
-        if (kept % 50000 == 0) mark_epoch((int)(kept / 50000));
+        if (!large && kept % 50000 == 0) mark_epoch((int)(kept / 50000));
     }
     if (kept == MOST_BLOCKS) {
         puts("the limit was never reached");
@@ -45,6 +50,10 @@ int main(int argc, char **argv) {
     if (failure != ENOMEM) {
         printf("malloc failed with errno %d, not ENOMEM\n", failure);
         return 4;
+    }
+    if (large) {
+        puts("kept");
+        return 0;
     }
     for (long i = 0; i < kept; i++) free(blocks[i]);
     puts("recovered");

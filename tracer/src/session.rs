@@ -770,7 +770,20 @@ pub fn finish(reason: EndReason) {
         session.close_epoch(cause, cause.name().into());
         let mut output = lock(&session.output);
         let elapsed_ns = session.elapsed_ns();
-        session.write(&mut output, &[Record::End(End { reason, elapsed_ns })]);
+        let mut records = Vec::new();
+        if real_alloc::out_of_memory() {
+            // The program used the memory it may have: the trace says that its
+            // last snapshot (made with the tracer's reserve) may be short,
+            // where stderr says recording stopped.
+            let text = format!(
+                "{} at the {}: its snapshot may lack some of the program's allocations, or be missing",
+                OutOfMemory::WHY,
+                cause.name()
+            );
+            records.push(Record::Notice(Notice { elapsed_ns, text }));
+        }
+        records.push(Record::End(End { reason, elapsed_ns }));
+        session.write(&mut output, &records);
         if reason != EndReason::Exec {
             STATE.store(STOPPED, Ordering::Release);
         }
