@@ -170,6 +170,8 @@ impl Config {
         switch_var(UNWIND_CHECK_VAR, false, "1 compares each capture with libgcc's", &mut warnings);
         let worker_traces = count_var(WORKER_TRACES_VAR, DEFAULT_WORKER_TRACES, "workers", &mut warnings);
         let exec_traces = count_var(EXEC_TRACES_VAR, DEFAULT_EXEC_TRACES, "traces", &mut warnings);
+        let names = env::vars_os().filter_map(|(name, _)| name.into_string().ok());
+        warnings.extend(misspelt_settings(names));
         Config {
             base_output,
             is_descendant,
@@ -273,6 +275,48 @@ fn preload_with_own_entry_absolute(preload: &str, own: &str, cwd: &Path) -> Opti
         rewritten.push_str(separator);
     }
     changed.then_some(rewritten)
+}
+
+/// The settings a user sets.
+const SETTINGS: [&str; 10] = [
+    "TRACER_OUTPUT",
+    "TRACER_EPOCH_SECONDS",
+    AUTO_EPOCHS_VAR,
+    SAMPLE_VAR,
+    WARM_UP_SAMPLE_VAR,
+    EXEC_TRACES_VAR,
+    WORKER_TRACES_VAR,
+    PYTHON_FRAMES_VAR,
+    PYTHON_OBJECTS_VAR,
+    UNWIND_CHECK_VAR,
+];
+
+/// A warning for each of `names` (the environment's) that is a setting
+/// misspelt (`TRACER_SAMPEL_BYTES`, `TRACER_EPOCH_SECOND`): otherwise it
+/// would be ignored without a word. Names further from every setting are
+/// another program's, or the tracer's own hand-downs, and are left alone.
+fn misspelt_settings(names: impl Iterator<Item = String>) -> Vec<String> {
+    names
+        .filter(|name| name.starts_with("TRACER_") && !SETTINGS.contains(&name.as_str()))
+        .filter_map(|name| {
+            let meant = SETTINGS.iter().find(|setting| edit_distance(&name, setting) <= 2)?;
+            Some(format!("{name} is not a setting of the tracer and is ignored; did you mean {meant}?"))
+        })
+        .collect()
+}
+
+/// The Levenshtein distance between two ASCII names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, &x) in a.iter().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, &y) in b.iter().enumerate() {
+            current.push((previous[j] + usize::from(x != y)).min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 /// A sampling rate from `var`: `None` when unset or `0` (no sampling); when
@@ -399,6 +443,23 @@ fn absolute(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_setting_is_told_with_the_one_meant() {
+        let names = ["TRACER_SAMPEL_BYTES", "TRACER_EPOCH_SECOND", "TRACER_OUTPUT", "TRACER_RUN", "TRACER_LIB", "PATH"];
+        let warnings = misspelt_settings(names.iter().map(|name| name.to_string()));
+        assert_eq!(
+            warnings,
+            [
+                "TRACER_SAMPEL_BYTES is not a setting of the tracer and is ignored; did you mean TRACER_SAMPLE_BYTES?",
+                "TRACER_EPOCH_SECOND is not a setting of the tracer and is ignored; did you mean TRACER_EPOCH_SECONDS?",
+            ]
+        );
+        // The tracer's hand-downs to descendants are far from every setting.
+        for hand_down in [INHERITED_OUTPUT_VAR, RUN_VAR, PARENT_IMAGE_VAR, PARENT_COUNTERS_VAR, REPORTED_VAR] {
+            assert!(misspelt_settings([hand_down.to_string()].into_iter()).is_empty(), "{hand_down}");
+        }
+    }
 
     fn config(base: &str) -> Config {
         Config {
