@@ -316,6 +316,43 @@ fn python_3_13_small_objects_leak_as_pymalloc_arenas() {
     check_small_objects_under_pymalloc("3.13");
 }
 
+/// A leak of small objects whose arenas come along a few native paths
+/// under one line (a logging handler buffering its records: which object
+/// needs a new arena is chance) is that line's arenas, from the first
+/// settled epoch, not a few stacks each piling up for a while.
+fn check_arenas_of_one_line_over_several_stacks(version: &str) {
+    let python = python_interpreter(version);
+    let run = run_traced(&python, &[python_script("log_buffer.py").to_str().unwrap(), "10"]).succeeded();
+    let report = report_json(&run.trace);
+    let line = line_of("python/log_buffer.py", "# buffered for good");
+    let verdict = report["verdict"]["message"].as_str().unwrap();
+    let charged = format!("charged to train_step (log_buffer.py:{line})");
+    assert!(
+        verdict.starts_with("pymalloc arenas grew by about ") && verdict.contains(&charged),
+        "{version}: {verdict}"
+    );
+    assert!(!verdict.contains("since epoch"), "{version}: {verdict}");
+    // About 3.3 MiB of records and their strings an epoch, in arenas that
+    // another line (the step's short-lived strings) may need now and then.
+    let arenas = report["suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["explanation"].as_str().is_some_and(|e| e.starts_with("pymalloc arenas")));
+    let rate = arenas.map(|s| s["growth_bytes_per_epoch"].as_f64().unwrap()).sum::<f64>() / f64::from(1 << 20);
+    assert!((2.7..4.0).contains(&rate), "{version}: {rate} MiB/epoch: {verdict}");
+}
+
+#[test]
+fn python_3_11_arenas_of_one_line_are_one_site() {
+    check_arenas_of_one_line_over_several_stacks("3.11");
+}
+
+#[test]
+fn python_3_12_arenas_of_one_line_are_one_site() {
+    check_arenas_of_one_line_over_several_stacks("3.12");
+}
+
 /// With TRACER_PYTHON_OBJECTS=1 the objects themselves are traced, sampled
 /// by bytes through pymalloc's hooks: the line that keeps them is named,
 /// though another line making short-lived objects needs the new arenas

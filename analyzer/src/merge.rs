@@ -70,6 +70,16 @@ pub fn is_python_module(module: Option<&str>) -> bool {
     name.starts_with("libpython") || name.starts_with("python")
 }
 
+/// The interpreter functions that map pymalloc's arenas (3.11 and 3.12+ names).
+const ARENA_MAPPERS: &[&str] = &["_PyObject_ArenaMmap", "_PyMem_ArenaAlloc", "new_arena"];
+
+/// Whether a mapping's stack (`frames`) is pymalloc mapping a new arena.
+pub fn maps_a_pymalloc_arena(frames: &[Frame]) -> bool {
+    frames
+        .iter()
+        .any(|f| !f.python && is_python_module(f.module.as_deref()) && ARENA_MAPPERS.contains(&base_name(&f.function)))
+}
+
 /// Whether a native frame is pymalloc's, which passes objects over 512
 /// bytes on to malloc: between the tracer's hook on it (with
 /// `TRACER_PYTHON_OBJECTS=1`) and malloc's, it is the tracer's doing.

@@ -16,10 +16,10 @@ use std::rc::Rc;
 
 use trace_format::PyFrame;
 
-use crate::merge::{assemble, FrameKind, HeldFrame};
+use crate::merge::{assemble, maps_a_pymalloc_arena, FrameKind, HeldFrame};
 use crate::modules::Generation;
 use crate::symbolize::{Frame, Symbolizer};
-use crate::trace::{IntMap, Memory, NativeFrame, Trace};
+use crate::trace::{pymalloc_untraced, IntMap, Memory, NativeFrame, Trace};
 
 /// Each stack's site, for the stacks grouped by their keys.
 #[derive(Debug, Default)]
@@ -86,6 +86,14 @@ pub enum SiteKey {
         frames: Vec<u32>,
         broken_at: Option<u32>,
     },
+    /// pymalloc's arenas charged to one line of the program's own code
+    /// (the number of its frame): which object happened to need a new
+    /// arena, along which native path, is chance, and counted by stack an
+    /// arena leak would be spread over a few stacks, each piling up for a
+    /// few epochs only.
+    Arenas {
+        own_line: u32,
+    },
     /// A stack without frames, or not in the trace: a site of its own.
     Alone(u32),
 }
@@ -115,11 +123,20 @@ pub struct SiteKeys<'a, 's, 't> {
     /// inlined ones included, and of each Python location, by number.
     native: IntMap<(u64, Generation), Rc<[Numbered]>>,
     python: IntMap<(u64, u32), Numbered>,
+    /// The process's small Python objects were not traced, their arenas were.
+    pymalloc_untraced: bool,
 }
 
 impl<'a, 's, 't> SiteKeys<'a, 's, 't> {
     pub fn new(trace: &'a Trace, symbolizer: &'s mut Symbolizer<'t>) -> Self {
-        SiteKeys { trace, symbolizer, numbers: HashMap::new(), native: IntMap::default(), python: IntMap::default() }
+        SiteKeys {
+            trace,
+            symbolizer,
+            numbers: HashMap::new(),
+            native: IntMap::default(),
+            python: IntMap::default(),
+            pymalloc_untraced: pymalloc_untraced(&trace.process),
+        }
     }
 
     /// The key of `stack`: its frames as [`Symbolizer::stack`] puts them
@@ -132,6 +149,12 @@ impl<'a, 's, 't> SiteKeys<'a, 's, 't> {
         let Some(s) = self.trace.stacks.get(stack) else { return SiteKey::Alone(stack) };
         if s.native.is_empty() && s.python.is_empty() {
             return SiteKey::Alone(stack);
+        }
+        if s.memory == Memory::Mapped && self.pymalloc_untraced {
+            let frames = self.symbolizer.stack(&s);
+            if let Some(own) = frames.iter().find(|f| f.own_code).filter(|_| maps_a_pymalloc_arena(&frames)) {
+                return SiteKey::Arenas { own_line: self.numbered(own.clone()).number };
+            }
         }
         let native: Vec<Rc<[Numbered]>> = s.native.iter().map(|&frame| self.native_frames(frame)).collect();
         let python: Vec<(Numbered, bool)> = s.python.iter().map(|f| (self.python_frame(f), f.entry)).collect();

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use trace_format::{
     EpochCause, Frame, Notice, Process, PyCode, PyFrame, ReadError, Record, RecordReader, SiteCounters, Snapshot,
-    StackNode, TraceEnd,
+    StackNode, TraceEnd, PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYTHON_ALLOCATOR_SETTING,
 };
 
 use crate::error::Failure;
@@ -819,6 +819,14 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
         states,
         live_at_checkpoints,
     })
+}
+
+/// Whether `process`'s small Python objects came from pymalloc untraced,
+/// only the arenas that hold them traced.
+pub fn pymalloc_untraced(process: &Process) -> bool {
+    process
+        .setting(PYTHON_ALLOCATOR_SETTING)
+        .is_some_and(|value| value.starts_with(PYMALLOC) && !value.starts_with(PYMALLOC_OBJECTS_TRACED))
 }
 
 #[cfg(test)]

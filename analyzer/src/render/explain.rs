@@ -10,13 +10,10 @@
 use std::fmt;
 
 use crate::analysis::Suspect;
-use crate::merge::{base_name, is_python_module};
+use crate::merge::maps_a_pymalloc_arena;
 use crate::symbolize::Frame;
-use crate::trace::{Memory, Trace};
-use trace_format::{
-    PYMALLOC, PYMALLOC_OBJECTS_TRACED, PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING, PYTHON_FRAMES_UNSUPPORTED,
-    PYTHON_SETTING,
-};
+use crate::trace::{pymalloc_untraced, Memory, Trace};
+use trace_format::{PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING, PYTHON_FRAMES_UNSUPPORTED, PYTHON_SETTING};
 
 /// A known reason for a suspect's memory to be kept.
 #[derive(Debug, PartialEq, Eq)]
@@ -39,20 +36,11 @@ impl fmt::Display for Explanation {
     }
 }
 
-/// Python's small objects came from pymalloc and were not traced, only
-/// the arenas that hold them.
-fn pymalloc_untraced(trace: &Trace) -> bool {
-    trace
-        .process
-        .setting(PYTHON_ALLOCATOR_SETTING)
-        .is_some_and(|value| value.starts_with(PYMALLOC) && !value.starts_with(PYMALLOC_OBJECTS_TRACED))
-}
-
 /// The note for a Python process whose small objects came from pymalloc
 /// untraced, with what the tracer said of tracing them (run with a setting,
 /// or what that setting needs).
 pub fn pymalloc_note(trace: &Trace) -> Option<String> {
-    if !pymalloc_untraced(trace) {
+    if !pymalloc_untraced(&trace.process) {
         return None;
     }
     let setting = trace.process.setting(PYTHON_ALLOCATOR_SETTING).unwrap_or_default();
@@ -81,9 +69,6 @@ const PYMALLOC_ARENAS: Explanation = Explanation {
     incidental_site: true,
     levels_off: false,
 };
-
-/// The interpreter functions that map pymalloc's arenas (3.11 and 3.12+ names).
-const ARENA_MAPPERS: &[&str] = &["_PyObject_ArenaMmap", "_PyMem_ArenaAlloc", "new_arena"];
 
 /// What a shared-memory suspect mapped as torch rebuilt a tensor another
 /// process sent (a DataLoader worker's batch) is.
@@ -148,19 +133,13 @@ const MATPLOTLIB_FIGURE_MODULES: &[&str] = &["/matplotlib/pyplot.py", "/matplotl
 /// Why `suspect`'s memory (with its stack `frames`) is kept, when one of
 /// the known reasons shows on the stack.
 pub fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'static Explanation> {
-    explain(pymalloc_untraced(trace), suspect.memory, frames)
+    explain(pymalloc_untraced(&trace.process), suspect.memory, frames)
 }
 
 fn explain(pymalloc: bool, memory: Memory, frames: &[Frame]) -> Option<&'static Explanation> {
     let native = || frames.iter().filter(|f| !f.python);
     let by_memory = match memory {
-        Memory::Mapped => {
-            let by_arena_allocator = || {
-                native()
-                    .any(|f| is_python_module(f.module.as_deref()) && ARENA_MAPPERS.contains(&base_name(&f.function)))
-            };
-            (pymalloc && by_arena_allocator()).then_some(&PYMALLOC_ARENAS)
-        }
+        Memory::Mapped => (pymalloc && maps_a_pymalloc_arena(frames)).then_some(&PYMALLOC_ARENAS),
         Memory::Shared => frames
             .iter()
             .any(|f| f.python && SHARED_TENSOR_REBUILDERS.contains(&f.function.as_str()))
