@@ -151,11 +151,14 @@ struct Mapping {
 }
 
 /// Calls `each` with the program (unnamed, first, as the loader lists it),
-/// the vDSO, and every file whose first page, mapped readable, holds an ELF
-/// header whose loadable segments are all mapped, readable, each from that
-/// file where it has file contents: what the loader maps for an object.
-/// A file mapped as data covers its own length only, not its segments'
-/// places. The names are the kernel's, absolute.
+/// the vDSO, and every file mapped executable somewhere whose first page,
+/// mapped readable, holds an ELF header whose loadable segments are all
+/// mapped, readable, each from that file where it has file contents: what
+/// the loader maps for an object. A file mapped as data covers its own
+/// length only, not its segments' places. The names are the kernel's,
+/// absolute. A file's headers are read through /proc/self/mem, which
+/// fails where another thread has just unmapped them (or the file was cut
+/// short) rather than faulting.
 ///
 /// # Safety
 /// As [`for_each`]'s.
@@ -170,53 +173,60 @@ unsafe fn objects_in_mappings(each: EachObject, data: *mut c_void) {
         }
         true
     });
-    let program_headers = auxiliary(libc::AT_PHDR);
-    let call = |headers: u64, count: usize, bias: u64, name: &[u8]| {
+    let call = |headers: &Headers, name: &[u8]| {
         let mut name = name.to_vec();
         name.push(0);
         // SAFETY: dl_phdr_info is plain data, for which all zeroes is valid.
         let mut info: libc::dl_phdr_info = unsafe { std::mem::zeroed() };
-        info.dlpi_addr = bias;
+        info.dlpi_addr = headers.bias;
         info.dlpi_name = name.as_ptr().cast();
-        info.dlpi_phdr = headers as *const libc::Elf64_Phdr;
-        info.dlpi_phnum = count as u16;
-        // SAFETY: `info` describes an object whose headers and segments are
-        // mapped (checked below), and lives for the call; the caller's contract.
+        info.dlpi_phdr = headers.program.as_ptr();
+        info.dlpi_phnum = headers.program.len() as u16;
+        // SAFETY: `info` describes an object whose segments are mapped
+        // (checked below), and lives for the call; the caller's contract.
         unsafe { each(&mut info, std::mem::size_of::<libc::dl_phdr_info>(), data) };
     };
-    // SAFETY: the kernel's auxiliary vector points at the program's headers.
-    let program = unsafe { headers_at(program_headers, auxiliary(libc::AT_PHNUM) as usize) };
-    if let Some(program) = program {
+    let in_place = |address: u64, out: &mut [u8]| {
+        // SAFETY: only called below for the program's and the vDSO's headers,
+        // which the kernel mapped and nothing unmaps.
+        unsafe { std::ptr::copy_nonoverlapping(address as *const u8, out.as_mut_ptr(), out.len()) };
+        true
+    };
+    let program_headers = auxiliary(libc::AT_PHDR);
+    let program_count = auxiliary(libc::AT_PHNUM) as usize;
+    if let Some(program) =
+        (program_headers != 0).then(|| read_headers(in_place, program_headers, program_count)).flatten()
+    {
         let bias = program
             .iter()
             .find(|ph| ph.p_type == libc::PT_PHDR)
             .map_or(0, |ph| program_headers.wrapping_sub(ph.p_vaddr));
-        call(program_headers, program.len(), bias, b"");
+        call(&Headers { program, bias }, b"");
     }
     let vdso = auxiliary(libc::AT_SYSINFO_EHDR);
-    // SAFETY: the kernel's auxiliary vector points at the vDSO's ELF header, mapped readable.
-    if let Some((headers, count, bias)) = unsafe { object_at(vdso, u64::MAX) } {
-        call(headers, count, bias, b"linux-vdso.so.1");
+    if let Some(headers) = (vdso != 0).then(|| object_at(in_place, vdso, u64::MAX)).flatten() {
+        call(&headers, b"linux-vdso.so.1");
     }
+    let Ok(memory) = sys::open_own_memory() else { return };
+    let through_memory =
+        |address: u64, out: &mut [u8]| sys::read_at(memory, out, address).is_ok_and(|n| n == out.len());
+    let code_files: Vec<&[u8]> = mappings.iter().filter(|m| m.executable).map(|m| m.path.as_slice()).collect();
     for mapping in &mappings {
         let is_program = mapping.start <= program_headers && program_headers < mapping.end;
-        if mapping.offset != 0 || !mapping.readable || !mapping.path.starts_with(b"/") || is_program {
+        let candidate = mapping.offset == 0
+            && mapping.readable
+            && mapping.path.starts_with(b"/")
+            && code_files.contains(&mapping.path.as_slice());
+        if !candidate || is_program {
             continue;
         }
-        // SAFETY: the mapping was listed readable, holding the file's start.
-        let Some((headers, count, bias)) = (unsafe { object_at(mapping.start, mapping.end - mapping.start) }) else {
-            continue;
-        };
-        // SAFETY: `object_at` checked the headers lie in the mapping.
-        let phdrs = unsafe { headers_at(headers, count) }.unwrap_or_default();
-        if phdrs
-            .iter()
-            .filter(|ph| ph.p_type == libc::PT_LOAD)
-            .all(|ph| segment_mapped(&mappings, bias, ph, &mapping.path))
-        {
-            call(headers, count, bias, &mapping.path);
+        let Some(headers) = object_at(through_memory, mapping.start, mapping.end - mapping.start) else { continue };
+        let mut loads = headers.program.iter().filter(|ph| ph.p_type == libc::PT_LOAD);
+        if loads.clone().count() > 0 && loads.all(|ph| segment_mapped(&mappings, headers.bias, ph, &mapping.path)) {
+            call(&headers, &mapping.path);
         }
     }
+    sys::close(memory);
 }
 
 /// Whether a loadable segment lies in readable mappings without a gap, its
@@ -244,45 +254,48 @@ fn segment_mapped(mappings: &[Mapping], bias: u64, ph: &libc::Elf64_Phdr, path: 
     reached >= end
 }
 
-/// The program headers, their count and the load bias of the ELF object
-/// whose header is at `start`, where `len` bytes are mapped readable, if it
-/// is one with its headers inside those bytes.
-///
-/// # Safety
-/// `len` bytes at `start` are mapped readable (`u64::MAX`: as far as the
-/// header says, for the vDSO, which the kernel maps whole).
-unsafe fn object_at(start: u64, len: u64) -> Option<(u64, usize, u64)> {
-    const HEADER: u64 = std::mem::size_of::<libc::Elf64_Ehdr>() as u64;
-    if start == 0 || len < HEADER {
+/// An object's program headers, copied out, and its load bias.
+struct Headers {
+    program: Vec<libc::Elf64_Phdr>,
+    bias: u64,
+}
+
+/// The headers of the ELF object whose header is at `start`, where `len`
+/// bytes are mapped (`u64::MAX`: as far as the header says), if it is one
+/// with its program headers inside those bytes; `read` copies memory out,
+/// false where it cannot.
+fn object_at(read: impl Fn(u64, &mut [u8]) -> bool, start: u64, len: u64) -> Option<Headers> {
+    let mut bytes = [0u8; std::mem::size_of::<libc::Elf64_Ehdr>()];
+    if len < bytes.len() as u64 || !read(start, &mut bytes) {
         return None;
     }
-    // SAFETY: the caller's: at least a header's bytes are readable.
-    let header = unsafe { &*(start as *const libc::Elf64_Ehdr) };
+    // SAFETY: the bytes are a whole Elf64_Ehdr's, plain data for any bytes.
+    let header: libc::Elf64_Ehdr = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
     let is_object = header.e_ident[..4] == *b"\x7fELF"
         && header.e_ident[libc::EI_CLASS] == libc::ELFCLASS64
         && matches!(header.e_type, libc::ET_DYN | libc::ET_EXEC)
         && usize::from(header.e_phentsize) == std::mem::size_of::<libc::Elf64_Phdr>();
     let count = usize::from(header.e_phnum);
     let headers_end = header.e_phoff.checked_add(count as u64 * u64::from(header.e_phentsize))?;
-    if !is_object || headers_end > len {
+    if !is_object || count == 0 || headers_end > len {
         return None;
     }
-    let headers = start + header.e_phoff;
-    // SAFETY: the headers lie within the readable bytes, checked above.
-    let phdrs = unsafe { headers_at(headers, count) }?;
+    let program = read_headers(read, start.checked_add(header.e_phoff)?, count)?;
     // The first loadable segment holds the header, at the page its address rounds down to.
-    let first = phdrs.iter().find(|ph| ph.p_type == libc::PT_LOAD && ph.p_offset == 0)?;
+    let first = program.iter().find(|ph| ph.p_type == libc::PT_LOAD && ph.p_offset == 0)?;
     let bias = start.wrapping_sub(first.p_vaddr & !(sys::page_size() as u64 - 1));
-    Some((headers, count, bias))
+    Some(Headers { program, bias })
 }
 
-/// # Safety
-/// `count` program headers are mapped readable at `headers`, for as long
-/// as the slice is used.
-unsafe fn headers_at<'a>(headers: u64, count: usize) -> Option<&'a [libc::Elf64_Phdr]> {
-    // SAFETY: the caller's.
-    (headers != 0 && count > 0)
-        .then(|| unsafe { std::slice::from_raw_parts(headers as *const libc::Elf64_Phdr, count) })
+/// `count` program headers copied out from `address` through `read`.
+fn read_headers(read: impl Fn(u64, &mut [u8]) -> bool, address: u64, count: usize) -> Option<Vec<libc::Elf64_Phdr>> {
+    const SIZE: usize = std::mem::size_of::<libc::Elf64_Phdr>();
+    let mut bytes = vec![0u8; count * SIZE];
+    if count == 0 || !read(address, &mut bytes) {
+        return None;
+    }
+    // SAFETY: each chunk is a whole Elf64_Phdr's bytes, plain data for any bytes.
+    Some(bytes.chunks_exact(SIZE).map(|chunk| unsafe { std::ptr::read_unaligned(chunk.as_ptr().cast()) }).collect())
 }
 
 fn auxiliary(kind: libc::c_ulong) -> u64 {
@@ -330,6 +343,37 @@ mod tests {
         mappings_sorted.sort();
         assert_eq!(mappings_sorted, loader_sorted);
         assert!(by_loader.iter().any(|(name, _, _)| name.contains("libc.so")), "{by_loader:?}");
+    }
+
+    #[test]
+    fn a_listing_reads_no_header_another_thread_unmaps_meanwhile() {
+        use std::os::fd::AsRawFd;
+        use std::sync::atomic::AtomicBool;
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    // SAFETY: a private read-only mapping of a file this test
+                    // opened, unmapped at once.
+                    unsafe {
+                        let data = libc::mmap(
+                            std::ptr::null_mut(),
+                            4096,
+                            libc::PROT_READ,
+                            libc::MAP_PRIVATE,
+                            file.as_raw_fd(),
+                            0,
+                        );
+                        libc::munmap(data, 4096);
+                    }
+                }
+            });
+            for _ in 0..300 {
+                assert!(listed(true).len() > 3);
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
     }
 
     #[test]

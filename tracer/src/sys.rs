@@ -413,6 +413,12 @@ pub fn open_to_read(fd: i32) -> io::Result<i32> {
     open(Path::new(&format!("/proc/self/fd/{fd}")), libc::O_RDONLY)
 }
 
+/// This process's memory as a file (/proc/self/mem), to read at addresses
+/// that may have been unmapped: a read there fails, where a load faults.
+pub fn open_own_memory() -> io::Result<i32> {
+    open(Path::new("/proc/self/mem"), libc::O_RDONLY)
+}
+
 /// Reads from `fd` at `offset` into `buf`, without moving the descriptor's
 /// offset; the bytes read (0 at the end of the file).
 pub fn read_at(fd: i32, buf: &mut [u8], offset: u64) -> io::Result<usize> {
