@@ -28,6 +28,9 @@ pub struct Finding {
     pub summary: String,
     /// The line a leak's verdict names: "fill (worker.py:12)".
     pub line: Option<String>,
+    /// How fast it grows: a leak's suspects together, or the growth the
+    /// summary names, per epoch. Findings are ranked by it.
+    pub bytes_per_epoch: u64,
 }
 
 impl Finding {
@@ -52,6 +55,12 @@ pub struct DescendantReport {
     /// `None` when it found nothing, was not looked at (past
     /// [`LOOKED_AT`]), or could not be read.
     pub finding: Option<Finding>,
+    /// The kind of its own verdict; `None` when it was not analysed (too
+    /// few snapshots, not looked at, or could not be read).
+    pub verdict: Option<VerdictKind>,
+    /// Its own verdict says it was sampled too sparsely to tell its growth
+    /// from chance.
+    pub too_few_samples: bool,
     /// Its snapshots; 0 when it was not looked at or could not be read.
     pub snapshots: usize,
     /// How long it ran, from its start (a forked child's from its fork) to
@@ -104,10 +113,14 @@ pub fn look_at(descendants: Vec<Descendant>, floor: NoiseFloor) -> Vec<Descendan
             // analyse (a worker forked for one pass has its exit snapshot
             // only), and counting reads less than loading.
             let glance = if i < LOOKED_AT { glance(&trace.path) } else { Glance::default() };
-            let finding = if glance.snapshots >= MIN_EPOCHS { finding(&trace.path, floor) } else { None };
+            let verdict = if glance.snapshots >= MIN_EPOCHS { own_verdict(&trace.path, floor) } else { None };
+            let (finding, too_few_samples) =
+                verdict.as_ref().map_or((None, false), |v| (v.finding.clone(), v.too_few_samples));
             DescendantReport {
                 trace,
                 finding,
+                verdict: verdict.map(|v| v.kind),
+                too_few_samples,
                 snapshots: glance.snapshots,
                 lifetime_ns: glance.lifetime_ns,
                 follows_parent: glance.follows_parent,
@@ -116,14 +129,27 @@ pub fn look_at(descendants: Vec<Descendant>, floor: NoiseFloor) -> Vec<Descendan
         .collect()
 }
 
+/// The traces of `descendants` that found something, the fastest growth
+/// first (in pid order among equals): a rank that leaks MiB an epoch
+/// before its healthy sibling's few KiB of caches.
+pub fn by_growth(descendants: &[DescendantReport]) -> Vec<&DescendantReport> {
+    let mut found: Vec<&DescendantReport> = descendants.iter().filter(|d| d.finding.is_some()).collect();
+    found.sort_by_key(|d| std::cmp::Reverse(d.finding.as_ref().map_or(0, |f| f.bytes_per_epoch)));
+    found
+}
+
 /// The descendant most likely to be the program a wrapper ran, for a
 /// trace too short to analyse: under `env`, `timeout` or a launcher script
 /// (a pyenv shim runs a dozen helper commands before it execs Python), the
-/// first descendant is seldom the program. The first with a finding, else
-/// the one with the most snapshots (the first of those), else none.
+/// first descendant is seldom the program. The one whose finding grows
+/// fastest, else the one with the most snapshots (the first of those), else
+/// none.
 pub fn program_trace(descendants: &[DescendantReport]) -> Option<&DescendantReport> {
     let own = || descendants.iter().filter(|d| !d.trace.started_beside);
-    own().find(|d| d.finding.is_some()).or_else(|| own().filter(|d| d.snapshots > 0).rev().max_by_key(|d| d.snapshots))
+    by_growth(descendants)
+        .into_iter()
+        .find(|d| !d.trace.started_beside)
+        .or_else(|| own().filter(|d| d.snapshots > 0).rev().max_by_key(|d| d.snapshots))
 }
 
 /// What counting a trace's records tells, without loading it.
@@ -167,38 +193,52 @@ fn glance(path: &Path) -> Glance {
     glance
 }
 
-/// What the trace at `path`, which has the snapshots an analysis needs,
-/// found: `None` when it shows no growth or cannot be read (its own report
-/// says why).
-fn finding(path: &Path, floor: NoiseFloor) -> Option<Finding> {
+/// What a descendant's own verdict says.
+struct OwnVerdict {
+    kind: VerdictKind,
+    too_few_samples: bool,
+    /// `None` when it shows no growth (its own report says why).
+    finding: Option<Finding>,
+}
+
+/// The verdict on the trace at `path`, which has the snapshots an
+/// analysis needs; `None` when it cannot be read.
+fn own_verdict(path: &Path, floor: NoiseFloor) -> Option<OwnVerdict> {
     let trace = load(path, &LoadOptions::default()).ok()?;
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
     let analysis = analyze_by_line(&trace, floor, &mut symbolizer);
     let line = top_line(&trace, &analysis, &mut symbolizer);
     let v = &analysis.verdict;
-    let per_epoch = |growth: i128| bytes(v.per_epoch(growth));
-    let summary = match v.kind {
-        VerdictKind::HeapLeak => {
+    let found = |kind: VerdictKind| -> Option<(String, u64)> {
+        if kind == VerdictKind::HeapLeak {
             let top = bytes(analysis.suspects[0].growth_bytes_per_epoch);
-            match analysis.suspects.len() {
+            let all: u64 = analysis.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum();
+            let summary = match analysis.suspects.len() {
                 1 => format!("1 suspect, +{top}/epoch"),
-                n => {
-                    let all: u64 = analysis.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum();
-                    format!("{n} suspects, +{}/epoch in all, the top +{top}/epoch", bytes(all))
-                }
-            }
+                n => format!("{n} suspects, +{}/epoch in all, the top +{top}/epoch", bytes(all)),
+            };
+            return Some((summary, all));
         }
-        VerdictKind::CopiedFromParent => format!("private memory +{}/epoch", per_epoch(v.private_growth())),
-        VerdictKind::AllocatorRetention => {
-            format!("malloc kept +{}/epoch of freed memory", per_epoch(v.allocator_free_growth()))
-        }
-        VerdictKind::FilePages => format!("pages of mapped files +{}/epoch", per_epoch(v.file_growth())),
-        VerdictKind::GrowthOutsideHeap => format!("RSS +{}/epoch outside the heap", per_epoch(v.program_rss_growth())),
-        VerdictKind::BoundedCache | VerdictKind::HeapNotTraced | VerdictKind::NoGrowth | VerdictKind::TooFewEpochs => {
-            return None
-        }
+        let (what, after, growth) = match kind {
+            VerdictKind::CopiedFromParent => ("private memory", "", v.private_growth()),
+            VerdictKind::AllocatorRetention => ("malloc kept", " of freed memory", v.allocator_free_growth()),
+            VerdictKind::FilePages => ("pages of mapped files", "", v.file_growth()),
+            VerdictKind::GrowthOutsideHeap => ("RSS", " outside the heap", v.program_rss_growth()),
+            _ => return None,
+        };
+        let per_epoch = v.per_epoch(growth);
+        Some((format!("{what} +{}/epoch{after}", bytes(per_epoch)), per_epoch))
     };
-    Some(Finding { kind: v.kind, summary, line })
+    Some(OwnVerdict {
+        kind: v.kind,
+        too_few_samples: analysis.too_few_samples(),
+        finding: found(v.kind).map(|(summary, bytes_per_epoch)| Finding {
+            kind: v.kind,
+            summary,
+            line,
+            bytes_per_epoch,
+        }),
+    })
 }
 
 #[cfg(test)]
@@ -249,6 +289,7 @@ mod tests {
             kind: VerdictKind::HeapLeak,
             summary: "1 suspect, +64.0 KiB/epoch".into(),
             line: Some("0x400700".into()),
+            bytes_per_epoch: 64 << 10,
         };
         assert_eq!(findings, [Some(leak), None, None]);
     }
@@ -288,6 +329,7 @@ mod tests {
             kind: VerdictKind::HeapLeak,
             summary: "20 suspects, +20.0 KiB/epoch in all, the top +1.00 KiB/epoch".into(),
             line: Some("Samples.__getitem__ (dataset.py)".into()),
+            bytes_per_epoch: 20 << 10,
         };
         assert_eq!(found[0].finding, Some(leak));
     }
@@ -481,6 +523,7 @@ mod tests {
         let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
         assert_eq!(found.len(), LOOKED_AT + 1);
         assert!(found.iter().all(|d| d.finding.is_none()));
-        assert!(finding(&found[LOOKED_AT].trace.path, NoiseFloor::Scaled).is_some(), "found when looked at");
+        let looked_at = own_verdict(&found[LOOKED_AT].trace.path, NoiseFloor::Scaled);
+        assert!(looked_at.is_some_and(|v| v.finding.is_some()), "found when looked at");
     }
 }

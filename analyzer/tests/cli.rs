@@ -378,6 +378,32 @@ fn findings_of_a_child_of_a_process_started_beside_are_not_a_descendants() {
     assert!(listed.iter().all(|d| d["started_beside"] == true), "{listed:?}");
 }
 
+/// A persistent worker's trace beside `path`, forked from pid 4242, copying
+/// its parent's pages at `per_epoch` bytes an epoch.
+fn copying_worker(path: &Path, pid: u32, per_epoch: u64) {
+    let mut worker = Sim::new("/opt/app/worker");
+    worker.process_mut().pid = pid;
+    worker.process_mut().forked_from = Some(4242);
+    for e in 0..8 {
+        worker.copied_from_parent = Some(e * per_epoch);
+        worker.mark(&format!("parent's epoch {e}"));
+    }
+    worker.exit();
+    std::fs::write(path.with_file_name(format!("trace.bin.{pid}")), worker.bytes()).unwrap();
+}
+
+#[test]
+fn descendants_findings_are_listed_fastest_growth_first() {
+    let path = write_temp("trace.bin", &all_behaviours(8, true).bytes());
+    copying_worker(&path, 4244, 1 << 20);
+    copying_worker(&path, 4245, 16 << 20);
+    let v = json(&report(&path, &["--json"]));
+    let name = |p: &serde_json::Value| p.as_str().unwrap().rsplit('/').next().unwrap().to_string();
+    let findings: Vec<String> = v["findings"].as_array().unwrap().iter().map(name).collect();
+    assert_eq!(findings, ["trace.bin.4245", "trace.bin.4244"]);
+    assert_eq!(v["descendant_traces"][1]["finding"]["growth_bytes_per_epoch"], 16 << 20);
+}
+
 #[test]
 fn a_trace_without_its_end_record_is_reported_unfinished() {
     let sim = all_behaviours(8, false);

@@ -27,6 +27,9 @@ struct JsonReport<'a> {
     verdict: JsonVerdict<'a>,
     flamegraph: Option<String>,
     descendant_traces: Vec<JsonDescendant<'a>>,
+    /// The paths of those of `descendant_traces` with a finding, the
+    /// fastest growth first.
+    findings: Vec<String>,
     other_runs_traces: usize,
 }
 
@@ -57,6 +60,8 @@ struct JsonFinding<'a> {
     summary: &'a str,
     /// The line a leak's verdict names; null for other findings.
     line: Option<&'a str>,
+    /// Its growth, by which findings are ranked.
+    growth_bytes_per_epoch: u64,
 }
 
 /// A process's place in a distributed job (see [`trace_format::Rank`]).
@@ -379,8 +384,13 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                     kind: f.kind.name(),
                     summary: &f.summary,
                     line: f.line.as_deref(),
+                    growth_bytes_per_epoch: f.bytes_per_epoch,
                 }),
             })
+            .collect(),
+        findings: crate::findings::by_growth(&report.descendants)
+            .into_iter()
+            .map(|d| d.trace.path.display().to_string())
             .collect(),
         other_runs_traces: report.other_runs,
     };

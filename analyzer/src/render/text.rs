@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::{names, Drawn, Report, ShownSuspect};
 use crate::analysis::{LineMemory, Survivor, Suspect, VerdictKind};
-use crate::findings::{program_trace, DescendantReport, LOOKED_AT};
+use crate::findings::{by_growth, program_trace, DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
 use crate::lines::LeakLine;
 use crate::symbolize::Frame;
@@ -104,21 +104,23 @@ fn descendant_named(descendant: &Descendant) -> String {
 }
 
 /// How many of the traces beside this one found more: its descendants'
-/// (naming the first one's finding: a leak in a persistent DataLoader
-/// worker shows only there) and those of processes started beside it (the
-/// other end of a pipeline), which are no descendants, told apart.
+/// (naming the finding that grows fastest: a leak in a persistent
+/// DataLoader worker shows only there) and those of processes started
+/// beside it (the other end of a pipeline), which are no descendants, told
+/// apart.
 fn findings_note(traces: &[DescendantReport]) -> Option<String> {
-    let with_findings = |beside: bool| traces.iter().filter(move |d| d.found_something(beside));
-    let found = |beside: bool| with_findings(beside).count();
-    let first =
-        with_findings(false).next().and_then(|d| Some((descendant_named(&d.trace), d.finding.as_ref()?.words())));
-    let descendants = match (found(false), first) {
+    let found = |beside: bool| traces.iter().filter(|d| d.found_something(beside)).count();
+    let largest = by_growth(traces)
+        .into_iter()
+        .find(|d| !d.trace.started_beside)
+        .and_then(|d| Some((descendant_named(&d.trace), d.finding.as_ref()?.words())));
+    let descendants = match (found(false), largest) {
         (1, Some((path, words))) => {
             Some(format!("one of this process's descendants found more in its own trace, {path}: {words}"))
         }
-        (n, Some((path, words))) => {
-            Some(format!("{n} of this process's descendants found more in their own traces, the first {path}: {words}"))
-        }
+        (n, Some((path, words))) => Some(format!(
+            "{n} of this process's descendants found more in their own traces, the largest {path}: {words}"
+        )),
         _ => None,
     };
     let beside = match found(true) {
@@ -168,12 +170,9 @@ fn descendants_section(
             if other_runs == 1 { "" } else { "s" }
         );
     }
-    let found: Vec<String> = descendants
-        .iter()
-        .filter_map(|d| {
-            let finding = d.finding.as_ref()?;
-            Some(format!("{}: {}", descendant_named(&d.trace), finding.words()))
-        })
+    let found: Vec<String> = by_growth(descendants)
+        .into_iter()
+        .filter_map(|d| Some(format!("{}: {}", descendant_named(&d.trace), d.finding.as_ref()?.words())))
         .collect();
     let any_found = !found.is_empty();
     capped_rows(out, "findings", found, "descendants with findings");
@@ -767,6 +766,53 @@ mod tests {
         assert_eq!(ranks_text(&scattered), "20 suspects: #2, #4, #6, #8, #10, #12, #14, #16 and 12 more");
     }
 
+    /// A descendant's trace of 9 snapshots, exec'd, that found a leak of
+    /// `leaking` bytes an epoch.
+    fn descendant(pid: u32, rank: Option<trace_format::Rank>, leaking: Option<u64>) -> DescendantReport {
+        DescendantReport {
+            trace: Descendant {
+                path: format!("./trace.bin.{pid}").into(),
+                pid,
+                forked_from: None,
+                started_beside: false,
+                cmdline: vec!["python".into(), "-u".into(), "train.py".into()],
+                rank,
+            },
+            finding: leaking.map(|bytes_per_epoch| crate::findings::Finding {
+                kind: VerdictKind::HeapLeak,
+                summary: format!("1 suspect, +{}/epoch", bytes(bytes_per_epoch)),
+                line: None,
+                bytes_per_epoch,
+            }),
+            verdict: Some(if leaking.is_some() { VerdictKind::HeapLeak } else { VerdictKind::NoGrowth }),
+            too_few_samples: false,
+            snapshots: 9,
+            lifetime_ns: 0,
+            follows_parent: false,
+        }
+    }
+
+    /// A leaking rank comes before its healthy sibling's caches, though
+    /// its pid is the higher.
+    #[test]
+    fn findings_are_ranked_by_growth_largest_first() {
+        let descendants = [descendant(9500, None, Some(59 << 10)), descendant(9501, None, Some(2 << 20))];
+        let mut out = String::new();
+        descendants_section(&mut out, &descendants, 0, None);
+        let findings: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("  findings")).take(2).collect();
+        assert_eq!(
+            findings,
+            [
+                "  findings   ./trace.bin.9501: heap_leak, 1 suspect, +2.00 MiB/epoch",
+                "             ./trace.bin.9500: heap_leak, 1 suspect, +59.0 KiB/epoch",
+            ]
+        );
+        let note = findings_note(&descendants).unwrap_or_default();
+        assert!(note.contains("the largest ./trace.bin.9501: "), "{note}");
+        let program = program_trace(&descendants).map(|d| d.trace.pid);
+        assert_eq!(program, Some(9501), "the program a wrapper ran is the one that leaks most");
+    }
+
     #[test]
     fn a_ranks_process_is_named_by_its_rank_beside_its_pid() {
         let mut sim = Sim::new("/venv/bin/python");
@@ -781,24 +827,7 @@ mod tests {
         assert!(out.contains(&format!("\n  pid        {} (rank 1 of 2, local rank 1)\n", trace.process.pid)), "{out}");
         assert!(!out.contains("rank = ") && out.contains("  settings   max_frames = 128\n"), "the pid says it: {out}");
 
-        let descendant = |pid: u32, rank: Option<trace_format::Rank>, found: bool| DescendantReport {
-            trace: Descendant {
-                path: format!("./trace.bin.{pid}").into(),
-                pid,
-                forked_from: None,
-                started_beside: false,
-                cmdline: vec!["python".into(), "-u".into(), "train.py".into()],
-                rank,
-            },
-            finding: found.then(|| crate::findings::Finding {
-                kind: VerdictKind::HeapLeak,
-                summary: "1 suspect, +1.00 MiB/epoch".into(),
-                line: None,
-            }),
-            snapshots: 9,
-            lifetime_ns: 0,
-            follows_parent: false,
-        };
+        let descendant = |pid, rank, found: bool| descendant(pid, rank, found.then_some(1 << 20));
         let rank = |rank| Some(trace_format::Rank { rank, local_rank: Some(rank), world_size: Some(2) });
         let descendants =
             [descendant(6183, rank(0), false), descendant(6184, rank(1), true), descendant(6190, None, false)];
