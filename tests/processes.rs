@@ -991,8 +991,8 @@ fn launcher(dir: &Path) -> std::path::PathBuf {
 }
 
 /// A program started through a launcher leaves `env`'s trace at the named
-/// path; the report on it points at the program's trace, not at the
-/// shell's (the first descendant).
+/// path; the report on it gives the verdict of the program's trace, not of
+/// the shell's (the first descendant).
 #[test]
 fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     let program = compile("leaky.c");
@@ -1001,12 +1001,14 @@ fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     assert_eq!(run.stdout(), "leaky: 8 epochs, 1600 blocks leaked\n");
     let text = report_text(&run.trace);
     assert!(!text.contains("image = "), "where the process sits in its run is for tools: {text}");
-    let note =
-        text.lines().find(|line| line.contains("its trace is a descendant's")).unwrap_or_else(|| panic!("{text}"));
-    let (named, epochs) = note.rsplit("analyzer report ").next().unwrap().split_once(" (").unwrap();
-    let (epochs, found) = epochs.split_once("; ").unwrap_or_else(|| panic!("{note}"));
+    // The verdict is the program's, the launcher said to be a wrapper.
+    let note = text.lines().find(|line| line.starts_with("Verdict (")).unwrap_or_else(|| panic!("{text}"));
+    assert!(note.starts_with("Verdict (heap_leak): this process (") && note.contains(") is a wrapper: "), "{note}");
+    let wrote = note.split_once("the program it ran wrote ").unwrap_or_else(|| panic!("{note}")).1;
+    let (named, epochs) = wrote.split_once(" (").unwrap();
+    let (epochs, found) = epochs.split_once("), whose own verdict is ").unwrap_or_else(|| panic!("{note}"));
     assert_eq!(epochs, "9 epochs", "leaky's 8 marks and its exit: {note}");
-    assert!(found.starts_with("it found heap_leak: 1 suspect, +"), "{note}");
+    assert!(found.starts_with("heap_leak, 1 suspect, +"), "{note}");
     assert!(found.contains(", at leak_per_epoch (leaky.c:"), "the line it names: {note}");
     let named = Path::new(named);
     let process = process_record(named);

@@ -52,10 +52,12 @@ enum Command {
         /// Exit with status 3, after printing the report, when the verdict
         /// is one of these kinds (comma-separated, as the JSON names them:
         /// heap_leak, copy_on_write, allocator_retention, file_pages,
-        /// growth_outside_heap, heap_not_traced, no_growth, too_few_epochs),
-        /// or when a descendant's trace beside it found one of them; also
-        /// too_few_samples: a sampled run too sparse to tell its growth
-        /// from chance (the JSON's verdict.too_few_samples).
+        /// growth_outside_heap, heap_not_traced, no_growth, too_few_epochs;
+        /// a wrapper's verdict is the program's it ran), or when a trace
+        /// listed under findings (a descendant's, or a process's started
+        /// beside it) found one of them; also too_few_samples: a sampled
+        /// run, or a trace beside it, too sparse to tell its growth from
+        /// chance (the JSON's verdict.too_few_samples).
         #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = parse_fail_on)]
         fail_on: Vec<FailOn>,
     },
@@ -311,16 +313,10 @@ fn report(
         warn(w);
         report.warnings.push(w.clone());
     }
-    let found = std::iter::once(analysis.verdict.kind)
-        .chain(
-            report
-                .descendants
-                .iter()
-                .filter(|d| d.found_something(false))
-                .filter_map(|d| Some(d.finding.as_ref()?.kind)),
-        )
-        .any(|kind| fail_on.contains(&FailOn::Kind(kind)))
-        || fail_on.contains(&FailOn::TooFewSamples) && analysis.too_few_samples();
+    let found = fail_on.iter().any(|fail_on| match *fail_on {
+        FailOn::Kind(kind) => report.found(kind),
+        FailOn::TooFewSamples => report.too_few_samples(),
+    });
     let text = if json { render::json::render(&report) } else { render::text::render(&report) };
     Ok((text, if found { FAILED_ON_VERDICT } else { 0 }))
 }

@@ -305,6 +305,107 @@ fn a_build_can_fail_on_too_few_samples() {
     assert_eq!(report(&path, &["--fail-on", "heap_leak,too_few_samples"]).status.code(), Some(3));
 }
 
+/// A process's trace of 8 marked epochs, leaking 100 KiB an epoch or not.
+fn marked_process(exe: &str, pid: u32, leak: bool) -> Sim {
+    let mut sim = Sim::new(exe);
+    sim.process_mut().pid = pid;
+    for e in 0..8 {
+        if leak {
+            sim.alloc_many(1, 100, 1024);
+        }
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    sim
+}
+
+/// A trace of its exit snapshot only: a wrapper's, or the short end of a pipeline's.
+fn exit_only(exe: &str) -> Sim {
+    let mut sim = Sim::new(exe);
+    sim.exit();
+    sim
+}
+
+/// A forked worker sampled too sparsely to tell its growth from chance: the
+/// gate on its parent counts it, as it counts a descendant's findings.
+#[test]
+fn a_descendants_too_few_samples_fails_its_parents_gate() {
+    let path = write_temp("trace.bin", &marked_process("/opt/app/train", 4242, false).bytes());
+    let mut sparse = Sim::new("/opt/app/train");
+    sparse.process_mut().pid = 4243;
+    sparse.process_mut().forked_from = Some(4242);
+    let rate = format!("{}524288 bytes on average (TRACER_SAMPLE_BYTES)", trace_format::SAMPLED_BY_BYTES);
+    sparse.process_mut().settings.push((trace_format::SAMPLING_SETTING.into(), rate));
+    for e in 0..10 {
+        sparse.rss_extra += 128 << 10;
+        sparse.mark(&format!("epoch {e}"));
+    }
+    sparse.exit();
+    std::fs::write(path.with_file_name("trace.bin.4243"), sparse.bytes()).unwrap();
+    let gated = report(&path, &["--fail-on", "too_few_samples"]);
+    assert_eq!(gated.status.code(), Some(3), "{}", stderr(&gated));
+    let text = stdout(&gated);
+    assert!(text.contains("Verdict (no_growth)"), "{text}");
+    assert!(text.contains("trace.bin.4243 was sampled too sparsely to tell its growth from chance"), "{text}");
+    let v = json(&report(&path, &["--json"]));
+    assert_eq!(
+        (&v["verdict"]["too_few_samples"], &v["descendant_traces"][0]["too_few_samples"]),
+        (&false.into(), &true.into())
+    );
+    assert_eq!(report(&path, &["--fail-on", "no_growth"]).status.code(), Some(3), "its own verdict");
+    assert_eq!(report(&path, &["--fail-on", "heap_leak"]).status.code(), Some(0));
+}
+
+/// `python train.py | tee log`, both traced: `tee` writes trace.bin and
+/// Python, started beside it, trace.bin.<pid>. The gate on trace.bin counts
+/// the leak its report points at.
+#[test]
+fn a_finding_of_a_process_started_beside_fails_the_gate() {
+    let path = write_temp("trace.bin", &exit_only("/usr/bin/tee").bytes());
+    let mut python = marked_process("/usr/bin/python3", 4300, true);
+    let named = path.display().to_string();
+    python.process_mut().settings.push((trace_format::NAMED_OUTPUT_IN_USE_SETTING.into(), named));
+    std::fs::write(path.with_file_name("trace.bin.4300"), python.bytes()).unwrap();
+    let gated = report(&path, &["--fail-on", "heap_leak"]);
+    assert_eq!(gated.status.code(), Some(3), "{}", stderr(&gated));
+    let text = stdout(&gated);
+    assert!(text.contains("Verdict (too_few_epochs)"), "no wrapper: {text}");
+    assert!(text.contains("a process started beside this one found more in its own trace"), "{text}");
+    assert_eq!(report(&path, &["--fail-on", "copy_on_write"]).status.code(), Some(0));
+}
+
+/// `timeout 300 python train.py`: the wrapper's trace has its exit only, the
+/// program's its epochs. The verdict, and the gate, are the program's.
+#[test]
+fn a_wrappers_verdict_is_the_program_it_ran() {
+    let path = write_temp("trace.bin", &exit_only("/usr/bin/timeout").bytes());
+    let program = path.with_file_name("trace.bin.4243");
+    std::fs::write(&program, marked_process("/usr/bin/python3", 4243, true).bytes()).unwrap();
+    let out = report(&path, &["--json", "--fail-on", "too_few_epochs"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"]["kind"], "heap_leak");
+    assert_eq!(v["verdict"]["program_trace"], program.display().to_string());
+    let message = v["verdict"]["message"].as_str().unwrap();
+    assert!(message.starts_with("this process (timeout) is a wrapper: it ran 1 epoch of its own"), "{message}");
+    assert!(!message.contains("tracer_mark"), "the program marks: {message}");
+    assert_eq!(report(&path, &["--fail-on", "heap_leak"]).status.code(), Some(3));
+    let text = stdout(&report(&path, &[]));
+    assert!(text.contains("\nVerdict (heap_leak): this process (timeout) is a wrapper"), "{text}");
+
+    std::fs::write(&program, marked_process("/usr/bin/python3", 4243, false).bytes()).unwrap();
+    let v = json(&report(&path, &["--json"]));
+    assert_eq!(v["verdict"]["kind"], "no_growth");
+    assert_eq!(report(&path, &["--fail-on", "too_few_epochs"]).status.code(), Some(0));
+    assert_eq!(report(&path, &["--fail-on", "no_growth"]).status.code(), Some(3));
+
+    // A program of too few epochs too: the wrapper's verdict is its own.
+    std::fs::write(&program, exit_only("/usr/bin/python3").bytes()).unwrap();
+    let v = json(&report(&path, &["--json"]));
+    assert_eq!(v["verdict"]["kind"], "too_few_epochs");
+    assert!(v["verdict"].get("program_trace").is_none(), "{v}");
+}
+
 /// A process started beside the traced one (the other end of a pipeline)
 /// wrote its own trace: its findings are not a descendant's.
 #[test]

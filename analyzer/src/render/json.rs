@@ -52,6 +52,8 @@ struct JsonDescendant<'a> {
     rank: Option<JsonRank>,
     /// What the descendant's own report finds; null when nothing.
     finding: Option<JsonFinding<'a>>,
+    /// Its own verdict was sampled too sparsely to tell its growth from chance.
+    too_few_samples: bool,
 }
 
 #[derive(Serialize)]
@@ -223,6 +225,10 @@ struct JsonFrame<'a> {
 struct JsonVerdict<'a> {
     kind: &'static str,
     message: &'a str,
+    /// A wrapper's: the trace of the program it ran, whose verdict's kind
+    /// `kind` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    program_trace: Option<String>,
     rss_growth_bytes: i64,
     tracer_growth_bytes: i64,
     heap_growth_bytes: i64,
@@ -353,8 +359,9 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             })
             .collect(),
         verdict: JsonVerdict {
-            kind: a.verdict.kind.name(),
+            kind: report.verdict_kind().name(),
             message: &report.verdict_message,
+            program_trace: report.program.map(|i| report.descendants[i].trace.path.display().to_string()),
             rss_growth_bytes: clamp(a.verdict.rss_growth()),
             tracer_growth_bytes: clamp(a.verdict.tracer_growth()),
             heap_growth_bytes: clamp(a.verdict.heap_growth()),
@@ -386,6 +393,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                     line: f.line.as_deref(),
                     growth_bytes_per_epoch: f.bytes_per_epoch,
                 }),
+                too_few_samples: d.too_few_samples,
             })
             .collect(),
         findings: crate::findings::by_growth(&report.descendants)

@@ -89,6 +89,9 @@ pub struct Report<'t> {
     pub descendants: Vec<crate::findings::DescendantReport>,
     /// Traces beside it named like descendants' that other runs left.
     pub other_runs: usize,
+    /// When this process is a wrapper (see [`wrapped_program`]): the place
+    /// in `descendants` of the program it ran.
+    pub program: Option<usize>,
 }
 
 /// The innermost frame shown for a stack that made an anonymous mapping.
@@ -152,7 +155,11 @@ impl<'t> Report<'t> {
         let ranked = ByLine::rank(trace, analysis, symbolizer, top.max(STACKS_BY_LINE));
         let beside = crate::trace::descendant_traces(&trace.path);
         let descendants = crate::findings::look_at(beside.traces, floor);
-        let verdict_message = analysis.verdict_message(ranked.culprit()) + &descendants_found(analysis, &descendants);
+        let program = wrapped_program(analysis, &descendants);
+        let verdict_message = match program {
+            Some(program) => wrapper_verdict(trace, analysis, &descendants[program]),
+            None => analysis.verdict_message(ranked.culprit()) + &descendants_found(analysis, &descendants),
+        };
         let ByLine { symbolized, lines, below_floor, below_floor_lines } = ranked;
         Report {
             trace,
@@ -167,8 +174,65 @@ impl<'t> Report<'t> {
             warnings: Vec::new(),
             descendants,
             other_runs: beside.other_runs,
+            program,
         }
     }
+
+    /// The verdict's kind: this process's own, or, for a wrapper, that of
+    /// the program it ran.
+    pub fn verdict_kind(&self) -> VerdictKind {
+        match self.program {
+            Some(program) => self.descendants[program].verdict.unwrap_or(self.analysis.verdict.kind),
+            None => self.analysis.verdict.kind,
+        }
+    }
+
+    /// Whether `kind` is among the kinds found in the process tree the
+    /// report cites: its verdict's (see [`Report::verdict_kind`]) and the
+    /// findings of the traces beside it, its descendants' and those of
+    /// processes started beside it.
+    pub fn found(&self, kind: VerdictKind) -> bool {
+        self.verdict_kind() == kind
+            || self.descendants.iter().any(|d| d.finding.as_ref().is_some_and(|f| f.kind == kind))
+    }
+
+    /// Whether this process, or a trace beside it, was sampled too sparsely
+    /// to tell its growth from chance.
+    pub fn too_few_samples(&self) -> bool {
+        self.analysis.too_few_samples() || self.descendants.iter().any(|d| d.too_few_samples)
+    }
+}
+
+/// The program a wrapper ran: a process with too few epochs of its own
+/// (`timeout`, `/usr/bin/time`, a launcher script, a launcher that does
+/// its work in processes it starts) whose descendant, the one
+/// [`program_trace`](crate::findings::program_trace) picks, has the epochs
+/// an analysis needs. Its place in `descendants`.
+fn wrapped_program(analysis: &Analysis, descendants: &[crate::findings::DescendantReport]) -> Option<usize> {
+    if analysis.verdict.kind != VerdictKind::TooFewEpochs {
+        return None;
+    }
+    let program = crate::findings::program_trace(descendants).filter(|d| d.verdict.is_some())?;
+    descendants.iter().position(|d| std::ptr::eq(d, program))
+}
+
+/// The verdict on a wrapper: that it is one, and the verdict of the
+/// program it ran, whose trace has its own report.
+fn wrapper_verdict(trace: &Trace, analysis: &Analysis, program: &crate::findings::DescendantReport) -> String {
+    let name = std::path::Path::new(&trace.process.exe)
+        .file_name()
+        .map_or_else(|| trace.process.exe.clone(), |name| name.to_string_lossy().into_owned());
+    let own = analysis.snapshots;
+    let path = program.trace.path.display();
+    let found = program.finding.as_ref().map_or_else(
+        || program.verdict.unwrap_or(VerdictKind::TooFewEpochs).name().to_string(),
+        crate::findings::Finding::words,
+    );
+    format!(
+        "this process ({name}) is a wrapper: it ran {own} epoch{} of its own, too few to analyse, and the program it ran wrote {path} ({} epochs), whose own verdict is {found}; analyzer report {path} gives that program's report",
+        if own == 1 { "" } else { "s" },
+        program.snapshots,
+    )
 }
 
 /// What a verdict that found nothing in this process adds when its

@@ -134,6 +134,22 @@ fn findings_note(traces: &[DescendantReport]) -> Option<String> {
     }
 }
 
+/// The traces beside this one whose own verdict was sampled too sparsely to
+/// tell its growth from chance, which `--fail-on too_few_samples` counts.
+fn too_few_samples_note(traces: &[DescendantReport]) -> Option<String> {
+    let sparse: Vec<&DescendantReport> = traces.iter().filter(|d| d.too_few_samples).collect();
+    let first = descendant_named(&sparse.first()?.trace);
+    Some(match sparse.len() {
+        1 => format!(
+            "the trace beside this one {first} was sampled too sparsely to tell its growth from chance (too_few_samples); its report, analyzer report {}, says what to run",
+            sparse[0].trace.path.display()
+        ),
+        n => format!(
+            "{n} traces beside this one, the first {first}, were sampled too sparsely to tell their growth from chance (too_few_samples); each one's report says what to run"
+        ),
+    })
+}
+
 /// Descendants' traces (and their findings) shown before the rest are summarized.
 const DESCENDANTS_SHOWN: usize = 6;
 
@@ -629,8 +645,8 @@ pub fn render(report: &Report<'_>) -> String {
         }
     }
 
-    let _ = writeln!(out, "\nVerdict ({}): {}", a.verdict.kind.name(), report.verdict_message);
-    if a.verdict.kind == VerdictKind::TooFewEpochs {
+    let _ = writeln!(out, "\nVerdict ({}): {}", report.verdict_kind().name(), report.verdict_message);
+    if a.verdict.kind == VerdictKind::TooFewEpochs && report.program.is_none() {
         let beside = report.descendants.iter().find(|d| d.trace.started_beside);
         if let Some(other) = beside.or_else(|| program_trace(&report.descendants)) {
             let why = if other.trace.started_beside {
@@ -651,6 +667,9 @@ pub fn render(report: &Report<'_>) -> String {
     }
     if let Some(note) = findings_note(&report.descendants) {
         let _ = writeln!(out, "Note: {note} (findings, under Run)");
+    }
+    if let Some(note) = too_few_samples_note(&report.descendants) {
+        let _ = writeln!(out, "Note: {note}");
     }
     let run_ns = trace.snapshots.last().map_or(0, |s| s.elapsed_ns);
     let unanalysed = report.descendants.iter().filter(|d| d.unanalysed_long_life(run_ns)).count();
