@@ -462,7 +462,7 @@ fn an_allocator_preloaded_after_the_tracer_keeps_every_block_and_is_traced() {
         assert!(mentions(&suspects(&report)[0], "leak_through_every_entry"), "{report:#}");
         let settings = &report["process"]["settings"];
         assert_eq!(settings["allocator"], format!("{name} ({})", allocator.display()), "{settings:#}");
-        assert!(settings["warning"].is_null(), "{settings:#}");
+        assert!(settings["warnings"].is_null(), "{settings:#}");
     }
 }
 

@@ -567,6 +567,29 @@ fn the_json_has_the_documented_shape() {
     assert!(drawing.starts_with("<?xml") && drawing.contains("</svg>"));
 }
 
+/// Each warning the tracer gave (two settings it could not read) is in the
+/// JSON, in order, as in the text.
+#[test]
+fn every_warning_of_the_tracer_is_in_the_json() {
+    let mut sim = Sim::new("/opt/app/train");
+    let warnings = [
+        "TRACER_SAMPLE_BYTES=\"64KB\" is not a number of bytes; ignoring it",
+        "TRACER_EPOCH_SECONDS=\"1s\" is not a number of seconds; ignoring it",
+    ];
+    for warning in warnings {
+        sim.process_mut().settings.push((trace_format::WARNING_SETTING.into(), warning.into()));
+    }
+    sim.process_mut().settings.push((trace_format::MAX_FRAMES_SETTING.into(), "128".into()));
+    sim.exit();
+    let path = write_temp("trace.bin", &sim.bytes());
+    let settings = json(&report(&path, &["--json"]))["process"]["settings"].clone();
+    assert_eq!(settings["warnings"], serde_json::json!(warnings), "{settings}");
+    assert_eq!(settings["max_frames"], "128");
+    assert!(settings.get("warning").is_none(), "{settings}");
+    let text = stdout(&report(&path, &[]));
+    assert_eq!(text.matches("warning = ").count(), 2, "{text}");
+}
+
 #[test]
 fn verdict_kinds_in_json() {
     let mut few = Sim::new("/opt/app/train");

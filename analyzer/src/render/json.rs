@@ -257,6 +257,23 @@ fn clamp(v: i128) -> i64 {
     v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
+/// The tracer's settings by name, each a string but its warnings, which
+/// are many settings of one name: one list, `warnings`, in their order.
+fn settings_json(settings: &[(String, String)]) -> serde_json::Map<String, serde_json::Value> {
+    let (warnings, others): (Vec<_>, Vec<_>) =
+        settings.iter().partition(|(name, _)| name == trace_format::WARNING_SETTING);
+    let mut map: serde_json::Map<String, serde_json::Value> =
+        others.into_iter().map(|(name, value)| (name.clone(), value.clone().into())).collect();
+    if !warnings.is_empty() {
+        let warnings = warnings.into_iter().map(|(_, warning)| warning.clone().into()).collect();
+        map.insert(WARNINGS_SETTING.into(), serde_json::Value::Array(warnings));
+    }
+    map
+}
+
+/// The key of the list of the tracer's warnings in `process.settings`.
+const WARNINGS_SETTING: &str = "warnings";
+
 /// The report as a JSON value.
 pub fn value(report: &Report<'_>) -> serde_json::Value {
     let trace = report.trace;
@@ -281,12 +298,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             rank: trace.process.rank().map(JsonRank::from),
             exe: &trace.process.exe,
             cmdline: &trace.process.cmdline,
-            settings: trace
-                .process
-                .settings
-                .iter()
-                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-                .collect(),
+            settings: settings_json(&trace.process.settings),
         },
         epochs: trace
             .snapshots
