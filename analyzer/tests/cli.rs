@@ -1140,6 +1140,32 @@ fn the_pymalloc_note_says_what_tracing_the_objects_needs() {
     }
 }
 
+/// A Python 3.11 process run with TRACER_PYTHON_FRAMES=0: its stacks are
+/// native only, by the setting, and the notes say so and what to do.
+#[test]
+fn a_python_process_whose_frames_were_turned_off_is_told_why_its_stacks_are_native() {
+    let mut sim = python_sim(
+        "pymalloc (objects ≤512 B not traced one by one; tracing them (TRACER_PYTHON_OBJECTS=1) needs the frames of Python 3.11 to 3.13 read)",
+    );
+    sim.process_mut().settings[0].1 = format!("3.11.7{}(TRACER_PYTHON_FRAMES=0)", trace_format::PYTHON_FRAMES_OFF);
+    sim.stack(1, vec![0x40_1000, 0x40_2000]);
+    for e in 0..8 {
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let text = stdout(&report(&write_temp("python.bin", &sim.bytes()), &[]));
+    let notes: Vec<&str> = text.lines().filter(|l| l.starts_with("Note: ")).collect();
+    assert_eq!(
+        notes,
+        [
+            "Note: Python 3.11.7's frames were turned off (TRACER_PYTHON_FRAMES=0): the stacks are native only, and a line named in the interpreter (obmalloc.c, ceval.c) stands for Python code they do not show; run the job again without TRACER_PYTHON_FRAMES=0 to see its Python lines",
+            "Note: Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one, only the arenas that hold them (as mapped memory), charged to whichever line needed a new one; tracing them (TRACER_PYTHON_OBJECTS=1) needs the frames read, which TRACER_PYTHON_FRAMES=0 turned off",
+        ],
+        "{text}"
+    );
+}
+
 #[test]
 fn no_pymalloc_note_when_python_used_malloc() {
     let path = python_trace("malloc (every Python object reaches malloc, traced one by one)");

@@ -173,11 +173,16 @@ pub const SLICES_WHILE_PASSES_UNSEEN: &str =
 pub const FOLLOWS_PARENTS_EPOCHS: &str = "its parent's epochs";
 
 /// The setting of a Python process saying whether its frames were read:
-/// `3.11.7 frames`, or its version, [`PYTHON_FRAMES_UNSUPPORTED`] and why.
+/// `3.11.7 frames`, or its version, [`PYTHON_FRAMES_UNSUPPORTED`] and why,
+/// or its version and [`PYTHON_FRAMES_OFF`].
 pub const PYTHON_SETTING: &str = "python";
 /// What [`PYTHON_SETTING`]'s value has after the version when the
 /// interpreter's frames could not be read: the stacks are native only.
 pub const PYTHON_FRAMES_UNSUPPORTED: &str = " unsupported: ";
+/// What [`PYTHON_SETTING`]'s value has after the version when the frames
+/// were turned off by the setting that reads them (then the setting's
+/// name, `(TRACER_PYTHON_FRAMES=0)`): the stacks are native only.
+pub const PYTHON_FRAMES_OFF: &str = " frames off ";
 
 /// The setting of a Python process naming what served its objects:
 /// `malloc (...)`, [`PYMALLOC`] with its objects untraced (only the arenas

@@ -13,7 +13,9 @@ use crate::analysis::Suspect;
 use crate::merge::maps_a_pymalloc_arena;
 use crate::symbolize::Frame;
 use crate::trace::{pymalloc_untraced, Memory, Trace};
-use trace_format::{PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING, PYTHON_FRAMES_UNSUPPORTED, PYTHON_SETTING};
+use trace_format::{
+    PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING, PYTHON_FRAMES_OFF, PYTHON_FRAMES_UNSUPPORTED, PYTHON_SETTING,
+};
 
 /// A known reason for a suspect's memory to be kept.
 #[derive(Debug, PartialEq, Eq)]
@@ -38,28 +40,57 @@ impl fmt::Display for Explanation {
 
 /// The note for a Python process whose small objects came from pymalloc
 /// untraced, with what the tracer said of tracing them (run with a setting,
-/// or what that setting needs).
+/// or what that setting needs: frames read, which a process whose frames
+/// were turned off has by running without that).
 pub fn pymalloc_note(trace: &Trace) -> Option<String> {
     if !pymalloc_untraced(&trace.process) {
         return None;
     }
     let setting = trace.process.setting(PYTHON_ALLOCATOR_SETTING).unwrap_or_default();
-    let advice = setting
-        .strip_prefix(PYMALLOC_OBJECTS_UNTRACED)
-        .map_or("run with TRACER_PYTHON_OBJECTS=1 to trace them", |rest| rest.trim_end_matches(')'));
+    let advice = match python_frames(trace) {
+        Some(Frames::TurnedOff { setting: frames, .. }) => {
+            format!("tracing them (TRACER_PYTHON_OBJECTS=1) needs the frames read, which {frames} turned off")
+        }
+        _ => setting
+            .strip_prefix(PYMALLOC_OBJECTS_UNTRACED)
+            .map_or("run with TRACER_PYTHON_OBJECTS=1 to trace them", |rest| rest.trim_end_matches(')'))
+            .to_string(),
+    };
     Some(format!(
         "Python's pymalloc was in force: Python objects of 512 bytes or less are not traced one by one, only the arenas that hold them (as mapped memory), charged to whichever line needed a new one; {advice}"
     ))
 }
 
+/// Why a Python process's frames were not read, as its setting says.
+enum Frames<'a> {
+    /// An interpreter whose frames the tracer cannot read (older than 3.11).
+    Unsupported { version: &'a str, why: &'a str },
+    /// Turned off by `setting` (`TRACER_PYTHON_FRAMES=0`).
+    TurnedOff { version: &'a str, setting: &'a str },
+}
+
+fn python_frames(trace: &Trace) -> Option<Frames<'_>> {
+    let python = trace.process.setting(PYTHON_SETTING)?;
+    if let Some((version, why)) = python.split_once(PYTHON_FRAMES_UNSUPPORTED) {
+        return Some(Frames::Unsupported { version, why });
+    }
+    let (version, setting) = python.split_once(PYTHON_FRAMES_OFF)?;
+    Some(Frames::TurnedOff { version, setting: setting.trim_start_matches('(').trim_end_matches(')') })
+}
+
 /// The note for a Python process whose frames were not read (an
-/// interpreter older than 3.11): its stacks hold the interpreter's C
-/// functions where the Python lines would be.
+/// interpreter older than 3.11, or frames turned off): its stacks hold the
+/// interpreter's C functions where the Python lines would be.
 pub fn python_frames_note(trace: &Trace) -> Option<String> {
-    let (version, why) = trace.process.setting(PYTHON_SETTING)?.split_once(PYTHON_FRAMES_UNSUPPORTED)?;
-    Some(format!(
-        "Python {version}'s frames were not read ({why}): the stacks are native only, and a line named in the interpreter (obmalloc.c, ceval.c) stands for Python code they do not show; run the job under Python 3.11 to 3.13 to see its Python lines"
-    ))
+    const STANDS_FOR: &str = "the stacks are native only, and a line named in the interpreter (obmalloc.c, ceval.c) stands for Python code they do not show";
+    Some(match python_frames(trace)? {
+        Frames::Unsupported { version, why } => format!(
+            "Python {version}'s frames were not read ({why}): {STANDS_FOR}; run the job under Python 3.11 to 3.13 to see its Python lines"
+        ),
+        Frames::TurnedOff { version, setting } => format!(
+            "Python {version}'s frames were turned off ({setting}): {STANDS_FOR}; run the job again without {setting} to see its Python lines"
+        ),
+    })
 }
 
 /// What a mapping suspect made by pymalloc's arena allocator is.

@@ -257,7 +257,7 @@ impl Python {
         };
         let frames = match &walker {
             Ok(_) => format!("{text} frames"),
-            Err(None) => format!("{text} frames off ({PYTHON_FRAMES_VAR}=0)"),
+            Err(None) => format!("{text}{}({PYTHON_FRAMES_VAR}=0)", trace_format::PYTHON_FRAMES_OFF),
             Err(Some(why)) => {
                 sys::print_stderr(&format!(
                     "tracer: Python {text} frames unavailable: {why}; stacks are native only\n"
