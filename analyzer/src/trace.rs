@@ -759,19 +759,26 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
     if snapshots.is_empty() {
         const INCOMPLETE: &str = "the file is incomplete (copied or read before the tracer finished writing it, cut short, or the process killed early): copy it again once the run has ended, or run it again";
         let (why, what_to_do) = match &end {
-            EndKind::Complete => {
-                let why = if saw_end_record {
-                    "the process ended before the first epoch closed"
-                } else {
-                    "no epoch had closed where the trace stops: the process was killed, or is still running"
-                };
+            EndKind::Complete if saw_end_record => {
                 let what_to_do = match process.time_slice_seconds() {
                     Some(seconds) => format!(
                         "it ran less than one time slice of {seconds} s: call tracer_mark(label) at each epoch, or set TRACER_EPOCH_SECONDS shorter, and let the run go longer"
                     ),
                     None => "call tracer_mark(label) at each epoch or set TRACER_EPOCH_SECONDS, and let the run go longer".to_string(),
                 };
-                (why.to_string(), what_to_do)
+                ("the process ended before the first epoch closed".to_string(), what_to_do)
+            }
+            // The trace stops without its end: the process was killed or
+            // still runs, or the tracer stopped writing (a file-size limit,
+            // a full disk), which it said on stderr. It may have marked.
+            EndKind::Complete => {
+                let slice = process.time_slice_seconds().map(|seconds| format!(", or a time slice of {seconds} s")).unwrap_or_default();
+                (
+                    "no epoch had closed where the trace stops: the process was killed or is still running, or the tracer stopped writing the trace, which it then said on stderr".to_string(),
+                    format!(
+                        "where the tracer stopped, its line on stderr says why (a file-size limit, ulimit -f, or a full disk): lift the limit or free the space and run it again; where the process still runs, report the trace once an epoch has closed (a tracer_mark call{slice})"
+                    ),
+                )
             }
             EndKind::Truncated { offset } => {
                 (format!("the trace was cut at byte {offset} before the first epoch closed"), INCOMPLETE.to_string())

@@ -127,19 +127,23 @@ fn a_complete_trace_without_a_snapshot() {
     assert!(stderr(&out).contains("call tracer_mark(label)"), "{out:?}");
 }
 
-/// A run killed inside its first time slice: the advice names the slice it
-/// did not outlast, not a setting it already uses, and no exit is claimed.
+/// A trace that stops before its first snapshot without its end: the
+/// process was killed inside its first time slice, or the tracer stopped
+/// writing (past a file-size limit) though the program marked. The error
+/// names both, and the slice, tells the program to mark no more than it
+/// may have, and claims no exit.
 #[test]
-fn a_run_killed_inside_its_first_time_slice() {
+fn a_trace_stopped_before_its_first_snapshot() {
     let mut sim = Sim::new("/opt/app/train");
     let epochs = "marks; time slices of 30 s until the first mark".to_string();
     sim.process_mut().settings.push((trace_format::EPOCHS_SETTING.into(), epochs));
     sim.alloc_many(1, 10, 1024);
     let path = write_temp("killed.bin", &sim.bytes());
     let out = report(&path, &[]);
-    assert_one_line_error(&out, "the process was killed, or is still running");
-    assert!(stderr(&out).contains("less than one time slice of 30 s"), "{out:?}");
-    assert!(!stderr(&out).contains("process ended"), "{out:?}");
+    assert_one_line_error(&out, "the process was killed or is still running, or the tracer stopped writing the trace");
+    let err = stderr(&out);
+    assert!(err.contains("a file-size limit, ulimit -f") && err.contains("a time slice of 30 s"), "{err}");
+    assert!(!err.contains("call tracer_mark") && !err.contains("process ended"), "{err}");
 }
 
 #[test]
