@@ -400,6 +400,9 @@ pub struct Analysis {
     /// The trace ends with the snapshot of the process's end (not cut short
     /// by a kill, nor read while the process runs).
     pub exit_recorded: bool,
+    /// The trace file was cut or damaged: the epochs after its last
+    /// complete one are lost, however many the program ran.
+    pub trace_cut: bool,
     /// The length of the time slices the tracer was set to cut the run
     /// into, in seconds; `None` when they were off.
     pub time_slices_set: Option<f64>,
@@ -1144,6 +1147,7 @@ impl Analysis {
         match v.kind {
             VerdictKind::TooFewEpochs => {
                 let what_to_do = match self.epochs_from {
+                    _ if self.trace_cut => "the trace was cut after them (see the warning), and the epochs the program ran after them are not in it: report the whole trace (copied again once the run has ended), or run the job again".to_string(),
                     EpochSource::Program => match self.time_slices_set {
                         Some(seconds) => format!(
                             "the run was cut into time slices of {seconds} s: call tracer_mark(label) at the end of each training step or epoch, or set TRACER_EPOCH_SECONDS shorter, or run longer"
@@ -1484,6 +1488,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         snapshots: k,
         dropped_exit,
         exit_recorded: last_is_exit,
+        trace_cut: !matches!(trace.end, crate::trace::EndKind::Complete),
         time_slices_set: trace.process.time_slice_seconds(),
         reference,
         settled: None,

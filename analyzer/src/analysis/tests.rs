@@ -1022,6 +1022,27 @@ fn a_long_leak_that_is_most_of_the_heap_stays_above_the_floor() {
     assert_eq!(suspect_stacks(&a), vec![1]);
 }
 
+/// A trace cut after its third snapshot of a program that marked eight
+/// epochs: the cut, not the program, left too few, and it is not told to
+/// mark more.
+#[test]
+fn too_few_epochs_in_a_cut_trace_blame_the_cut() {
+    let sim = scenario(8, |sim, _| {
+        sim.alloc_many(1, 100, 1024);
+    });
+    let bytes = sim.bytes();
+    let records = trace_format::RecordReader::new(&bytes[..]).unwrap().zip(sim.record_offsets());
+    let mut snapshots = records.filter(|(record, _)| matches!(record, trace_format::Record::Snapshot(_)));
+    let (_, fourth_snapshot) = snapshots.nth(3).unwrap();
+    let path = write_temp("trace.bin", &bytes[..fourth_snapshot + 10]);
+    let trace = load(&path, &LoadOptions::default()).expect("a cut trace loads");
+    let a = analyze_sites(&trace, NoiseFloor::Scaled);
+    assert_eq!((a.verdict.kind, a.snapshots), (VerdictKind::TooFewEpochs, 3));
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("the trace was cut after them (see the warning)"), "{msg}");
+    assert!(!msg.contains("run 4 marked epochs"), "{msg}");
+}
+
 #[test]
 fn too_few_epochs() {
     for epochs in [1, 2, 3] {
