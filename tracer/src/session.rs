@@ -1073,9 +1073,7 @@ impl Session {
         if forked <= limit || self.untraced_workers_noted.swap(true, Ordering::Relaxed) {
             return None;
         }
-        let text = format!(
-            "workers (DataLoader workers and the children Python's multiprocessing forks) after the first {limit} that this process forked write no trace ({WORKER_TRACES_VAR}=all traces every one)"
-        );
+        let text = untraced_workers_words(limit);
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
 
@@ -1637,6 +1635,19 @@ fn slice_label(elapsed_ns: u64, seconds: f64) -> String {
     format!("{:.*}s", decimals, elapsed_ns as f64 / 1e9)
 }
 
+/// The notice that a process's forked workers past `limit` write no trace;
+/// a limit of 0 is none of them, not a first 0.
+fn untraced_workers_words(limit: u32) -> String {
+    const WORKERS: &str = "DataLoader workers and the children Python's multiprocessing forks";
+    match limit {
+        0 => format!(
+            "the workers ({WORKERS}) that this process forked write no trace ({WORKER_TRACES_VAR}=0; {WORKER_TRACES_VAR}=all traces every one)"
+        ),
+        _ => format!(
+            "workers ({WORKERS}) after the first {limit} that this process forked write no trace ({WORKER_TRACES_VAR}=all traces every one)"
+        ),
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1654,5 +1665,18 @@ mod tests {
         assert_eq!(slice_label(101 * ms, 0.1), "0.1s");
         assert_eq!(slice_label(2_001 * ms, 0.001), "2.001s");
         assert_eq!(slice_label(2_000_400_000, 0.0001), "2.000s", "at most three decimals");
+    }
+
+    #[test]
+    fn a_limit_of_no_worker_traces_is_no_first_0() {
+        assert!(untraced_workers_words(3).starts_with(
+            "workers (DataLoader workers and the children Python's multiprocessing forks) after the first 3 that"
+        ));
+        let none = untraced_workers_words(0);
+        assert!(
+            none.starts_with("the workers (") && none.contains("write no trace (TRACER_WORKER_TRACES=0; "),
+            "{none}"
+        );
+        assert!(!none.contains("first"), "{none}");
     }
 }

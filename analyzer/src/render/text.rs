@@ -172,11 +172,7 @@ fn descendants_section(
     });
     capped_rows(out, "children", children.collect(), "traces of descendants");
     if let Some(limit) = exec_limit.filter(|&limit| descendants.len() >= limit) {
-        let _ = writeln!(
-            out,
-            "  {:<10} (the run's {limit} traces are its limit: programs it exec'd after that wrote none; TRACER_EXEC_TRACES=all lifts it)",
-            ""
-        );
+        let _ = writeln!(out, "  {:<10} ({}; TRACER_EXEC_TRACES=all lifts it)", "", exec_limit_words(limit));
     }
     if other_runs > 0 {
         let _ = writeln!(
@@ -202,6 +198,16 @@ fn descendants_section(
             "",
             descendants.len()
         );
+    }
+}
+
+/// What the run's limit on traces did to the programs it exec'd, at
+/// `limit` traces.
+fn exec_limit_words(limit: usize) -> String {
+    match limit {
+        0 => "TRACER_EXEC_TRACES=0: the programs the run exec'd wrote no trace".to_string(),
+        1 => "the run's 1 trace is its limit: programs it exec'd after that wrote none".to_string(),
+        n => format!("the run's {n} traces are its limit: programs it exec'd after that wrote none"),
     }
 }
 
@@ -761,6 +767,26 @@ mod tests {
                 assert_eq!(line.as_bytes().get(outside).unwrap_or(&b' '), &b' ', "{name}: {line}\n{header}");
             }
         }
+    }
+
+    /// A limit of 0 traces is no number of traces the run reached.
+    #[test]
+    fn the_exec_trace_limit_of_none_is_worded_as_none() {
+        let rows = |limit: usize, descendants: usize| {
+            let descendants: Vec<DescendantReport> =
+                (0..descendants).map(|i| descendant(100 + i as u32, None, None)).collect();
+            let mut out = String::new();
+            descendants_section(&mut out, &descendants, 0, Some(limit));
+            out
+        };
+        let none = rows(0, 0);
+        assert_eq!(none, format!("  {:<10} (TRACER_EXEC_TRACES=0: the programs the run exec'd wrote no trace; TRACER_EXEC_TRACES=all lifts it)\n", ""));
+        assert!(
+            rows(2, 2).contains("(the run's 2 traces are its limit: programs it exec'd after that wrote none; "),
+            "{}",
+            rows(2, 2)
+        );
+        assert!(!rows(3, 2).contains("limit"), "{}", rows(3, 2));
     }
 
     #[test]
