@@ -556,6 +556,17 @@ const STEADY_MIN_READINGS: usize = 4;
 const STEADY_WINDOWS: usize = 10;
 
 /// How [`rose_steadily`] rose over `epochs` steps.
+/// How the heap and traced mappings rose, `every` epoch or in steps while
+/// the RSS rose `every` epoch, and whether by more than the noise floor an
+/// epoch on average (said of them, not of the RSS).
+fn traced_rise_words(rise: TracedRise, every: &str, above_floor: bool) -> String {
+    let by_more = if above_floor { ", by more than the floor an epoch on average" } else { "" };
+    match rise {
+        TracedRise::InSteps => format!("in steps, never falling{by_more}, while the RSS rose {every}"),
+        _ => format!("{every}{by_more}"),
+    }
+}
+
 fn steadily_words(epochs: usize) -> &'static str {
     if epochs > STEADY_WINDOWS {
         "in every tenth of the epochs"
@@ -1247,15 +1258,11 @@ impl Analysis {
                     msg.push_str("; the top suspect is one block, larger at every epoch's end, its newest copy alive: one made larger (realloc, a growing vector, string or list), or a temporary alive at the marks that grows with its input (a batch of a growing sequence length)");
                 }
                 if self.steady_growth_promoted && self.suspects.iter().any(|s| s.below_floor) {
-                    let every = steadily_words(v.epochs);
-                    let how = match self.traced_rise {
-                        TracedRise::InSteps => format!("in steps, never falling, while the RSS rose {every},"),
-                        _ => every.to_string(),
-                    };
-                    let by_more = if self.verdict.per_epoch(v.traced_growth()) > self.noise_floor { " by more than it" } else { "" };
+                    let above_floor = self.verdict.per_epoch(v.traced_growth()) > self.noise_floor;
                     msg.push_str(&format!(
-                        "; stacks below the noise floor ({}/epoch) are ranked because the heap and traced mappings rose {how}{by_more}",
-                        bytes(self.noise_floor)
+                        "; stacks below the noise floor ({}/epoch) are ranked because the heap and traced mappings rose {}",
+                        bytes(self.noise_floor),
+                        traced_rise_words(self.traced_rise, steadily_words(v.epochs), above_floor)
                     ));
                 }
                 if rss_outgrew_traced_memory(v) {

@@ -2104,3 +2104,21 @@ fn stacks_leaking_in_turn_in_a_steady_rise_are_no_blocks_grown_in_place() {
     let msg = a.verdict_message(None);
     assert!(!msg.contains("made larger"), "{msg}");
 }
+
+/// "By more than the floor" is said of the heap and traced mappings, next
+/// to them, not after the RSS, whose rise it would seem to measure.
+#[test]
+fn the_rise_by_more_than_the_floor_is_the_heaps() {
+    assert_eq!(
+        traced_rise_words(TracedRise::InSteps, "at every epoch", true),
+        "in steps, never falling, by more than the floor an epoch on average, while the RSS rose at every epoch"
+    );
+    assert_eq!(
+        traced_rise_words(TracedRise::InSteps, "at every epoch", false),
+        "in steps, never falling, while the RSS rose at every epoch"
+    );
+    assert_eq!(
+        traced_rise_words(TracedRise::EveryEpoch, "at every epoch", true),
+        "at every epoch, by more than the floor an epoch on average"
+    );
+}
