@@ -197,19 +197,35 @@ fn usage_error(err: clap::Error) -> i32 {
                 0
             }
         }
+        // Only report takes --json; clap's tip, to pass it as a value
+        // after `--`, would not help.
+        ErrorKind::UnknownArgument if unknown_argument(&err) == Some("--json") => {
+            eprintln!(
+                "analyzer: error: flamegraph draws an SVG and prints no JSON; the JSON is the report's: analyzer report --json TRACE"
+            );
+            2
+        }
         _ => {
             let text = err.to_string();
             let parts: Vec<&str> = text
                 .lines()
                 .map(str::trim)
                 .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-                .filter(|l| !l.is_empty())
+                .filter(|l| !l.is_empty() && !l.starts_with("tip: to pass"))
                 .collect();
             let joined = parts.join(" ").trim_start_matches("error:").trim().to_string();
             let first = if joined.is_empty() { "invalid arguments".to_string() } else { joined };
             eprintln!("analyzer: error: {first}; run 'analyzer --help' for usage");
             2
         }
+    }
+}
+
+/// The argument clap did not know, as given.
+fn unknown_argument(err: &clap::Error) -> Option<&str> {
+    match err.get(clap::error::ContextKind::InvalidArg)? {
+        clap::error::ContextValue::String(argument) => Some(argument),
+        _ => None,
     }
 }
 

@@ -836,6 +836,17 @@ fn usage_errors_are_one_line() {
         &analyzer(&["report".as_ref(), "--fail-on".as_ref(), "heap_leak,leaks".as_ref()]),
         "'leaks' is not a verdict kind",
     );
+    // The JSON is report's: the flamegraph's error says so, with no tip to
+    // pass --json as a value.
+    for args in [["flamegraph", "--json", "trace.bin"], ["flamegraph", "trace.bin", "--json"]] {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        let json = analyzer(&args);
+        assert_one_line_error(&json, "analyzer report --json TRACE");
+        assert!(!stderr(&json).contains("tip") && json.status.code() == Some(2), "{}", stderr(&json));
+    }
+    let unknown = analyzer(&["report".as_ref(), "--frobnicate".as_ref()]);
+    assert_one_line_error(&unknown, "--frobnicate");
+    assert!(!stderr(&unknown).contains("tip: to pass"), "{}", stderr(&unknown));
     let out = analyzer(&["--help".as_ref()]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("report") && stdout(&out).contains("flamegraph"));
