@@ -224,7 +224,7 @@ fn capped_rows(out: &mut String, heading: &str, rows: Vec<String>, what: &str) {
 
 fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>) {
     let _ = writeln!(out, "\nEpochs");
-    let label_width = trace.snapshots.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(5, 32);
+    let label_width = trace.snapshots.iter().map(|s| shown_label(&s.label).count()).max().unwrap_or(0).clamp(5, 32);
     // Each column is as wide as its header, its widest cell, or the width
     // it has when its figures are of an ordinary size (so that tables of
     // short and long runs line up alike), whichever is widest.
@@ -263,7 +263,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         let exit = s.cause.ends_the_process();
         let mut cells = vec![
             s.epoch.to_string(),
-            s.label.chars().filter(|c| !c.is_control()).take(label_width).collect(),
+            shown_label(&s.label).take(label_width).collect(),
             s.cause.name().to_string(),
             duration_ns(s.elapsed_ns),
             bytes(s.rss_bytes),
@@ -318,6 +318,14 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         };
         let _ = writeln!(out, "{}{note}", table_row(&columns, &cells));
     }
+}
+
+/// A label as the epoch table shows it, one column a character: without
+/// control characters (a newline would break the row), and with `?` for
+/// each byte the tracer could not read as UTF-8 (which it wrote as U+FFFD,
+/// drawn two columns wide by many terminals).
+fn shown_label(label: &str) -> impl Iterator<Item = char> + '_ {
+    label.chars().filter(|c| !c.is_control()).map(|c| if c == char::REPLACEMENT_CHARACTER { '?' } else { c })
 }
 
 /// A column of the epoch table.
@@ -787,6 +795,30 @@ mod tests {
             rows(2, 2)
         );
         assert!(!rows(3, 2).contains("limit"), "{}", rows(3, 2));
+    }
+
+    /// Labels a C program passed as it had them: bytes not UTF-8, a newline,
+    /// a tab. Every row keeps its columns where the header has them.
+    #[test]
+    fn labels_of_any_bytes_keep_the_epoch_table_aligned() {
+        let mut sim = Sim::new("/opt/app/labels");
+        for label in ["epoch 0", &String::from_utf8_lossy(b"\xff\xfe bad utf8"), "two\nlines", "tab\there"] {
+            sim.alloc(7, 64);
+            sim.mark(label);
+        }
+        sim.exit();
+        let path = write_temp("trace.bin", &sim.bytes());
+        let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
+        let mut out = String::new();
+        epoch_table(&mut out, &trace, 0..4);
+        let lines: Vec<&str> = out.lines().skip(2).collect();
+        assert!(lines[2].starts_with("      1  ?? bad utf8  mark "), "{out}");
+        assert!(lines.iter().all(|l| l.is_ascii()), "one column a character: {out}");
+        let cause_at = lines[0].find("cause").unwrap();
+        for line in &lines[1..] {
+            assert_eq!(line.chars().nth(cause_at - 1), Some(' '), "{out}");
+            assert_ne!(line.chars().nth(cause_at), Some(' '), "{out}");
+        }
     }
 
     #[test]
