@@ -249,18 +249,10 @@ fn descendants_traces_beside_the_trace_are_listed() {
 #[test]
 fn a_verdict_of_no_leak_beside_a_leaking_descendant_says_it_is_of_this_process() {
     let marked = |pid: u32, leak: bool| {
-        let mut sim = Sim::new("/opt/app/train");
-        sim.process_mut().pid = pid;
+        let mut sim = marked_process("/opt/app/train", pid, leak);
         if pid != 4242 {
             sim.process_mut().forked_from = Some(4242);
         }
-        for e in 0..8 {
-            if leak {
-                sim.alloc_many(1, 100, 1024);
-            }
-            sim.mark(&format!("epoch {e}"));
-        }
-        sim.exit();
         sim
     };
     let path = write_temp("trace.bin", &marked(4242, false).bytes());
