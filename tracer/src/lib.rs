@@ -51,3 +51,9 @@ static TRACER_ALLOCATOR: real_alloc::LibcAllocator = real_alloc::LibcAllocator;
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// Held by the unit tests that read glibc's heap figures for the whole
+/// process, and by those that allocate from other threads meanwhile: those
+/// could take the freed memory the first ones count.
+#[cfg(test)]
+static HEAP_FIGURES: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -334,6 +334,8 @@ mod tests {
 
     #[test]
     fn the_mappings_show_the_objects_the_loader_lists() {
+        // Listings allocate, from the freed memory another test counts.
+        let _alone = crate::lock(&crate::HEAP_FIGURES);
         let by_loader = listed(false);
         let by_mappings = listed(true);
         assert_eq!(by_mappings[0], by_loader[0], "the program, unnamed, first");
@@ -345,39 +347,44 @@ mod tests {
         assert!(by_loader.iter().any(|(name, _, _)| name.contains("libc.so")), "{by_loader:?}");
     }
 
+    /// Set to stop [`map_and_unmap`].
+    static STOP_MAPPING: AtomicBool = AtomicBool::new(false);
+
+    /// Maps the first page of the file open at `fd` and unmaps it at once,
+    /// until [`STOP_MAPPING`]: a thread of glibc's, without Rust's start-up,
+    /// which allocates nothing (and takes no arena another test counts).
+    extern "C" fn map_and_unmap(fd: *mut c_void) -> *mut c_void {
+        while !STOP_MAPPING.load(Ordering::Relaxed) {
+            // SAFETY: a private read-only mapping of an open file, unmapped at once.
+            unsafe {
+                let data = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_PRIVATE, fd as c_int, 0);
+                libc::munmap(data, 4096);
+            }
+        }
+        std::ptr::null_mut()
+    }
+
     #[test]
     fn a_listing_reads_no_header_another_thread_unmaps_meanwhile() {
         use std::os::fd::AsRawFd;
-        use std::sync::atomic::AtomicBool;
+        let _alone = crate::lock(&crate::HEAP_FIGURES);
         let file = std::fs::File::open("/proc/self/exe").unwrap();
-        let stop = AtomicBool::new(false);
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
-                    // SAFETY: a private read-only mapping of a file this test
-                    // opened, unmapped at once.
-                    unsafe {
-                        let data = libc::mmap(
-                            std::ptr::null_mut(),
-                            4096,
-                            libc::PROT_READ,
-                            libc::MAP_PRIVATE,
-                            file.as_raw_fd(),
-                            0,
-                        );
-                        libc::munmap(data, 4096);
-                    }
-                }
-            });
-            for _ in 0..300 {
-                assert!(listed(true).len() > 3);
-            }
-            stop.store(true, Ordering::Relaxed);
-        });
+        let mut thread: libc::pthread_t = 0;
+        let fd = file.as_raw_fd() as usize as *mut c_void;
+        // SAFETY: a thread running `map_and_unmap`, joined below.
+        assert_eq!(unsafe { libc::pthread_create(&mut thread, std::ptr::null(), map_and_unmap, fd) }, 0);
+        for _ in 0..300 {
+            assert!(listed(true).len() > 3);
+        }
+        STOP_MAPPING.store(true, Ordering::Relaxed);
+        // SAFETY: the thread created above, joined once.
+        assert_eq!(unsafe { libc::pthread_join(thread, std::ptr::null_mut()) }, 0);
     }
 
     #[test]
     fn a_file_mapped_as_data_is_no_object() {
+        // Listings allocate, from the freed memory another test counts.
+        let _alone = crate::lock(&crate::HEAP_FIGURES);
         let library = std::fs::canonicalize("/proc/self/exe").unwrap();
         let file = std::fs::File::open(&library).unwrap();
         let len = file.metadata().unwrap().len() as usize;

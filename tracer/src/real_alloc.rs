@@ -344,6 +344,7 @@ mod tests {
 
     #[test]
     fn memory_freed_between_kept_blocks_counts_as_held_by_malloc() {
+        let _alone = crate::lock(&crate::HEAP_FIGURES);
         let before = allocator_free_bytes(None);
         // Its own thread, for an arena (and free lists) of its own.
         let kept = std::thread::spawn(|| {
