@@ -631,6 +631,14 @@ fn allocator_kept_the_growth(v: &Verdict) -> bool {
     rss_outgrew_traced_memory(v) && 2 * v.allocator_free_growth() >= v.program_rss_growth()
 }
 
+/// An RSS change worth naming (more than [`NOTICEABLE_BYTES`], though not
+/// enough to be growth) that malloc's freed-but-kept memory accounts for,
+/// at least half of it: a verdict of no growth says so.
+fn allocator_kept_the_change(v: &Verdict) -> bool {
+    let rss = v.program_rss_growth();
+    rss > NOTICEABLE_BYTES && 2 * v.allocator_free_growth() >= rss
+}
+
 /// RSS growth outside the traced memory that the pages of mapped files
 /// account for, at least half of it.
 fn file_pages_made_the_growth(v: &Verdict) -> bool {
@@ -1376,7 +1384,7 @@ impl Analysis {
                 )
             }
             VerdictKind::NoGrowth => format!(
-                "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} {}{} and the live heap by {}{}",
+                "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} {}{} and the live heap by {}{}{}",
                 rss_growth_words(v, "changed"),
                 if v.file_growth() > FILE_GROWTH_NAMED {
                     format!(" ({} of it pages of mapped files)", signed(v.file_growth()))
@@ -1388,6 +1396,15 @@ impl Analysis {
                     String::new()
                 } else {
                     format!(", traced mappings by {}", signed(v.mapped_growth()))
+                },
+                if allocator_kept_the_change(v) {
+                    format!(
+                        "; {} of that change is freed memory {} kept (the `malloc free` column), not memory the program holds",
+                        signed(v.allocator_free_growth()),
+                        v.allocator.retention_words().0
+                    )
+                } else {
+                    String::new()
                 }
             ),
         }

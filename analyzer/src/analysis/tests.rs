@@ -1288,6 +1288,33 @@ fn rss_that_stopped_growing_early_is_not_growth() {
     assert_eq!(run(&jump_at(7)).1.verdict.kind, VerdictKind::GrowthOutsideHeap);
 }
 
+/// An RSS that rose early by freed memory malloc kept, then stayed (the
+/// parent of DataLoader workers started afresh each pass): no growth, and
+/// the verdict says what the change was.
+#[test]
+fn freed_memory_malloc_kept_early_is_named_beside_no_growth() {
+    let jump_at_2 = |kept: u64| {
+        let mut epoch = 0;
+        churning_epochs(move |sim| {
+            if epoch == 2 {
+                sim.rss_extra += 24 << 20;
+                sim.allocator_free += kept;
+            }
+            epoch += 1;
+        })
+    };
+    let (_, a) = run(&jump_at_2(24 << 20));
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    let msg = a.verdict_message(None);
+    assert!(
+        msg.ends_with("; 24.0 MiB of that change is freed memory glibc's malloc kept (the `malloc free` column), not memory the program holds"),
+        "{msg}"
+    );
+    // Kept memory that is less than half of the change is not named.
+    let (_, a) = run(&jump_at_2(8 << 20));
+    assert!(!a.verdict_message(None).contains("malloc free"), "{}", a.verdict_message(None));
+}
+
 /// RSS that grows by memory malloc keeps after the program freed it.
 #[test]
 fn freed_memory_that_malloc_keeps() {
