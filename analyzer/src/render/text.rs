@@ -46,9 +46,10 @@ fn run_section(out: &mut String, trace: &Trace) {
     let cmd = if p.cmdline.is_empty() { p.exe.clone() } else { p.cmdline.join(" ") };
     let _ = writeln!(out, "  command    {cmd}");
     let _ = writeln!(out, "  executable {}", p.exe);
+    let forked = p.forked_from.is_some();
     let rank = p.rank().map(|rank| match rank.local_rank {
-        Some(local) => format!("{}, local rank {local}", rank_words(&rank)),
-        None => rank_words(&rank),
+        Some(local) => format!("{}, local rank {local}", rank_words(&rank, forked)),
+        None => rank_words(&rank, forked),
     });
     let about: Vec<String> =
         p.forked_from.map(|parent| format!("forked from {parent}")).into_iter().chain(rank).collect();
@@ -86,11 +87,14 @@ fn parenthesized(parts: &[String]) -> String {
 }
 
 /// A process's rank in words: `rank 1 of 2`, or `rank 1` when the
-/// launcher did not say how many there are.
-fn rank_words(rank: &trace_format::Rank) -> String {
+/// launcher did not say how many there are. A forked process (a DataLoader
+/// or Pool worker) has its parent's rank in its environment: it is `a
+/// child of rank 1 of 2`, not the rank.
+fn rank_words(rank: &trace_format::Rank, forked: bool) -> String {
+    let child = if forked { "a child of " } else { "" };
     match rank.world_size {
-        Some(size) => format!("rank {} of {size}", rank.rank),
-        None => format!("rank {}", rank.rank),
+        Some(size) => format!("{child}rank {} of {size}", rank.rank),
+        None => format!("{child}rank {}", rank.rank),
     }
 }
 
@@ -98,7 +102,9 @@ fn rank_words(rank: &trace_format::Rank) -> String {
 /// `./trace.bin.6184 (rank 1 of 2)`.
 fn descendant_named(descendant: &Descendant) -> String {
     match &descendant.rank {
-        Some(rank) => format!("{} ({})", descendant.path.display(), rank_words(rank)),
+        Some(rank) => {
+            format!("{} ({})", descendant.path.display(), rank_words(rank, descendant.forked_from.is_some()))
+        }
         None => descendant.path.display().to_string(),
     }
 }
@@ -167,7 +173,8 @@ fn descendants_section(
             (Some(_), false) => "forked",
             (None, false) => "exec'd",
         };
-        let rank = d.trace.rank.map(|rank| format!(", {}", rank_words(&rank))).unwrap_or_default();
+        let forked = d.trace.forked_from.is_some();
+        let rank = d.trace.rank.map(|rank| format!(", {}", rank_words(&rank, forked))).unwrap_or_default();
         format!("{} (pid {}{rank}, {how}: {})", d.trace.path.display(), d.trace.pid, d.trace.cmdline.join(" "))
     });
     capped_rows(out, "children", children.collect(), "traces of descendants");
@@ -674,7 +681,9 @@ pub fn render(report: &Report<'_>) -> String {
                 (1, found) => Some(format!("1 epoch{found}")),
                 (n, found) => Some(format!("{n} epochs{found}")),
             };
-            let about: Vec<String> = other.trace.rank.map(|rank| rank_words(&rank)).into_iter().chain(epochs).collect();
+            let forked = other.trace.forked_from.is_some();
+            let rank = other.trace.rank.map(|rank| rank_words(&rank, forked));
+            let about: Vec<String> = rank.into_iter().chain(epochs).collect();
             let _ =
                 writeln!(out, "Note: {why}: analyzer report {}{}", other.trace.path.display(), parenthesized(&about));
         }
@@ -923,5 +932,13 @@ mod tests {
         );
         let note = findings_note(&descendants).unwrap_or_default();
         assert!(note.ends_with(", ./trace.bin.6184 (rank 1 of 2): heap_leak, 1 suspect, +1.00 MiB/epoch"), "{note}");
+
+        // A DataLoader worker of rank 1 has its rank's variables: it is no rank.
+        let mut worker = descendant(6201, rank(1), true);
+        worker.trace.forked_from = Some(6184);
+        let mut out = String::new();
+        descendants_section(&mut out, &[worker], 0, None);
+        assert!(out.starts_with("  children   ./trace.bin.6201 (pid 6201, a child of rank 1 of 2, forked: "), "{out}");
+        assert!(out.contains("  findings   ./trace.bin.6201 (a child of rank 1 of 2): heap_leak"), "{out}");
     }
 }
