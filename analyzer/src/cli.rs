@@ -51,7 +51,7 @@ enum Command {
         noise_floor: Option<u64>,
         /// Exit with status 3, after printing the report, when the verdict
         /// is one of these kinds (comma-separated, as the JSON names them:
-        /// heap_leak, copy_on_write, allocator_retention, file_pages,
+        /// heap_leak, bounded_cache, copy_on_write, allocator_retention, file_pages,
         /// growth_outside_heap, heap_not_traced, no_growth, too_few_epochs;
         /// a wrapper's verdict is the program's it ran), or when a trace
         /// listed under findings (a descendant's, or a process's started

@@ -207,11 +207,13 @@ fn own_verdict(path: &Path, floor: NoiseFloor) -> Option<OwnVerdict> {
     let trace = load(path, &LoadOptions::default()).ok()?;
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
     let analysis = analyze_by_line(&trace, floor, &mut symbolizer);
-    let line = top_line(&trace, &analysis, &mut symbolizer);
+    let top = top_line(&trace, &analysis, &mut symbolizer);
     let v = &analysis.verdict;
     let found = |kind: VerdictKind| -> Option<(String, u64)> {
         if kind == VerdictKind::HeapLeak {
-            let top = bytes(analysis.suspects[0].growth_bytes_per_epoch);
+            // The line the verdict names, which a faster cache beside it may outgrow.
+            let line_growth = top.as_ref().map_or(analysis.suspects[0].growth_bytes_per_epoch, |&(_, growth)| growth);
+            let top = bytes(line_growth);
             let all: u64 = analysis.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum();
             let summary = match analysis.suspects.len() {
                 1 => format!("1 suspect, +{top}/epoch"),
@@ -235,7 +237,7 @@ fn own_verdict(path: &Path, floor: NoiseFloor) -> Option<OwnVerdict> {
         finding: found(v.kind).map(|(summary, bytes_per_epoch)| Finding {
             kind: v.kind,
             summary,
-            line,
+            line: top.as_ref().map(|(line, _)| line.clone()),
             bytes_per_epoch,
         }),
     })

@@ -844,6 +844,21 @@ fn usage_errors_are_one_line() {
     assert!(stdout(&out).contains("report") && stdout(&out).contains("flamegraph"));
 }
 
+/// `report --help` names every kind `--fail-on` takes.
+#[test]
+fn the_fail_on_help_names_every_kind() {
+    let out = analyzer(&["report".as_ref(), "--help".as_ref()]);
+    let help = stdout(&out).split_whitespace().collect::<Vec<_>>().join(" ");
+    for kind in analyzer::analysis::VerdictKind::ALL {
+        assert!(
+            help.contains(&format!(" {},", kind.name())) || help.contains(&format!(" {};", kind.name())),
+            "{}: {help}",
+            kind.name()
+        );
+    }
+    assert!(help.contains("too_few_samples"), "{help}");
+}
+
 #[test]
 fn an_unwritable_flamegraph_path_is_one_line() {
     let sim = all_behaviours(6, true);

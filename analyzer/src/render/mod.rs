@@ -381,10 +381,11 @@ fn symbolize<'a>(
 }
 
 /// The line a verdict on `analysis` names, by its function and where it
-/// is; `None` when there are no suspects nor growth below the floor.
-pub fn top_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Option<String> {
+/// is, with its growth per epoch; `None` when there are no suspects nor
+/// growth below the floor.
+pub fn top_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Option<(String, u64)> {
     let ranked = ByLine::rank(trace, analysis, symbolizer, STACKS_BY_LINE);
-    ranked.culprit().map(|culprit| culprit.named().into_owned())
+    ranked.culprit().map(|culprit| (culprit.named().into_owned(), culprit.growth_bytes_per_epoch))
 }
 
 /// The suspects symbolized and summed by their line of own code, and the
@@ -411,9 +412,16 @@ impl ByLine {
     }
 
     /// The line the verdict names: the top line of the suspects, or of the
-    /// stacks below the floor when there are none.
+    /// stacks below the floor when there are none. A line whose suspects
+    /// are all a library's cache that stops at its bound (see
+    /// [`explain::Explanation::levels_off`]) gives way to the first that
+    /// is not: a leak growing slower than the caches beside it is the leak.
     fn culprit(&self) -> Option<Culprit<'_>> {
-        match (self.lines.first(), self.below_floor_lines.first()) {
+        let levels_off = |line: &&LeakLine| {
+            line.ranks.iter().all(|&rank| self.symbolized[rank - 1].explanation.is_some_and(|e| e.levels_off))
+        };
+        let leak = self.lines.iter().find(|line| !levels_off(line));
+        match (leak.or(self.lines.first()), self.below_floor_lines.first()) {
             (Some(line), _) => Some(culprit(line, &self.symbolized)),
             (None, Some(line)) => Some(culprit(line, &self.below_floor)),
             (None, None) => None,
