@@ -217,7 +217,7 @@ fn own_verdict(path: &Path, floor: NoiseFloor) -> Option<OwnVerdict> {
             let all: u64 = analysis.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum();
             let summary = match analysis.suspects.len() {
                 1 => format!("1 suspect, +{top}/epoch"),
-                n => format!("{n} suspects, +{}/epoch in all, the top +{top}/epoch", bytes(all)),
+                n => format!("{n} suspects, +{}/epoch in all, the leaking line +{top}/epoch", bytes(all)),
             };
             return Some((summary, all));
         }
@@ -329,7 +329,7 @@ mod tests {
         let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
         let leak = Finding {
             kind: VerdictKind::HeapLeak,
-            summary: "20 suspects, +20.0 KiB/epoch in all, the top +1.00 KiB/epoch".into(),
+            summary: "20 suspects, +20.0 KiB/epoch in all, the leaking line +20.0 KiB/epoch".into(),
             line: Some("Samples.__getitem__ (dataset.py)".into()),
             bytes_per_epoch: 20 << 10,
         };
