@@ -122,16 +122,26 @@ fn fork_from_a_signal_handler_never_hangs_nor_breaks_the_child() {
     }
 }
 
-/// A child forked while another thread loads or unloads a library may
-/// inherit the loader's lock on its list of objects, held for ever (glibc
-/// does not reset it): such a child lists its objects from its mappings
-/// instead, exits as it would untraced, and its allocations are named.
+/// A child forked while another thread loads or unloads a library, or
+/// walks the loaded objects, may inherit the loader's lock on its list of
+/// objects, held for ever (glibc does not reset it): such a child lists
+/// its objects from its mappings instead, exits as it would untraced, and
+/// its allocations are named.
 #[test]
 fn children_forked_while_a_library_loads_never_hang_and_name_their_code() {
+    check_children_forked_beside(&[]);
+}
+
+#[test]
+fn children_forked_while_the_objects_are_walked_never_hang_and_name_their_code() {
+    check_children_forked_beside(&["iterate"]);
+}
+
+fn check_children_forked_beside(mode: &[&str]) {
     let program = compile("forks_while_loading.c");
     let library = compile_library("first_plugin.c");
     let (mut command, dir) = traced_command(&program);
-    command.arg(&library).env(FULL_CAPTURE.0, FULL_CAPTURE.1);
+    command.arg(&library).args(mode).env(FULL_CAPTURE.0, FULL_CAPTURE.1);
     let (stdout, stderr) = succeeding_within_a_minute(command, dir.path());
     assert_eq!(stdout, "forks_while_loading: 0 hung\n", "{stderr}");
     let children: Vec<_> = std::fs::read_dir(dir.path())

@@ -50,9 +50,70 @@ extern "C" {
 /// In a forked child, before the tracer lists anything there: whether the
 /// loader's list of objects may be locked for ever is noted.
 pub fn note_fork_in_child() {
-    if !LIST_MAY_BE_HELD.load(Ordering::Relaxed) && loader_was_changing_objects() {
+    if !LIST_MAY_BE_HELD.load(Ordering::Relaxed) && (list_lock_held() || loader_was_changing_objects()) {
         LIST_MAY_BE_HELD.store(true, Ordering::Relaxed);
     }
+}
+
+/// The address of the loader's lock on its list of objects, found by
+/// [`find_the_list_lock`]; 0 where it was not.
+static LIST_LOCK: AtomicUsize = AtomicUsize::new(0);
+
+/// The start of glibc's `pthread_mutex_t` on x86_64 (`struct
+/// __pthread_mutex_s`): the lock word, the recursion count, the owner's
+/// thread id, and after the waiters' count its kind.
+#[repr(C)]
+struct MutexHead {
+    lock: c_int,
+    count: u32,
+    owner: c_int,
+    users: u32,
+    kind: c_int,
+}
+
+const PTHREAD_MUTEX_RECURSIVE: c_int = 1;
+
+/// Looks, once as the tracer starts, for the loader's lock on its list of
+/// objects (`dl_load_write_lock`, inside ld.so's `_rtld_global`, at an
+/// offset of glibc's own): `dl_iterate_phdr` holds it while it calls back,
+/// so it is the one recursive mutex there that this thread owns then. A
+/// child forked while another thread held it (loading or unloading an
+/// object, or walking the objects itself, as an unwinder does) finds it
+/// held by a thread it does not have. Not found (another layout, no such
+/// symbol): the loader's debugger state alone tells.
+pub fn find_the_list_lock() {
+    let Some(start) = sys::global_symbol(c"_rtld_global") else { return };
+    let Some(len) = sys::symbol_size(start).filter(|&len| len >= std::mem::size_of::<MutexHead>()) else { return };
+    let mut search = (start, len, sys::thread_id(), Vec::new());
+    unsafe extern "C" fn inside(_: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+        // SAFETY: `data` is the search below, for this call only.
+        let (start, len, tid, found) = unsafe { &mut *data.cast::<(usize, usize, u32, Vec<usize>)>() };
+        let last = *start + *len - std::mem::size_of::<MutexHead>();
+        for address in (*start..=last).step_by(std::mem::align_of::<c_int>()) {
+            // SAFETY: inside `_rtld_global`, ld.so's data, mapped for the
+            // process's life; read as plain integers.
+            let head = unsafe { std::ptr::read_volatile(address as *const MutexHead) };
+            let recursive = head.kind & 0x7f == PTHREAD_MUTEX_RECURSIVE;
+            if head.lock != 0 && head.count >= 1 && head.owner as u32 == *tid && recursive {
+                found.push(address);
+            }
+        }
+        1 // the first object is enough
+    }
+    // SAFETY: the callback reads ld.so's data only, and `data` is `search`.
+    unsafe { libc::dl_iterate_phdr(Some(inside), (&mut search as *mut (usize, usize, u32, Vec<usize>)).cast()) };
+    if let [address] = search.3[..] {
+        LIST_LOCK.store(address, Ordering::Relaxed);
+    }
+}
+
+/// Whether the loader's list lock (see [`find_the_list_lock`]) is held:
+/// in a child just forked, by a thread of its parent's, which it lacks.
+fn list_lock_held() -> bool {
+    let address = LIST_LOCK.load(Ordering::Relaxed);
+    // SAFETY: an address inside ld.so's `_rtld_global` found above, mapped
+    // for the process's life; the lock word read as a plain integer.
+    address != 0 && unsafe { std::ptr::read_volatile(address as *const c_int) } != 0
 }
 
 fn loader_was_changing_objects() -> bool {
@@ -330,6 +391,23 @@ mod tests {
             unsafe { libc::dl_iterate_phdr(Some(note), data) };
         }
         seen
+    }
+
+    #[test]
+    fn the_loaders_list_lock_is_found_and_is_free_outside_a_listing() {
+        find_the_list_lock();
+        let address = LIST_LOCK.load(Ordering::Relaxed);
+        assert_ne!(address, 0, "glibc 2.36's _rtld_global holds one recursive lock dl_iterate_phdr takes");
+        assert!(!list_lock_held());
+        unsafe extern "C" fn held(_: *mut libc::dl_phdr_info, _: usize, seen: *mut c_void) -> c_int {
+            // SAFETY: `seen` is the bool below, for this call only.
+            unsafe { *seen.cast::<bool>() = list_lock_held() };
+            1
+        }
+        let mut seen = false;
+        // SAFETY: the callback writes only `seen`.
+        unsafe { libc::dl_iterate_phdr(Some(held), (&mut seen as *mut bool).cast()) };
+        assert!(seen, "held while dl_iterate_phdr calls back");
     }
 
     #[test]

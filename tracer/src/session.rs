@@ -240,6 +240,8 @@ fn begin(allocators: Allocators) {
     panic::set_hook(Box::new(|_| {}));
     // Before the program may limit its memory (see real_alloc::from_reserve).
     real_alloc::set_reserve_aside();
+    // Before any thread of the program's may hold it.
+    crate::loaded_objects::find_the_list_lock();
     config::make_own_preload_absolute();
     let mut config = Config::from_env();
     config.warnings.extend(allocators.warnings);

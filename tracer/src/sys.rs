@@ -325,6 +325,26 @@ pub fn global_symbol(name: &std::ffi::CStr) -> Option<usize> {
     (address != 0).then_some(address)
 }
 
+/// The size of the symbol at `address`, from its loaded object's symbol
+/// table.
+pub fn symbol_size(address: usize) -> Option<usize> {
+    // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let mut symbol: *mut libc::c_void = std::ptr::null_mut();
+    // SAFETY: dladdr1 fills `info` and, with RTLD_DL_SYMENT (1), `symbol`
+    // with a pointer into the object's symbol table, mapped while it is loaded.
+    let found = unsafe { libc::dladdr1(address as *const libc::c_void, &mut info, &mut symbol, 1) } != 0;
+    // SAFETY: as above; null when no symbol matched.
+    let symbol = unsafe { symbol.cast::<libc::Elf64_Sym>().as_ref() }?;
+    (found && info.dli_saddr as usize == address).then_some(symbol.st_size as usize)
+}
+
+/// The calling thread's kernel id.
+pub fn thread_id() -> u32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
 /// What dladdr says of the loaded object holding `address`, if anything.
 pub fn loaded_object(address: usize) -> Option<libc::Dl_info> {
     // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
