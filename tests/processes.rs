@@ -165,6 +165,27 @@ fn check_children_forked_beside(mode: &[&str]) {
     }
 }
 
+/// `mmap` and `munmap` are async-signal-safe: a signal handler that maps
+/// memory while its thread is inside malloc (its heap half updated, or its
+/// arena's lock held) runs as it would untraced, the tracer recording
+/// nothing there, with one thread or several, recorded or sampled, with
+/// time slices due at any moment.
+#[test]
+fn a_signal_handler_mapping_memory_inside_malloc_runs_as_untraced() {
+    let program = compile("maps_in_handler.c");
+    for (args, env) in [
+        (&[][..], &[][..]),
+        (&["threads"][..], &[FULL_CAPTURE, ("TRACER_EPOCH_SECONDS", "0.01")][..]),
+        (&["threads"][..], &[("TRACER_SAMPLE_BYTES", "512k")][..]),
+    ] {
+        let (mut command, dir) = traced_command(&program);
+        command.args(args).envs(env.iter().copied());
+        let (stdout, stderr) = succeeding_within_a_minute(command, dir.path());
+        assert_eq!(stdout, "maps_in_handler: mapped in the handler\n", "{args:?} {env:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?} {env:?}: {stderr}");
+    }
+}
+
 /// A thread whose cancellation is pending allocates and marks epochs: the
 /// tracer's writes are no cancellation points, so the thread is cancelled
 /// at its own, as it is untraced (a cancellation acted on inside the

@@ -549,6 +549,12 @@ fn change_mappings<R: Copy>(
     call: impl FnOnce() -> R,
     update: impl FnOnce(R, &mut Locked<'_>, Option<StackId>, u32),
 ) -> R {
+    // mmap is async-signal-safe: a handler that interrupted malloc on this
+    // thread (a hook's call into it: its heap half updated, its arena's
+    // lock held) may map memory, and recording it would call malloc.
+    if thread_state::interrupted_inside() {
+        return call();
+    }
     let mut call = Some(call);
     let mut result = None;
     // The call made inside the recording sees the program's errno, and the
@@ -614,7 +620,7 @@ pub fn mapping(
     // A program whose memory comes in mappings (Python's small-object
     // arenas) may call malloc too rarely to look at the clock; a system
     // call costs far more than the coarse clock's read.
-    if kind.is_some() {
+    if kind.is_some() && !thread_state::interrupted_inside() {
         if let Some(session) = active_session().filter(|session| session.slice_over_coarsely()) {
             record_in(session, |session, _| session.close_slice_if_due());
         }
