@@ -717,6 +717,42 @@ fn process_record_pid(dir: &Path, prefix: &str) -> u32 {
     process_record(&dir.join(&names[0])).pid
 }
 
+/// An output naming this process's standard output (`/dev/stdout`, with
+/// stdout sent to a file) would mix the trace into the program's output:
+/// it is refused, said once for the process tree, and the output is the
+/// program's alone. A FIFO would block the program before its main until a
+/// reader came: it is passed over for `<name>.<pid>`, which the analyzer
+/// is pointed at when given the FIFO.
+#[test]
+fn an_output_naming_the_standard_output_or_a_fifo_leaves_the_program_alone() {
+    let program = compile("forking.c");
+    let untraced = std::process::Command::new(&program).output().unwrap();
+    let (mut command, dir) = traced_command(&program);
+    let out = std::fs::File::create(dir.path().join("out.txt")).unwrap();
+    let output = command.env("TRACER_OUTPUT", "/dev/stdout").stdout(out).output().unwrap();
+    assert_eq!(std::fs::read(dir.path().join("out.txt")).unwrap(), untraced.stdout);
+    assert_eq!(output.status.code(), untraced.status.code());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("tracer: cannot create the trace file /dev/stdout: it is this process's standard output or error; not tracing"), "{stderr}");
+
+    let (mut command, dir) = traced_command(&program);
+    let fifo = dir.path().join("trace.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    command.env("TRACER_OUTPUT", &fifo);
+    let (stdout, stderr) = succeeding_within_a_minute(command, dir.path());
+    assert_eq!(stdout.as_bytes(), untraced.stdout);
+    assert!(
+        stderr.starts_with(&format!("tracer: {} is not a trace file and is left as it is", fifo.display())),
+        "{stderr}"
+    );
+    let report = std::process::Command::new(analyzer()).arg("report").arg(&fifo).output().unwrap();
+    let said = String::from_utf8_lossy(&report.stderr);
+    assert_eq!((report.status.code(), said.lines().count()), (Some(1), 1), "{said}");
+    assert!(said.contains("is a FIFO or a socket, not a trace file"), "{said}");
+}
+
 /// Switches with values other than 0 and 1 are each told on one line and
 /// keep their default; a directory named with a slash is made.
 #[test]

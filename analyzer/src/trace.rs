@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use trace_format::{
@@ -583,6 +584,13 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
 /// [`load`], showing how much of the file it has read on `progress`.
 pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress) -> Result<Trace, Failure> {
     let shown = path.display();
+    // Opening a FIFO to read waits for a writer that may never come.
+    if std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket()) {
+        return Err(Failure::new(
+            format!("{shown} is a FIFO or a socket, not a trace file"),
+            "pass the trace file the tracer wrote (it writes <name>.<pid> beside such a name)",
+        ));
+    }
     let mut reader = RecordReader::open(path).map_err(|err| match err {
         ReadError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
             Failure::new(format!("cannot open {shown}: no such file"), "check the path of the trace file")

@@ -1,6 +1,7 @@
 //! The tracing session of this process: what the hooks record into, how
 //! epochs are closed, and what happens at fork, exec and exit.
 
+use std::io;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -255,8 +256,16 @@ fn begin(allocators: Allocators) {
         STATE.store(STOPPED, Ordering::Release);
         return;
     }
-    let candidates = config.output_candidates(config.is_descendant, sys::pid());
-    let writer = match TraceWriter::create(candidates, sys::process_start_unix_ns()) {
+    // `TRACER_OUTPUT=/dev/stdout`: the trace would be mixed into the
+    // program's own output, and descendants would make files beside it.
+    let created = if sys::names_standard_stream(&config.base_output) {
+        let why = io::Error::other("it is this process's standard output or error");
+        Err((config.base_output.clone(), why))
+    } else {
+        let candidates = config.output_candidates(config.is_descendant, sys::pid());
+        TraceWriter::create(candidates, sys::process_start_unix_ns())
+    };
+    let writer = match created {
         Ok(writer) => writer,
         Err((path, err)) => {
             if config.ancestor_reported.as_deref() != Some(REPORTED_FAILURE) {

@@ -4,6 +4,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
@@ -323,6 +324,20 @@ pub fn global_symbol(name: &std::ffi::CStr) -> Option<usize> {
     // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no other preconditions.
     let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as usize;
     (address != 0).then_some(address)
+}
+
+/// Whether `path` names the file this process's standard output or error
+/// is open on (`/dev/stdout`, or the file they were redirected to), as a
+/// regular file, a pipe, a socket or a terminal; `/dev/null` is none.
+pub fn names_standard_stream(path: &Path) -> bool {
+    let Ok(named) = std::fs::metadata(path) else { return false };
+    let kind = named.file_type();
+    [1, 2].into_iter().any(|fd| {
+        let same = fstat(fd).is_some_and(|s| s.st_dev == named.dev() && s.st_ino == named.ino());
+        // SAFETY: isatty only asks about the descriptor.
+        let written_to = kind.is_file() || kind.is_fifo() || kind.is_socket() || unsafe { libc::isatty(fd) } == 1;
+        same && written_to
+    })
 }
 
 /// The size of the symbol at `address`, from its loaded object's symbol

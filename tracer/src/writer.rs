@@ -1,6 +1,7 @@
 //! Appends framed records to this process's trace file.
 
 use std::io;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -49,6 +50,14 @@ impl TraceWriter {
         let mut last_error = None;
         let mut kept_other_file: Option<PathBuf> = None;
         for (path, claim) in candidates {
+            // A FIFO would block the open until a reader came (before the
+            // program's main, where no timeout of its own can stop it), and
+            // every process of the tree would write into one pipe.
+            if std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket()) {
+                kept_other_file = Some(path.clone());
+                last_error = Some((path, io::Error::other("a FIFO or a socket")));
+                continue;
+            }
             let keep = |fd| {
                 let other = holds_other_than_a_trace(fd);
                 if other {
