@@ -753,6 +753,25 @@ fn an_output_naming_the_standard_output_or_a_fifo_leaves_the_program_alone() {
     assert!(said.contains("is a FIFO or a socket, not a trace file"), "{said}");
 }
 
+/// A warning about the settings is said once for the process tree, and one
+/// that only a descendant's settings give (a launcher setting a variable
+/// for the command it runs) is said too, once for that descendant and its
+/// own.
+#[test]
+fn each_warning_about_the_settings_is_said_once_for_the_tree() {
+    let program = compile("leaky.c");
+    let (mut command, _dir) = traced_command(Path::new("/bin/sh"));
+    let program = program.display();
+    let script = format!("{program} 4; TRACER_SAMPEL_BYTES=1k {program} 4; {program} 4");
+    let output = command.env("TRACER_EPOCH_SECONDS", "soon").args(["-c", &script]).output().unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(lines[0].starts_with("tracer: TRACER_EPOCH_SECONDS=\"soon\""), "{stderr}");
+    assert!(lines[1].starts_with("tracer: TRACER_SAMPEL_BYTES is not a setting of the tracer"), "{stderr}");
+}
+
 /// Switches with values other than 0 and 1 are each told on one line and
 /// keep their default; a directory named with a slash is made.
 #[test]

@@ -31,6 +31,11 @@ pub const REPORTED_VAR: &str = "TRACER_REPORTED";
 /// [`REPORTED_VAR`]'s values.
 pub const REPORTED_OK: &str = "ok";
 pub const REPORTED_FAILURE: &str = "failed";
+/// The warnings about the settings already printed in the process tree,
+/// by their hashes (see [`Config::warnings_unsaid`]).
+pub const WARNINGS_SAID_VAR: &str = "TRACER_WARNINGS_SAID";
+/// At most this many are kept: a tree with more says some twice.
+const MOST_WARNINGS_SAID: usize = 64;
 /// `0` keeps passes over a PyTorch DataLoader from closing epochs.
 pub const AUTO_EPOCHS_VAR: &str = "TRACER_AUTO_EPOCHS";
 /// `1` traces the objects of CPython's own allocator (pymalloc), which
@@ -190,6 +195,27 @@ impl Config {
             ancestor_reported: env::var(REPORTED_VAR).ok(),
             rank: rank_settings(|var| env::var(var).ok()),
         }
+    }
+
+    /// The warnings about the settings that no ancestor printed (a launcher
+    /// may set a variable for the command it runs alone), and the value of
+    /// [`WARNINGS_SAID_VAR`] to hand down once they are printed.
+    pub fn warnings_unsaid(&self) -> (Vec<&str>, String) {
+        use std::hash::{Hash, Hasher};
+        let inherited = env::var(WARNINGS_SAID_VAR).unwrap_or_default();
+        let mut said: Vec<String> = inherited.split(',').filter(|key| !key.is_empty()).map(String::from).collect();
+        let mut unsaid = Vec::new();
+        for warning in &self.warnings {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            warning.hash(&mut hasher);
+            let key = format!("{:x}", hasher.finish());
+            if !said.contains(&key) {
+                unsaid.push(warning.as_str());
+                said.push(key);
+            }
+        }
+        let kept = said.len().saturating_sub(MOST_WARNINGS_SAID);
+        (unsaid, said[kept..].join(","))
     }
 
     /// Makes this first traced process, of image `image`, the start of a
@@ -456,7 +482,9 @@ mod tests {
             ]
         );
         // The tracer's hand-downs to descendants are far from every setting.
-        for hand_down in [INHERITED_OUTPUT_VAR, RUN_VAR, PARENT_IMAGE_VAR, PARENT_COUNTERS_VAR, REPORTED_VAR] {
+        for hand_down in
+            [INHERITED_OUTPUT_VAR, RUN_VAR, PARENT_IMAGE_VAR, PARENT_COUNTERS_VAR, REPORTED_VAR, WARNINGS_SAID_VAR]
+        {
             assert!(misspelt_settings([hand_down.to_string()].into_iter()).is_empty(), "{hand_down}");
         }
     }

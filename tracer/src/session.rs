@@ -246,10 +246,12 @@ fn begin(allocators: Allocators) {
     config::make_own_preload_absolute();
     let mut config = Config::from_env();
     config.warnings.extend(allocators.warnings);
-    if config.ancestor_reported.is_none() {
-        for warning in &config.warnings {
-            sys::print_stderr(&format!("tracer: {warning}\n"));
-        }
+    let (unsaid, said) = config.warnings_unsaid();
+    for warning in unsaid {
+        sys::print_stderr(&format!("tracer: {warning}\n"));
+    }
+    if !said.is_empty() {
+        std::env::set_var(config::WARNINGS_SAID_VAR, said);
     }
     if config.is_descendant && config.run_traces_at_limit() {
         // The report on the run's first trace says the limit was reached.
