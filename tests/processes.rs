@@ -697,6 +697,10 @@ fn an_output_naming_a_file_that_is_no_trace_leaves_it_as_it_is() {
         "{stderr}"
     );
     assert!(mentions(&suspects(&report_json(&written))[0], "leak_per_epoch"));
+    // Given the script, the analyzer says where such a trace goes.
+    let refused = Command::new(analyzer()).arg("report").arg(&script).output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("it wrote <that name>.<pid> and said so on stderr"), "{said}");
 
     let torn = dir.path().join("torn.bin");
     std::fs::write(&torn, &trace_format::MAGIC[..5]).unwrap();

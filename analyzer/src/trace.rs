@@ -598,7 +598,7 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
         ReadError::Io(io) => Failure::new(format!("cannot read {shown}: {io}"), "check the path and its permissions"),
         ReadError::NotATrace => Failure::new(
             format!("{shown} is not a trace written by libtracer.so (wrong magic bytes)"),
-            "pass the trace file the tracer wrote (trace.bin by default)",
+            "pass the trace file the tracer wrote (trace.bin by default; where TRACER_OUTPUT named a file that was no trace, it wrote <that name>.<pid> and said so on stderr)",
         ),
         ReadError::NewerVersion { found } => Failure::new(
             format!(
