@@ -4,13 +4,15 @@
 //!
 //! glibc's `fork` resets the loader's own lock in the child but not the one
 //! that guards its list of objects, which a thread adding or removing an
-//! object holds for a moment: a child forked in that moment waits for ever
-//! in its first `dl_iterate_phdr`, as the tracer's listings call it at the
-//! child's snapshots and on its first captures. Whether that moment was hit
-//! cannot be read, but the loader's interface for debuggers (`_r_debug`,
-//! `<link.h>`) says whether objects were being added or removed, a window
-//! around it: a child forked inside that window, and its own descendants,
-//! list their objects from /proc/self/maps and the ELF headers mapped there.
+//! object holds for a moment, and one walking the objects for as long as
+//! it walks: a child forked then waits for ever in its first
+//! `dl_iterate_phdr`, as the tracer's listings call it at the child's
+//! snapshots and on its first captures. The child reads that lock, found
+//! as the tracer starts (see [`find_the_list_lock`]), and the loader's
+//! interface for debuggers (`_r_debug`, `<link.h>`), which says whether
+//! objects were being added or removed: a child forked with the lock held
+//! or inside that window, and its own descendants, list their objects from
+//! /proc/self/maps and the ELF headers mapped there.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,8 +22,8 @@ use crate::sys::{self, MapsLine};
 /// A `dl_iterate_phdr` callback.
 pub type EachObject = unsafe extern "C" fn(*mut libc::dl_phdr_info, usize, *mut c_void) -> c_int;
 
-/// Set in a child forked while the loader was adding or removing objects;
-/// its descendants inherit it with the lock.
+/// Set in a child forked while the list's lock may have been held; its
+/// descendants inherit it with the lock.
 static LIST_MAY_BE_HELD: AtomicBool = AtomicBool::new(false);
 
 /// `<link.h>`'s `struct r_debug`, followed by the link to the next
