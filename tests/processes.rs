@@ -1095,9 +1095,10 @@ fn the_report_on_a_launchers_trace_points_at_the_program_it_ran() {
     // The verdict is the program's, the launcher said to be a wrapper.
     let note = text.lines().find(|line| line.starts_with("Verdict (")).unwrap_or_else(|| panic!("{text}"));
     assert!(note.starts_with("Verdict (heap_leak): this process (") && note.contains(") is a wrapper: "), "{note}");
-    let wrote = note.split_once("the program it ran wrote ").unwrap_or_else(|| panic!("{note}")).1;
+    let wrote = note.split_once("of the processes it started, ").unwrap_or_else(|| panic!("{note}")).1;
     let (named, epochs) = wrote.split_once(" (").unwrap();
-    let (epochs, found) = epochs.split_once("), whose own verdict is ").unwrap_or_else(|| panic!("{note}"));
+    let (epochs, found) =
+        epochs.split_once(") stands for it, whose own verdict is ").unwrap_or_else(|| panic!("{note}"));
     assert_eq!(epochs, "9 epochs", "leaky's 8 marks and its exit: {note}");
     assert!(found.starts_with("heap_leak, 1 suspect, +"), "{note}");
     assert!(found.contains(", at leak_per_epoch (leaky.c:"), "the line it names: {note}");

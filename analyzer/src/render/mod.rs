@@ -229,7 +229,7 @@ fn wrapper_verdict(trace: &Trace, analysis: &Analysis, program: &crate::findings
         crate::findings::Finding::words,
     );
     format!(
-        "this process ({name}) is a wrapper: it ran {own} epoch{} of its own, too few to analyse, and the program it ran wrote {path} ({} epochs), whose own verdict is {found}; analyzer report {path} gives that program's report",
+        "this process ({name}) is a wrapper: it ran {own} epoch{} of its own, too few to analyse, and of the processes it started, {path} ({} epochs) stands for it, whose own verdict is {found}; analyzer report {path} gives that process's report",
         if own == 1 { "" } else { "s" },
         program.snapshots,
     )
