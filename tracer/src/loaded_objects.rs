@@ -84,27 +84,34 @@ const PTHREAD_MUTEX_RECURSIVE: c_int = 1;
 /// held by a thread it does not have. Not found (another layout, no such
 /// symbol): the loader's debugger state alone tells.
 pub fn find_the_list_lock() {
-    let Some(start) = sys::global_symbol(c"_rtld_global") else { return };
-    let Some(len) = sys::symbol_size(start).filter(|&len| len >= std::mem::size_of::<MutexHead>()) else { return };
-    let mut search = (start, len, sys::thread_id(), Vec::new());
+    /// Where to look, for whom, and the locks found.
+    struct Search {
+        start: usize,
+        len: usize,
+        thread: u32,
+        found: Vec<usize>,
+    }
     unsafe extern "C" fn inside(_: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
         // SAFETY: `data` is the search below, for this call only.
-        let (start, len, tid, found) = unsafe { &mut *data.cast::<(usize, usize, u32, Vec<usize>)>() };
-        let last = *start + *len - std::mem::size_of::<MutexHead>();
-        for address in (*start..=last).step_by(std::mem::align_of::<c_int>()) {
+        let search = unsafe { &mut *data.cast::<Search>() };
+        let last = search.start + search.len - std::mem::size_of::<MutexHead>();
+        for address in (search.start..=last).step_by(std::mem::align_of::<c_int>()) {
             // SAFETY: inside `_rtld_global`, ld.so's data, mapped for the
             // process's life; read as plain integers.
             let head = unsafe { std::ptr::read_volatile(address as *const MutexHead) };
             let recursive = head.kind & 0x7f == PTHREAD_MUTEX_RECURSIVE;
-            if head.lock != 0 && head.count >= 1 && head.owner as u32 == *tid && recursive {
-                found.push(address);
+            if head.lock != 0 && head.count >= 1 && head.owner as u32 == search.thread && recursive {
+                search.found.push(address);
             }
         }
         1 // the first object is enough
     }
+    let Some(start) = sys::global_symbol(c"_rtld_global") else { return };
+    let Some(len) = sys::symbol_size(start).filter(|&len| len >= std::mem::size_of::<MutexHead>()) else { return };
+    let mut search = Search { start, len, thread: sys::thread_id(), found: Vec::new() };
     // SAFETY: the callback reads ld.so's data only, and `data` is `search`.
-    unsafe { libc::dl_iterate_phdr(Some(inside), (&mut search as *mut (usize, usize, u32, Vec<usize>)).cast()) };
-    if let [address] = search.3[..] {
+    unsafe { libc::dl_iterate_phdr(Some(inside), (&mut search as *mut Search).cast()) };
+    if let [address] = search.found[..] {
         LIST_LOCK.store(address, Ordering::Relaxed);
     }
 }
@@ -122,9 +129,10 @@ fn loader_was_changing_objects() -> bool {
     let mut debug: *const LoaderDebugState = std::ptr::addr_of!(_r_debug);
     for _ in 0..MOST_NAMESPACES {
         // SAFETY: `debug` is `_r_debug` (ld.so's, for the process's life) or
-        // a namespace's state it links to, which the loader never frees; the fields past `ldbase` are read only
-        // where the version says they exist. Volatile: the loader writes them
-        // for debuggers, behind the compiler's back.
+        // a namespace's state it links to, which the loader never frees;
+        // the fields past `ldbase` are read only where the version says
+        // they exist. Volatile: the loader writes them for debuggers,
+        // behind the compiler's back.
         let (version, state) = unsafe {
             (std::ptr::addr_of!((*debug).version).read_volatile(), std::ptr::addr_of!((*debug).state).read_volatile())
         };

@@ -60,8 +60,7 @@ pub fn pid() -> u32 {
 }
 
 pub fn is_main_thread() -> bool {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 == pid() }
+    thread_id() == pid()
 }
 
 /// Resident set size from /proc/self/statm, 0 when it cannot be read.
@@ -340,18 +339,29 @@ pub fn names_standard_stream(path: &Path) -> bool {
     })
 }
 
-/// The size of the symbol at `address`, from its loaded object's symbol
-/// table.
-pub fn symbol_size(address: usize) -> Option<usize> {
+/// What dladdr says of the symbol it finds for `address` (the nearest at or
+/// below it), with a copy of that symbol's entry in its object's symbol
+/// table; `None` where none is found.
+pub fn symbol_entry(address: usize) -> Option<(libc::Dl_info, libc::Elf64_Sym)> {
+    /// `dladdr1`'s request for the symbol table entry.
+    const RTLD_DL_SYMENT: libc::c_int = 1;
     // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     let mut symbol: *mut libc::c_void = std::ptr::null_mut();
-    // SAFETY: dladdr1 fills `info` and, with RTLD_DL_SYMENT (1), `symbol`
-    // with a pointer into the object's symbol table, mapped while it is loaded.
-    let found = unsafe { libc::dladdr1(address as *const libc::c_void, &mut info, &mut symbol, 1) } != 0;
+    // SAFETY: dladdr1 only reads the loader's tables and fills `info` and,
+    // with RTLD_DL_SYMENT, `symbol` with a pointer into a loaded object's
+    // symbol table, which stays mapped while the object is loaded.
+    let found = unsafe { libc::dladdr1(address as *const libc::c_void, &mut info, &mut symbol, RTLD_DL_SYMENT) } != 0;
     // SAFETY: as above; null when no symbol matched.
-    let symbol = unsafe { symbol.cast::<libc::Elf64_Sym>().as_ref() }?;
-    (found && info.dli_saddr as usize == address).then_some(symbol.st_size as usize)
+    let entry = unsafe { symbol.cast::<libc::Elf64_Sym>().as_ref() }.copied();
+    entry.filter(|_| found).map(|entry| (info, entry))
+}
+
+/// The size of the symbol at `address`, from its loaded object's symbol
+/// table.
+pub fn symbol_size(address: usize) -> Option<usize> {
+    let (info, entry) = symbol_entry(address)?;
+    (info.dli_saddr as usize == address).then_some(entry.st_size as usize)
 }
 
 /// The calling thread's kernel id.
@@ -624,12 +634,12 @@ fn is_on_shared_memory_filesystem(fd: i32) -> bool {
     found && (kind == libc::TMPFS_MAGIC as u32 || kind == libc::HUGETLBFS_MAGIC as u32)
 }
 
-/// What `fstat` says of `fd`; `None` when `fd` is not open.
 /// The size of the file `fd` is open on; `None` when `fd` is not open.
 pub fn file_size(fd: i32) -> Option<u64> {
     fstat(fd).map(|status| status.st_size as u64)
 }
 
+/// What `fstat` says of `fd`; `None` when `fd` is not open.
 fn fstat(fd: i32) -> Option<libc::stat> {
     // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
     let mut status: libc::stat = unsafe { std::mem::zeroed() };

@@ -156,23 +156,13 @@ fn first_malloc(program: usize) -> usize {
     first_library_defining_malloc()
 }
 
-/// `dladdr1`'s request for the symbol table entry.
-const RTLD_DL_SYMENT: c_int = 1;
 /// The section index of an undefined symbol.
 const SHN_UNDEF: u16 = 0;
 
 /// Whether the symbol dladdr finds at `address` is defined there (not an
 /// undefined entry whose value is a PLT stub).
 fn defines_symbol_at(address: usize) -> bool {
-    // SAFETY: Dl_info is plain data, for which all zeroes is a valid value.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    let mut symbol: *mut c_void = std::ptr::null_mut();
-    // SAFETY: dladdr1 only reads the loader's tables and fills `info` and,
-    // with RTLD_DL_SYMENT, `symbol` with a pointer into a loaded object's
-    // symbol table, which stays mapped while the object is loaded.
-    let found = unsafe { libc::dladdr1(address as *const c_void, &mut info, &mut symbol, RTLD_DL_SYMENT) } != 0;
-    // SAFETY: as above; null when no symbol matched.
-    found && unsafe { symbol.cast::<libc::Elf64_Sym>().as_ref() }.is_some_and(|entry| entry.st_shndx != SHN_UNDEF)
+    sys::symbol_entry(address).is_some_and(|(_, entry)| entry.st_shndx != SHN_UNDEF)
 }
 
 /// The first loaded library, in load order (the lookup order of the
