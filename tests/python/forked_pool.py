@@ -4,7 +4,10 @@ with the `fork` method (Linux's default before Python 3.14).
 Each of its 8 epochs maps 8 tasks over the pool's 2 workers and ends with
 tracer_mark (scripts/tracer_mark.py); each task keeps 48 buffers of 16
 KiB in the worker that runs it (`keep_task_buffers`): a leak in the
-workers, none in the job itself. The pool is closed and joined, so that
+workers, none in the job itself. The tasks meet in pairs at a barrier, so
+that each worker runs half of every epoch's tasks: left to chance, a
+worker of a busy machine could run none of an epoch's, and would then
+have no allocation at which to follow that epoch. The pool is closed and joined, so that
 its workers exit as they do at the end of a job. With
 --one-task-per-worker the pool forks a new worker for every task
 (maxtasksperchild=1).
@@ -22,9 +25,11 @@ from tracer_mark import mark  # noqa: E402
 EPOCHS = 8
 WORKERS = 2
 KEPT = []
+TASKS_MEET = multiprocessing.get_context("fork").Barrier(WORKERS)
 
 
 def keep_task_buffers(_task):
+    TASKS_MEET.wait(timeout=60)
     for _ in range(48):
         KEPT.append(bytearray(16 * 1024))  # the workers' leak
     return len(KEPT)
