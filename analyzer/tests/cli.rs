@@ -342,7 +342,11 @@ fn a_descendants_too_few_samples_fails_its_parents_gate() {
     assert_eq!(gated.status.code(), Some(3), "{}", stderr(&gated));
     let text = stdout(&gated);
     assert!(text.contains("Verdict (no_growth)"), "{text}");
-    assert!(text.contains("trace.bin.4243 was sampled too sparsely to tell its growth from chance"), "{text}");
+    assert!(
+        text.contains("the trace of a descendant of this process, ")
+            && text.contains("trace.bin.4243, was sampled too sparsely to tell its growth from chance"),
+        "{text}"
+    );
     let v = json(&report(&path, &["--json"]));
     assert_eq!(
         (&v["verdict"]["too_few_samples"], &v["descendant_traces"][0]["too_few_samples"]),

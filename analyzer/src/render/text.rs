@@ -144,14 +144,19 @@ fn findings_note(traces: &[DescendantReport]) -> Option<String> {
 /// tell its growth from chance, which `--fail-on too_few_samples` counts.
 fn too_few_samples_note(traces: &[DescendantReport]) -> Option<String> {
     let sparse: Vec<&DescendantReport> = traces.iter().filter(|d| d.too_few_samples).collect();
-    let first = descendant_named(&sparse.first()?.trace);
+    let first = sparse.first()?;
+    let named = descendant_named(&first.trace);
     Some(match sparse.len() {
-        1 => format!(
-            "the trace beside this one {first} was sampled too sparsely to tell its growth from chance (too_few_samples); its report, analyzer report {}, says what to run",
-            sparse[0].trace.path.display()
-        ),
+        1 => {
+            let whose =
+                if first.trace.started_beside { "a process started beside this one" } else { "a descendant of this process" };
+            format!(
+                "the trace of {whose}, {named}, was sampled too sparsely to tell its growth from chance (too_few_samples); its report, analyzer report {}, says what to run",
+                first.trace.path.display()
+            )
+        }
         n => format!(
-            "{n} traces beside this one, the first {first}, were sampled too sparsely to tell their growth from chance (too_few_samples); each one's report says what to run"
+            "{n} other traces of this run, the first {named}, were sampled too sparsely to tell their growth from chance (too_few_samples); each one's report says what to run"
         ),
     })
 }
