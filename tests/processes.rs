@@ -570,6 +570,49 @@ fn a_program_closing_every_descriptor_keeps_its_files_and_its_trace() {
     assert!(mentions(&suspects(&report)[0], "leak_per_epoch"), "{report:#}");
 }
 
+/// The same program deleting the trace file before it closes every
+/// descriptor: its own file, which the file system may give the deleted
+/// trace's inode, holds exactly what it wrote, and the tracer says once
+/// that it stopped.
+#[test]
+fn a_program_deleting_its_trace_and_closing_every_descriptor_keeps_its_files() {
+    let program = compile("closes_descriptors.c");
+    let (mut command, dir) = traced_command(&program);
+    let trace = dir.path().join("trace.bin");
+    let output = command.arg(dir.path().join("own.txt")).arg(&trace).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "tracer: cannot write the trace file {}: the program closed its descriptor (3) and the file is gone \
+             (No such file or directory (os error 2)); recording stopped, the program continues\n",
+            trace.display()
+        )
+    );
+    assert!(!trace.exists());
+}
+
+/// A trace file deleted while the program runs is lost: the tracer stops
+/// recording at its next write and says why, and the program goes on.
+#[test]
+fn a_deleted_trace_stops_the_recording_with_a_word_why() {
+    let program = compile("deletes_its_trace.c");
+    let (mut command, dir) = traced_command(&program);
+    let trace = dir.path().join("trace.bin");
+    let output = command.arg(&trace).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let epochs: String = (0..8).map(|e| format!("epoch {e}\n")).collect();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), epochs);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "tracer: cannot write the trace file {}: it was deleted while the program ran; \
+             recording stopped, the program continues\n",
+            trace.display()
+        )
+    );
+}
+
 #[test]
 fn a_program_with_a_malloc_of_its_own_runs_unchanged_and_is_told_so() {
     let run = run_traced(&compile("own_malloc.c"), &[]).succeeded();

@@ -1,7 +1,11 @@
 /* Closes every descriptor above stderr after its second epoch, as a daemon
  * or a careful launcher does, then writes a file of its own, which gets the
  * lowest free descriptor: the one the tracer had. Exits 3 when the file
- * holds anything but what the program wrote. */
+ * holds anything but what the program wrote.
+ *
+ * Given a second path (the trace file), deletes it just before closing the
+ * descriptors: the file system may then give the program's file the
+ * deleted trace's inode, once the last descriptor on it is closed. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdlib.h>
@@ -27,6 +31,7 @@ int main(int argc, char **argv) {
         leak_per_epoch();
         mark_epoch(epoch);
         if (epoch == 1) {
+            if (argc > 2) unlink(argv[2]);
             for (int fd = 3; fd < 1024; fd++) close(fd);
             own = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         }

@@ -562,6 +562,27 @@ pub fn file_id(fd: i32) -> Option<FileId> {
     fstat(fd).map(|status| FileId { device: status.st_dev, inode: status.st_ino })
 }
 
+/// What the trace writer checks of its descriptor before each write.
+pub struct OpenFile {
+    pub id: FileId,
+    /// The size of a regular file; `None` for anything else (`/dev/null`).
+    pub size: Option<u64>,
+    /// A regular file whose last name was removed.
+    pub deleted: bool,
+}
+
+/// The file `fd` is open on; `None` when `fd` is not open.
+pub fn open_file(fd: i32) -> Option<OpenFile> {
+    fstat(fd).map(|status| {
+        let regular = status.st_mode & libc::S_IFMT == libc::S_IFREG;
+        OpenFile {
+            id: FileId { device: status.st_dev, inode: status.st_ino },
+            size: regular.then_some(status.st_size as u64),
+            deleted: regular && status.st_nlink == 0,
+        }
+    })
+}
+
 /// Fails when writing `len` more bytes at the end of the regular file `fd`
 /// would pass the process's file-size limit (`ulimit -f`): the kernel would
 /// end the program with SIGXFSZ.

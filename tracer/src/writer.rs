@@ -27,6 +27,8 @@ pub struct TraceWriter {
     fd: i32,
     /// The file the descriptor was opened on.
     file: sys::FileId,
+    /// How many bytes this writer wrote into it.
+    written: u64,
     path: PathBuf,
     pending: Vec<u8>,
     /// A file passed over that holds something other than a trace.
@@ -69,7 +71,8 @@ impl TraceWriter {
                 Ok(fd) => {
                     let file = sys::file_id(fd).unwrap_or_default();
                     let kept_other_file = kept_other_file.take();
-                    let mut writer = TraceWriter { fd, file, path, pending: file_header().to_vec(), kept_other_file };
+                    let mut writer =
+                        TraceWriter { fd, file, written: 0, path, pending: file_header().to_vec(), kept_other_file };
                     writer.flush().map_err(|err| (writer.path.clone(), err))?;
                     return Ok(writer);
                 }
@@ -108,8 +111,8 @@ impl TraceWriter {
         let (head, body, tail) = snapshot_frame(snapshot, counters);
         self.pending.extend_from_slice(&head);
         if self.write_pending(body.len() + tail.len())? {
-            sys::write_all(self.fd, body)?;
-            sys::write_all(self.fd, &tail)?;
+            self.write_all(body)?;
+            self.write_all(&tail)?;
         }
         Ok(())
     }
@@ -123,12 +126,24 @@ impl TraceWriter {
             return Ok(false);
         }
         self.check_descriptor()?;
-        let result = sys::within_file_size_limit(self.fd, self.pending.len() + then)
-            .and_then(|()| sys::write_all(self.fd, &self.pending));
+        let pending = std::mem::take(&mut self.pending);
+        let result = sys::within_file_size_limit(self.fd, pending.len() + then).and_then(|()| self.write_all(&pending));
+        self.pending = pending;
         self.pending.clear();
         // A first snapshot's stack nodes take MiBs; later flushes are small.
         self.pending.shrink_to(KEPT_CAPACITY);
         result.map(|()| true)
+    }
+
+    /// Writes `bytes` at the end of the trace, counting them.
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let result = sys::write_all(self.fd, bytes);
+        self.written = match &result {
+            Ok(()) => self.written + bytes.len() as u64,
+            // Part of it may have been written.
+            Err(_) => sys::open_file(self.fd).and_then(|file| file.size).unwrap_or(self.written),
+        };
+        result
     }
 
     /// Makes sure the descriptor still names the trace file. A program that
@@ -136,14 +151,22 @@ impl TraceWriter {
     /// careful launcher) and opens a file of its own may be handed the same
     /// number: the trace must not go into that file, nor that descriptor be
     /// closed under the program. The trace file is opened again instead,
-    /// and the trace goes on where it was.
+    /// and the trace goes on where it was. A trace file deleted while the
+    /// program runs is lost: recording stops, and says so.
     fn check_descriptor(&mut self) -> io::Result<()> {
-        if self.owns_descriptor() {
-            return Ok(());
+        match sys::open_file(self.fd).filter(|file| self.fd >= 0 && self.holds_what_was_written(file)) {
+            Some(file) if file.deleted => return Err(io::Error::other("it was deleted while the program ran")),
+            Some(_) => return Ok(()),
+            None => {}
         }
         let lost = std::mem::replace(&mut self.fd, -1);
-        let fd = sys::reopen_to_append(&self.path)?;
-        if sys::file_id(fd) != Some(self.file) {
+        let fd = sys::reopen_to_append(&self.path).map_err(|err| {
+            io::Error::new(
+                err.kind(),
+                format!("the program closed its descriptor ({lost}) and the file is gone ({err})"),
+            )
+        })?;
+        if !sys::open_file(fd).is_some_and(|file| self.holds_what_was_written(&file)) {
             sys::close(fd);
             return Err(io::Error::other(format!(
                 "the program closed its descriptor ({lost}) and the file at that path is another one now"
@@ -153,6 +176,17 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Whether `file` is the trace file as this writer left it. Its size
+    /// tells it from a file the program opened at the same number after
+    /// the trace file was deleted, which may be given the deleted one's
+    /// inode once the program closed the last descriptor on it.
+    fn holds_what_was_written(&self, file: &sys::OpenFile) -> bool {
+        file.id == self.file && file.size.is_none_or(|size| size == self.written)
+    }
+
+    /// Whether the descriptor is still open on the trace file (a forked
+    /// child's copy of its parent's, which its parent may have written to
+    /// since, included).
     fn owns_descriptor(&self) -> bool {
         self.fd >= 0 && sys::file_id(self.fd) == Some(self.file)
     }
