@@ -959,14 +959,15 @@ impl Analysis {
     /// becomes a leak.
     pub fn promote_steady_growth(&mut self) {
         let traced_growth = self.verdict.per_epoch(self.verdict.traced_growth());
-        // A rise at every epoch is no noise, however small; a rise in steps
-        // must also pass the floor.
-        let least = match self.traced_rise {
-            TracedRise::EveryEpoch => self.least_growth,
-            TracedRise::InSteps => self.noise_floor,
+        // A rise at every epoch is no noise from the least growth that
+        // counts on (a stack keeping one 4 KiB page an epoch); a rise in
+        // steps must pass the floor.
+        let counts = match self.traced_rise {
+            TracedRise::EveryEpoch => traced_growth >= self.least_growth,
+            TracedRise::InSteps => traced_growth > self.noise_floor,
             TracedRise::NotSteadily => return,
         };
-        if !self.suspects.is_empty() || traced_growth <= least {
+        if !self.suspects.is_empty() || !counts {
             return;
         }
         // A block grown in place grew by the rise at most (what it held at

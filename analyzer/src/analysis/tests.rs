@@ -1817,6 +1817,23 @@ fn a_block_grown_every_epoch_and_small_stacks_of_a_steady_rise_are_suspects() {
     assert!(a.suspects.is_empty() && !a.steady_growth_promoted, "{:?}", a.suspects);
 }
 
+/// A page kept every epoch (one block of 4 KiB, the least growth that
+/// counts, and the floor of a small heap): the heap rises at every epoch
+/// by exactly that, and the stack is a suspect.
+#[test]
+fn a_steady_rise_of_the_least_growth_that_counts_is_a_leak() {
+    let sim = scenario(12, |sim, _| {
+        sim.alloc(1, NOISE_FLOOR_MIN);
+    });
+    let (_, mut a) = run(&sim);
+    assert_eq!((a.noise_floor, a.least_growth), (NOISE_FLOOR_MIN, NOISE_FLOOR_MIN));
+    assert!(a.suspects.is_empty(), "no stack passes the floor: {:?}", a.suspects);
+    a.promote_steady_growth();
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    let ranked: Vec<(u32, u64)> = a.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch)).collect();
+    assert_eq!(ranked, vec![(1, NOISE_FLOOR_MIN)]);
+}
+
 /// CPython's specializing interpreter reaches one Python line along another
 /// native path once the instruction is specialized: two stack ids whose
 /// frames symbolize the same (here two instructions of one line), the
