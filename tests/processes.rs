@@ -613,6 +613,35 @@ fn a_deleted_trace_stops_the_recording_with_a_word_why() {
     );
 }
 
+/// Seccomp's strict mode leaves a thread no system call but read, write
+/// and exit, and no clock: the tracer stops before the program enters it,
+/// says so once, and the program runs on as it does untraced; the trace
+/// holds its epochs until then, and says where it stops. (Time slices kept
+/// after the marks have the tracer read the clock.)
+#[test]
+fn a_program_entering_strict_mode_runs_on_untraced() {
+    let program = compile("strict_mode.c");
+    let (mut command, dir) = traced_command(&program);
+    let output = command.env("TRACER_EPOCH_SECONDS", "60").output().unwrap();
+    assert_eq!(output.status.code(), Some(7), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "in strict mode\n");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "tracer: the program enters seccomp's strict mode, in which the tracer cannot run; \
+         recording stopped, the program continues\n"
+    );
+    let report = report_json(&dir.path().join("trace.bin"));
+    let causes: Vec<&str> = report["epochs"].as_array().unwrap().iter().filter_map(|e| e["cause"].as_str()).collect();
+    assert_eq!(causes, ["mark", "mark"], "{report:#}");
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n["text"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("strict mode, in which the tracer cannot run: recording stopped here"))),
+        "{notes:?}"
+    );
+}
+
 #[test]
 fn a_program_with_a_malloc_of_its_own_runs_unchanged_and_is_told_so() {
     let run = run_traced(&compile("own_malloc.c"), &[]).succeeded();

@@ -765,9 +765,15 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
         });
     };
     if snapshots.is_empty() {
-        const INCOMPLETE: &str = "the file is incomplete (copied or read before the tracer finished writing it, cut short, or the process killed early): copy it again once the run has ended, or run it again";
-        let (why, what_to_do) = match &end {
-            EndKind::Complete if saw_end_record => {
+        const INCOMPLETE: &str = "the file is incomplete (copied or read before the tracer finished writing it, cut short, the process killed early, or the tracer stopped at a file-size limit or a full disk, which it said on stderr): copy it again once the run has ended, or lift the limit or free the space, and run it again";
+        let stopped_here =
+            notices.iter().rev().find_map(|notice| notice.text.strip_suffix(trace_format::RECORDING_STOPPED_HERE));
+        let (why, what_to_do) = match (&end, stopped_here) {
+            (EndKind::Complete, Some(stopped)) if !saw_end_record => (
+                format!("the tracer stopped recording before the first epoch closed: {stopped}"),
+                "call tracer_mark(label) before that point, so that the trace holds an epoch of what the program did until then".to_string(),
+            ),
+            (EndKind::Complete, _) if saw_end_record => {
                 let what_to_do = match process.time_slice_seconds() {
                     Some(seconds) => format!(
                         "it ran less than one time slice of {seconds} s: call tracer_mark(label) at each epoch, or set TRACER_EPOCH_SECONDS shorter, and let the run go longer"
@@ -779,7 +785,7 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
             // The trace stops without its end: the process was killed or
             // still runs, or the tracer stopped writing (a file-size limit,
             // a full disk), which it said on stderr. It may have marked.
-            EndKind::Complete => {
+            (EndKind::Complete, _) => {
                 let slice = process.time_slice_seconds().map(|seconds| format!(", or a time slice of {seconds} s")).unwrap_or_default();
                 (
                     "no epoch had closed where the trace stops: the process was killed or is still running, or the tracer stopped writing the trace, which it then said on stderr".to_string(),
@@ -788,10 +794,10 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                     ),
                 )
             }
-            EndKind::Truncated { offset } => {
+            (EndKind::Truncated { offset }, _) => {
                 (format!("the trace was cut at byte {offset} before the first epoch closed"), INCOMPLETE.to_string())
             }
-            EndKind::Damaged { offset, .. } => (
+            (EndKind::Damaged { offset, .. }, _) => (
                 format!("the trace is damaged at byte {offset}, before the first epoch closed"),
                 "the file was changed or damaged after the tracer wrote it: copy it again from where the run wrote it, or run it again".to_string(),
             ),

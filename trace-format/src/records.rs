@@ -146,6 +146,10 @@ pub const WARM_UP_ENDED_NOTICE: &str = "the warm-up ended with epoch ";
 /// that epoch.
 pub const PASS_ROUNDS_NOTICE: &str = "the DataLoader passes go round several loaders, one epoch a round, from epoch ";
 
+/// How a notice ends that the tracer stopped recording where it stands
+/// (its words before say why): the trace goes no further.
+pub const RECORDING_STOPPED_HERE: &str = ": recording stopped here";
+
 /// The setting saying how allocations are recorded.
 pub const SAMPLING_SETTING: &str = "sampling";
 /// How [`SAMPLING_SETTING`]'s value starts when allocations are sampled

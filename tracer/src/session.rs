@@ -818,6 +818,21 @@ pub fn finish(reason: EndReason) {
     });
 }
 
+/// The program is about to enter seccomp's strict mode, after which the
+/// tracer's clock reads and system calls would have the kernel kill it:
+/// recording stops here, said in the trace and once on stderr.
+pub fn stop_before_strict_mode() {
+    record(|session, _| {
+        let why = "the program enters seccomp's strict mode, in which the tracer cannot run";
+        let mut output = lock(&session.output);
+        let notice =
+            Notice { elapsed_ns: session.elapsed_ns(), text: format!("{why}{}", trace_format::RECORDING_STOPPED_HERE) };
+        session.write(&mut output, &[Record::Notice(notice)]);
+        drop(output);
+        session.stop(why);
+    });
+}
+
 /// `exec` failed and the process goes on: say so in the trace.
 pub fn exec_failed() {
     record(|session, _| {

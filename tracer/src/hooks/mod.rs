@@ -1,7 +1,7 @@
 //! The symbols `libtracer.so` interposes in the traced process: the allocator
 //! entry points, the memory-mapping calls, the process-ending and
 //! image-replacing calls, the loader's `dlopen`, `dlclose` and `dlsym`,
-//! `malloc_trim`, the exported `tracer_mark`, and the hooks set on Python's
+//! `malloc_trim`, `prctl` (for seccomp's strict mode), the exported `tracer_mark`, and the hooks set on Python's
 //! object allocator. This and `sys`, `modules`, `real_alloc`,
 //! `thread_state` (its static TLS block), `own_stack` (its switch to the
 //! spare stack) and `unwind` are the only places with `unsafe` code.
@@ -120,6 +120,7 @@ pub mod next_allocator;
 mod operator_new;
 #[cfg(target_arch = "x86_64")]
 pub mod python_objects;
+mod sandbox;
 mod trim;
 
 use std::ffi::CStr;
