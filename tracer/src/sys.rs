@@ -606,6 +606,43 @@ pub fn within_file_size_limit(fd: i32, len: usize) -> io::Result<()> {
     }
 }
 
+/// Of the room on a trace file's file system, the share left to the
+/// program (1/N of its size), up to [`ROOM_LEFT_MOST`] bytes.
+const ROOM_LEFT_DIVISOR: u64 = 100;
+const ROOM_LEFT_MOST: u64 = 64 << 20;
+
+/// Fails when writing `len` more bytes into the regular file `fd` would
+/// leave its file system less free room than a hundredth of its size (64
+/// MiB at most): the program's own files there (its checkpoints, its logs)
+/// must still find room, which a trace that filled the disk would take.
+pub fn leaves_room_for_the_program(fd: i32, len: usize) -> io::Result<()> {
+    if fstat(fd).is_none_or(|status| status.st_mode & libc::S_IFMT != libc::S_IFREG) {
+        return Ok(());
+    }
+    // SAFETY: an all-zero statvfs is a valid value for fstatvfs to overwrite.
+    let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatvfs writes only into `fs`.
+    if unsafe { libc::fstatvfs(fd, &mut fs) } != 0 {
+        return Ok(());
+    }
+    let unit = fs.f_frsize as u64;
+    match room_left_short(fs.f_bavail as u64 * unit, fs.f_blocks as u64 * unit, len as u64) {
+        Some(left) => Err(io::Error::other(format!(
+            "its file system would be left with less than {} KiB free (a hundredth of its size, 64 MiB at most), which the program's own files may need",
+            left.div_ceil(1024)
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The room left to the program that writing `len` bytes on a file system
+/// of `size` bytes with `free` bytes free would not leave; `None` when it
+/// would.
+fn room_left_short(free: u64, size: u64, len: u64) -> Option<u64> {
+    let left = (size / ROOM_LEFT_DIVISOR).min(ROOM_LEFT_MOST);
+    (free < left.saturating_add(len)).then_some(left)
+}
+
 /// Whether `fd` is a file of shared memory: a regular file of tmpfs (a
 /// /dev/shm file, `shm_open`'s, a memfd) or hugetlbfs (a memfd made with
 /// `MFD_HUGETLB`), whose pages are memory the processes mapping it hold.
@@ -892,6 +929,17 @@ mod nocancel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_leaves_a_hundredth_of_its_file_system_free_up_to_64_mib() {
+        const MIB: u64 = 1 << 20;
+        // 512 KiB of tmpfs: 5 KiB (rounded down) stay free.
+        assert_eq!(room_left_short(8 << 10, 512 << 10, 2 << 10), None);
+        assert_eq!(room_left_short(8 << 10, 512 << 10, 4 << 10), Some(5242));
+        // 1 TiB: 64 MiB, not 10 GiB.
+        assert_eq!(room_left_short(100 * MIB, 1 << 40, MIB), None);
+        assert_eq!(room_left_short(64 * MIB, 1 << 40, 1), Some(64 * MIB));
+    }
 
     #[test]
     fn this_threads_stack_is_a_mapping_around_a_local() {

@@ -117,9 +117,10 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Writes what was appended, when the file-size limit leaves room for
-    /// it and `then` bytes more, which the caller writes next; false when
-    /// this process writes nothing (see [`WRITES_FORBIDDEN`]).
+    /// Writes what was appended, when the file-size limit and the room on
+    /// the file system leave room for it and `then` bytes more, which the
+    /// caller writes next; false when this process writes nothing (see
+    /// [`WRITES_FORBIDDEN`]).
     fn write_pending(&mut self, then: usize) -> io::Result<bool> {
         if WRITES_FORBIDDEN.load(Ordering::Relaxed) {
             self.pending.clear();
@@ -127,7 +128,10 @@ impl TraceWriter {
         }
         self.check_descriptor()?;
         let pending = std::mem::take(&mut self.pending);
-        let result = sys::within_file_size_limit(self.fd, pending.len() + then).and_then(|()| self.write_all(&pending));
+        let len = pending.len() + then;
+        let result = sys::within_file_size_limit(self.fd, len)
+            .and_then(|()| sys::leaves_room_for_the_program(self.fd, len))
+            .and_then(|()| self.write_all(&pending));
         self.pending = pending;
         self.pending.clear();
         // A first snapshot's stack nodes take MiBs; later flushes are small.
