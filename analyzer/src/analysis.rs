@@ -410,6 +410,8 @@ pub struct Analysis {
     pub reference: usize,
     /// The settled birth epochs, first and last, inclusive.
     pub settled: Option<(u32, u32)>,
+    /// The epoch of the reference snapshot.
+    pub reference_epoch: u32,
     pub noise_floor: u64,
     /// [`NOISE_FLOOR_MIN`] as this run's epochs lower it (see
     /// [`FLOOR_FULL_EPOCHS`]): the least growth an epoch that counts.
@@ -892,15 +894,21 @@ impl Analysis {
         if alone || too_few {
             Pile::No
         } else {
-            self.still(hits, first, last, lo)
+            self.still(hits, first, last, newest, lo)
         }
     }
 
     /// Whether survivors of `hits` settled epochs that pile up, `first`
-    /// and `last` of them, still do (see [`Analysis::pile`]), with `since`
-    /// the first settled epoch the pile is over.
-    fn still(&self, hits: usize, first: u32, last: u32, since: u32) -> Pile {
+    /// and `last` of them, `newest` the newest survivors' birth (settled or
+    /// not), still do (see [`Analysis::pile`]), with `since` the first
+    /// settled epoch the pile is over.
+    fn still(&self, hits: usize, first: u32, last: u32, newest: u32, since: u32) -> Pile {
         let Some((_, hi)) = self.settled else { return Pile::No };
+        // None born since the last settled survivor, not even in the epochs
+        // after the settled ones, whose leaked allocations would be alive
+        // at the reference: the quiet runs to the reference (a cache full
+        // four epochs before it). Sampled, their survivors may be undrawn.
+        let quiet_to = if newest <= last && self.sampling.is_none() { self.reference_epoch.max(hi) } else { hi };
         // Their own span's third too, three epochs at least: a leak of
         // epochs 100 to 199 of 300 stopped, though 199 is of the run's
         // last third; two epochs without survivors tell little.
@@ -909,7 +917,7 @@ impl Analysis {
         // Sampled, the last settled epoch's survivors may all have gone
         // undrawn: one quiet epoch is no stop.
         let least = if self.sampling.is_some() { 2 } else { 1 };
-        if last + third.max(apart).max(least) > hi {
+        if last + third.max(apart).max(least) > quiet_to {
             Pile::Growing
         } else {
             // A cache filled over the earlier epochs, flat since.
@@ -1517,6 +1525,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         time_slices_set: trace.process.time_slice_seconds(),
         reference,
         settled: None,
+        reference_epoch: 0,
         noise_floor,
         least_growth,
         sampling: trace.sampling(),
@@ -1565,6 +1574,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     let settled_lo = trace.snapshots[start].epoch;
     let settled_hi = trace.snapshots[settled_hi_index].epoch;
     analysis.settled = Some((settled_lo, settled_hi));
+    analysis.reference_epoch = trace.snapshots[reference].epoch;
     let settled_survivor = |birth: u32, c: &Counts| (settled_lo..=settled_hi).contains(&birth) && c.live_count > 0;
 
     let sites = Sites::group(
@@ -1717,7 +1727,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         let Some((first, last)) = s.settled_births else { return Pile::No };
         let newest = s.births.map_or(last, |(_, newest)| newest);
         match analysis.pile(s.settled_hits, first, last, newest) {
-            Pile::No if began_late(site, s, first) => analysis.still(s.settled_hits, first, last, first),
+            Pile::No if began_late(site, s, first) => analysis.still(s.settled_hits, first, last, newest, first),
             pile => pile,
         }
     };
