@@ -201,6 +201,17 @@ fn training_passes_cut_the_epochs_without_workers() {
     assert!(text.contains("DataLoader pass 1  auto"), "{text}");
 }
 
+/// A new training loader every epoch, made while the one before is alive
+/// and taking its address in turn: each of its passes closes an epoch, as
+/// one loader's do, not one every round over two loaders.
+#[test]
+fn a_new_training_loader_every_epoch_cuts_an_epoch_at_each_pass() {
+    let run = torch_job(&["--workers", "0", "--new-loaders"], &[]);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+}
+
 /// Also: the first training pass ends the warm-up, sampled by default, and
 /// the leak's allocations of every later pass are all recorded (8 steps,
 /// one 64 KiB buffer each).

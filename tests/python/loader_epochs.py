@@ -20,11 +20,13 @@ maps and keeps as long as it keeps the batch (pytorch/pytorch#11201).
 With --first-pass-wait S each worker of the first training pass waits S
 seconds before its first sample: at more than a time slice (10 s), one of
 the start-up slices the parent cuts until its training loader repeats ends
-while those workers live.
+while those workers live. With --new-loaders the job builds a new training
+loader every epoch, as some loops do: the new one is made while the one
+before is alive, so that their addresses take turns.
 
 Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
                         [--worker-leak] [--read-parent-objects] [--keep-batches] [--mark]
-                        [--no-shuffle] [--first-pass-wait S]
+                        [--no-shuffle] [--first-pass-wait S] [--new-loaders]
 """
 
 import argparse
@@ -112,6 +114,7 @@ def main():
     parser.add_argument("--no-shuffle", action="store_true", help="the training loader keeps its samples' order")
     parser.add_argument("--first-pass-wait", type=float, default=0.0,
                         help="seconds each worker of the first training pass waits before its first sample")
+    parser.add_argument("--new-loaders", action="store_true", help="a new training loader every epoch")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -126,6 +129,8 @@ def main():
     train_loader = DataLoader(train_data, batch_size=BATCH, shuffle=not args.no_shuffle, **workers)
     eval_loader = DataLoader(Numbers(4 * BATCH), batch_size=BATCH, **workers)
     for epoch in range(1, args.epochs + 1):
+        if args.new_loaders:
+            train_loader = DataLoader(train_data, batch_size=BATCH, shuffle=not args.no_shuffle, **workers)
         train(train_loader, model, optimizer, args.keep_batches)
         # The workers of later passes are forked from a Dataset that waits no more.
         train_data.wait = 0.0

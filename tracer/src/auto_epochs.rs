@@ -64,13 +64,15 @@ impl AutoEpochs {
     }
 
     /// Takes in what a walk of this thread's frames showed. When it starts a
-    /// pass that closes the epoch, returns what ended with it.
-    pub fn walked(&self, frames: LoaderFrames) -> Option<PassCut> {
+    /// pass that closes the epoch, returns what ended with it. `alive(other,
+    /// loader)` says whether the loader object that was at `other` is still
+    /// alive, `loader` the live one whose pass starts.
+    pub fn walked(&self, frames: LoaderFrames, alive: &dyn Fn(u64, u64) -> bool) -> Option<PassCut> {
         if !self.watching() {
             return None;
         }
         let pass = thread_state::update_loader_pass(|current| next_state(current, frames))?;
-        let cut = lock(&self.passes).started(pass)?;
+        let cut = lock(&self.passes).started(pass, &|other| alive(other, pass.loader))?;
         if cut.rounds_found {
             self.rounds_found.store(cut.loaders, Ordering::Relaxed);
         }
@@ -171,11 +173,12 @@ impl Passes {
         self.marking.is_none() && self.seen_count > 0
     }
 
-    /// A pass started; what ended when it closes the epoch.
-    fn started(&mut self, pass: PassStart) -> Option<PassCut> {
+    /// A pass started; what ended when it closes the epoch. `alive` says
+    /// whether the loader object that was at an address is still alive.
+    fn started(&mut self, pass: PassStart, alive: &dyn Fn(u64) -> bool) -> Option<PassCut> {
         match self.marking {
             Some(marking) if marking == pass.place => {
-                let closes = self.round.begins_round(pass.loader);
+                let closes = self.round.begins_round(pass.loader, alive);
                 self.close_if(closes)
             }
             Some(_) => None,
@@ -183,8 +186,8 @@ impl Passes {
                 Some(first) => {
                     self.marking = Some(pass.place);
                     self.round = Round::default();
-                    self.round.begins_round(first.loader);
-                    let closes = self.round.begins_round(pass.loader);
+                    self.round.begins_round(first.loader, alive);
+                    let closes = self.round.begins_round(pass.loader, alive);
                     self.close_if(closes)
                 }
                 None => {
@@ -214,7 +217,12 @@ impl Passes {
 /// passes since the round began. A job that goes round several loaders from
 /// one place (A, B, C, A, B, C, ...) closes an epoch at each pass over the
 /// first only; one that iterates one loader again and again, or builds a
-/// new loader for each pass, closes one at every pass.
+/// new loader for each pass, closes one at every pass. Loaders are known
+/// by their addresses, which a loop building a new loader each pass reuses
+/// (the new loader is made while the one before is alive, then that one is
+/// freed: A, B, A, B, ...): the first loader coming again begins a round
+/// only while the others of the round are alive (in a list of validation
+/// loaders), not freed.
 #[derive(Default)]
 struct Round {
     loaders: [u64; ROUND_LOADERS],
@@ -224,23 +232,27 @@ struct Round {
 }
 
 impl Round {
-    /// Takes in a pass over `loader` (0: not known); whether it begins a round.
-    fn begins_round(&mut self, loader: u64) -> bool {
+    /// Takes in a pass over `loader` (0: not known); whether it begins a
+    /// round. `alive` says whether the loader that was at an address is.
+    fn begins_round(&mut self, loader: u64, alive: &dyn Fn(u64) -> bool) -> bool {
         if loader == 0 {
             return true;
         }
         match self.loaders[..self.len].iter().position(|&known| known == loader) {
-            Some(0) => {
+            Some(0) if self.cycles => true,
+            Some(0) if self.loaders[1..self.len].iter().all(|&other| alive(other)) => {
                 self.cycles = true;
                 true
             }
+            // A new loader where the first was, the others freed.
+            Some(0) => self.restart(loader, alive),
             Some(_) if self.cycles => false,
             // A later loader came again before the first: the rounds begin at it.
-            Some(_) => self.restart(loader),
+            Some(_) => self.restart(loader, alive),
             // A new loader each pass, or the first round over several, which
             // only the first loader's next pass tells apart; or, once the
             // place goes round, a new set of loaders.
-            None if self.cycles || self.len == ROUND_LOADERS => self.restart(loader),
+            None if self.cycles || self.len == ROUND_LOADERS => self.restart(loader, alive),
             None => {
                 self.loaders[self.len] = loader;
                 self.len += 1;
@@ -250,9 +262,9 @@ impl Round {
     }
 
     /// Begins the rounds again at `loader`; true.
-    fn restart(&mut self, loader: u64) -> bool {
+    fn restart(&mut self, loader: u64, alive: &dyn Fn(u64) -> bool) -> bool {
         *self = Round::default();
-        self.begins_round(loader)
+        self.begins_round(loader, alive)
     }
 
     /// Loaders the place goes round; 1 until it is known to.
@@ -282,10 +294,14 @@ mod tests {
         PassStart { place, loader }
     }
 
-    /// The label of the epoch each pass closes.
+    /// The label of the epoch each pass closes, every loader seen alive.
     fn cuts(passes: &[PassStart]) -> Vec<Option<String>> {
+        cuts_with(passes, &|_| true)
+    }
+
+    fn cuts_with(passes: &[PassStart], alive: &dyn Fn(u64) -> bool) -> Vec<Option<String>> {
         let mut seen = Passes::default();
-        passes.iter().map(|&pass| seen.started(pass).map(|cut| cut.label())).collect()
+        passes.iter().map(|&pass| seen.started(pass, alive).map(|cut| cut.label())).collect()
     }
 
     fn labels(labels: &[Option<&str>]) -> Vec<Option<String>> {
@@ -348,6 +364,22 @@ mod tests {
         assert_eq!(closing, [false, true, true, false, true, true]);
     }
 
+    /// A loop that builds a new loader each pass, the new one made while
+    /// the one before is alive, then that one freed: their addresses take
+    /// turns. The first address coming again, the other's loader freed, is a
+    /// new loader, not a round: every pass closes an epoch. Two validation
+    /// loaders kept in a list, both alive, go round.
+    #[test]
+    fn a_new_loader_where_the_first_was_begins_no_round() {
+        let (a, b) = (pass(TRAIN, 0xa0), pass(TRAIN, 0xb0));
+        let passes = [a, b, a, b, a, b];
+        let every: Vec<Option<String>> =
+            std::iter::once(None).chain((1..6).map(|n| Some(format!("DataLoader pass {n}")))).collect();
+        assert_eq!(cuts_with(&passes, &|_| false), every);
+        let closing: Vec<bool> = cuts(&passes).iter().map(Option::is_some).collect();
+        assert_eq!(closing, [false, true, true, false, true, false]);
+    }
+
     #[test]
     fn an_unread_loader_closes_an_epoch_at_each_pass() {
         let unread = pass(EVAL, 0);
@@ -364,10 +396,10 @@ mod tests {
     fn passes_that_never_repeat_are_told_apart() {
         let mut passes = Passes::default();
         assert!(!passes.saw_no_repeated_pass(), "no pass at all");
-        passes.started(pass(TRAIN, TRAIN_LOADER));
-        passes.started(pass(EVAL, EVAL_LOADER));
+        passes.started(pass(TRAIN, TRAIN_LOADER), &|_| true);
+        passes.started(pass(EVAL, EVAL_LOADER), &|_| true);
         assert!(passes.saw_no_repeated_pass());
-        passes.started(pass(TRAIN, TRAIN_LOADER));
+        passes.started(pass(TRAIN, TRAIN_LOADER), &|_| true);
         assert!(!passes.saw_no_repeated_pass(), "the training loader repeated");
     }
 

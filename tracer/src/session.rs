@@ -1258,7 +1258,7 @@ impl Session {
             Glance::Unlearned => count & LEARNING_WALK_MASK == 0,
             Glance::Unknown => false,
             Glance::Absent => {
-                self.auto_epochs.walked(LoaderFrames::Absent);
+                self.auto_epochs.walked(LoaderFrames::Absent, &|_, _| true);
                 false
             }
             Glance::Present => self.auto_epochs.outside_pass(),
@@ -1282,7 +1282,8 @@ impl Session {
 
     /// Closes the epoch when a walk shows the training loader's next pass starting.
     fn see_loader_frames(&self, frames: LoaderFrames) {
-        let Some(cut) = self.auto_epochs.walked(frames) else { return };
+        let alive = |other, loader| self.python.alive_as(other, loader);
+        let Some(cut) = self.auto_epochs.walked(frames, &alive) else { return };
         self.close_epoch(EpochCause::Auto, cut.label());
         self.watch_for_unseen_passes();
     }

@@ -464,6 +464,38 @@ pub fn open_own_memory() -> io::Result<i32> {
     open(Path::new("/proc/self/mem"), libc::O_RDONLY)
 }
 
+/// What a read of this process's memory through the kernel found.
+pub enum OwnMemory<const N: usize> {
+    Words([u64; N]),
+    /// Not mapped (EFAULT): a direct load there would fault.
+    Unmapped,
+    /// The kernel refused the read (a sandbox's filter).
+    Unknown,
+}
+
+/// Reads `N` words at `address` of this process's memory through the
+/// kernel (`process_vm_readv`), which fails where memory was unmapped,
+/// where a load would fault.
+pub fn read_own_words<const N: usize>(address: u64) -> OwnMemory<N> {
+    let mut words = [0u64; N];
+    let local = libc::iovec { iov_base: words.as_mut_ptr().cast(), iov_len: 8 * N };
+    let remote = libc::iovec { iov_base: address as *mut libc::c_void, iov_len: 8 * N };
+    let (read, error) = keeping_errno(|| {
+        // SAFETY: the kernel writes at most `8 * N` bytes into `words`, and
+        // reads the remote range as a copy, failing (not faulting) where it
+        // is not mapped.
+        let read = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        (read, errno())
+    });
+    match read {
+        n if n == 8 * N as isize => OwnMemory::Words(words),
+        -1 if error == libc::EFAULT => OwnMemory::Unmapped,
+        -1 => OwnMemory::Unknown,
+        // Cut short at an unmapped page.
+        _ => OwnMemory::Unmapped,
+    }
+}
+
 /// Reads from `fd` at `offset` into `buf`, without moving the descriptor's
 /// offset; the bytes read (0 at the end of the file).
 pub fn read_at(fd: i32, buf: &mut [u8], offset: u64) -> io::Result<usize> {

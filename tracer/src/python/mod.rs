@@ -326,6 +326,25 @@ impl Python {
         }
     }
 
+    /// Whether the object that was at `address` is still alive with the
+    /// type of the live object `like`: its type pointer is `like`'s and its
+    /// reference count a count. A freed object's first words hold its
+    /// allocator's free-list links, or its memory was unmapped (read through
+    /// the kernel, which fails there, where a load would fault). One that
+    /// cannot be told is taken to be alive.
+    pub fn alive_as(&self, address: u64, like: u64) -> bool {
+        let Some(walker) = &self.walker else { return true };
+        let Some(kind) = memory::word(like, walker.layout.ob_type) else { return true };
+        if walker.layout.ob_type != 8 {
+            return true;
+        }
+        match sys::read_own_words::<2>(address) {
+            sys::OwnMemory::Words([count, its_kind]) => its_kind == kind && count > 0 && count < 1 << 32,
+            sys::OwnMemory::Unmapped => false,
+            sys::OwnMemory::Unknown => true,
+        }
+    }
+
     /// Whether `stack`, walked in a process just forked, holds the frame
     /// through which Python's `multiprocessing` forks its children.
     pub fn forked_by_multiprocessing(&self, stack: &PyStack) -> bool {
