@@ -1039,7 +1039,7 @@ impl Analysis {
         }
         if self.mixed_epoch_causes && self.verdict.kind != VerdictKind::TooFewEpochs {
             message.push_str(if self.slices_while_passes_unseen {
-                "; the epochs were cut by DataLoader passes and, while no pass was seen, by time slices, which are of unlike lengths: a figure per epoch mixes them. A pass that starts with small objects alone (persistent workers over an unshuffled dataset) goes unseen; call tracer_mark(label) at the end of each epoch for epochs of training"
+                "; the epochs were cut by DataLoader passes and, while no pass was seen, by time slices, which are of unlike lengths: a figure per epoch mixes them. A pass can go unseen (one that starts with small objects alone, as a loader keeping its workers over an unshuffled dataset does); call tracer_mark(label) at the end of each epoch for epochs of training"
             } else {
                 "; the epochs were cut both by time slices and by marks or DataLoader passes, which are of unlike lengths: a figure per epoch mixes them (leave TRACER_EPOCH_SECONDS unset, or set it to 0, for marks and passes alone)"
             });
