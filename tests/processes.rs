@@ -3,7 +3,7 @@
 //! distributed job.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use integration_tests::*;
@@ -217,6 +217,26 @@ fn a_file_size_limit_stops_the_trace_not_the_program() {
     assert!(std::fs::metadata(&trace).unwrap().len() <= 8 << 10);
     let (records, _) = read_trace(&trace);
     assert!(records.iter().any(|r| matches!(r, Record::Snapshot(_))), "the snapshots before the limit are there");
+}
+
+/// A program started under a file-size limit of 0 cannot have its trace
+/// begun: it runs untraced, the tracer says so once, and no empty file is
+/// left for the analyzer to take for a process that died at start-up.
+#[test]
+fn a_trace_that_cannot_be_begun_leaves_no_empty_file() {
+    let program = compile("file_size_limit.c");
+    let (mut command, dir) = traced_command(&program);
+    let output = command.arg("/bin/echo").arg("echoed").output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "echoed\n");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("file-size limit of 0 bytes (ulimit -f); not tracing"), "{stderr}");
+    let empty: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| std::fs::metadata(path).is_ok_and(|m| m.len() == 0))
+        .collect();
+    assert!(empty.is_empty(), "{empty:?}; {stderr}");
 }
 
 /// malloc, realloc and free on a coroutine's 8 KiB stack and in a signal

@@ -73,7 +73,12 @@ impl TraceWriter {
                     let kept_other_file = kept_other_file.take();
                     let mut writer =
                         TraceWriter { fd, file, written: 0, path, pending: file_header().to_vec(), kept_other_file };
-                    writer.flush().map_err(|err| (writer.path.clone(), err))?;
+                    if let Err(err) = writer.flush() {
+                        // An empty file would read as a process that died
+                        // at start-up.
+                        _ = std::fs::remove_file(&writer.path);
+                        return Err((writer.path.clone(), err));
+                    }
                     return Ok(writer);
                 }
                 Err(err) if held_by_another(claim, &err) => last_error = Some((path, err)),
