@@ -581,6 +581,10 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace, Failure> {
     load_showing(path, options, &mut Progress::hidden())
 }
 
+/// Format versions past this analyzer's that a newer tracer could write;
+/// a header reading more is damaged.
+const VERSIONS_AHEAD_AT_MOST: u16 = 64;
+
 /// [`load`], showing how much of the file it has read on `progress`.
 pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress) -> Result<Trace, Failure> {
     let shown = path.display();
@@ -600,6 +604,17 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
             format!("{shown} is not a trace written by libtracer.so (wrong magic bytes)"),
             "pass the trace file the tracer wrote (trace.bin by default; where TRACER_OUTPUT named a file that was no trace, it wrote <that name>.<pid> and said so on stderr)",
         ),
+        // Versions go up by one a change: one far past this analyzer's is a
+        // damaged header, not a newer tracer's.
+        ReadError::NewerVersion { found } if found > trace_format::FORMAT_VERSION + VERSIONS_AHEAD_AT_MOST => {
+            Failure::new(
+                format!(
+                    "{shown} has a damaged file header (its format version reads {found}, where this analyzer's is {})",
+                    trace_format::FORMAT_VERSION
+                ),
+                "copy the trace again from where the run wrote it, or run the program again under the tracer",
+            )
+        }
         ReadError::NewerVersion { found } => Failure::new(
             format!(
                 "{shown} has trace format version {found}, newer than the version {} this analyzer reads",

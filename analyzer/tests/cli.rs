@@ -1348,3 +1348,24 @@ fn the_verdict_names_a_site_that_stopped_and_one_that_began_late() {
     let message = json(&report(&path, &["--json"]))["verdict"]["message"].as_str().unwrap().to_string();
     assert!(message.contains("; 0x400300 began keeping memory at epoch 9"), "{message}");
 }
+
+/// A header whose format version is the next one is a newer tracer's; one
+/// far past it (a damaged byte) is said to be damaged, not newer.
+#[test]
+fn a_far_newer_format_version_is_a_damaged_header() {
+    for (version, expected) in [
+        (FORMAT_VERSION + 1, format!("has trace format version {}, newer than the version", FORMAT_VERSION + 1)),
+        (
+            25350,
+            format!(
+                "has a damaged file header (its format version reads 25350, where this analyzer's is {FORMAT_VERSION})"
+            ),
+        ),
+    ] {
+        let path = write_temp("trace.bin", &trace_format::file_header_of_version(version));
+        let out = report(&path, &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let message = stderr(&out);
+        assert!(message.contains(&expected) && message.lines().count() == 1, "{message}");
+    }
+}
