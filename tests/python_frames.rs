@@ -334,14 +334,15 @@ fn check_arenas_of_one_line_over_several_stacks(version: &str) {
     assert!(!verdict.contains("since epoch"), "{version}: {verdict}");
     // About 3.3 MiB of records and their strings an epoch, in arenas of
     // 1 MiB (2 to 4 born an epoch) that another line (the step's
-    // short-lived strings) may need now and then.
+    // short-lived strings) may need now and then: 2.14 to 3.93 MiB in runs
+    // on 3.12.
     let arenas = report["suspects"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|s| s["explanation"].as_str().is_some_and(|e| e.starts_with("pymalloc arenas")));
     let rate = arenas.map(|s| s["growth_bytes_per_epoch"].as_f64().unwrap()).sum::<f64>() / f64::from(1 << 20);
-    assert!((2.2..4.3).contains(&rate), "{version}: {rate} MiB/epoch: {verdict}");
+    assert!((2.0..4.3).contains(&rate), "{version}: {rate} MiB/epoch: {verdict}");
 }
 
 #[test]

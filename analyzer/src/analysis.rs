@@ -547,6 +547,10 @@ pub struct Stopped {
 /// The fewest settled epochs after a pile's last survivors that can tell
 /// it stopped, by the third of its own span (see [`Analysis::pile`]).
 const OWN_SPAN_LEAST_GAP: u32 = 3;
+/// Settled epochs without survivors after a pile from which the epochs up
+/// to the reference, with none born there either, count to its quiet (see
+/// [`Analysis::still`]).
+const QUIET_SETTLED_EPOCHS: u32 = 2;
 
 /// Values read at least this many times can rise steadily: three epochs.
 const STEADY_MIN_READINGS: usize = 4;
@@ -904,11 +908,18 @@ impl Analysis {
     /// settled epoch the pile is over.
     fn still(&self, hits: usize, first: u32, last: u32, newest: u32, since: u32) -> Pile {
         let Some((_, hi)) = self.settled else { return Pile::No };
-        // None born since the last settled survivor, not even in the epochs
-        // after the settled ones, whose leaked allocations would be alive
-        // at the reference: the quiet runs to the reference (a cache full
-        // four epochs before it). Sampled, their survivors may be undrawn.
-        let quiet_to = if newest <= last && self.sampling.is_none() { self.reference_epoch.max(hi) } else { hi };
+        // Quiet for two settled epochs at least, and none born since, not
+        // even in the epochs after the settled ones, whose leaked
+        // allocations would be alive at the reference: the quiet runs to
+        // the reference (a cache full four epochs before it). A shorter
+        // quiet may be chance: a line's allocations may take other paths
+        // for an epoch (which pymalloc arena a line's objects need is
+        // chance). Sampled, survivors may be undrawn.
+        let quiet_to = if last + QUIET_SETTLED_EPOCHS <= hi && newest <= last && self.sampling.is_none() {
+            self.reference_epoch.max(hi)
+        } else {
+            hi
+        };
         // Their own span's third too, three epochs at least: a leak of
         // epochs 100 to 199 of 300 stopped, though 199 is of the run's
         // last third; two epochs without survivors tell little.

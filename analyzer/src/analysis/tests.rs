@@ -639,11 +639,11 @@ fn a_cache_filled_over_the_first_epochs_then_flat_for_long_is_not_a_leak() {
 /// A cache filled over epochs 1 to 7 of 12, then flat: its last survivors
 /// are two settled epochs from the last settled one, but none was born in
 /// the four epochs to the reference, the two unsettled ones included, where
-/// a leak's would be alive: it stopped. Filled to epoch 9, the quiet is
-/// two epochs, and it is a suspect still.
+/// a leak's would be alive: it stopped. Filled to epoch 8 or 9, one settled
+/// epoch or none is quiet, which chance explains, and it is a suspect still.
 #[test]
 fn a_cache_quiet_from_its_last_settled_survivors_to_the_reference_stopped() {
-    for (last_fill, leak) in [(7, false), (9, true)] {
+    for (last_fill, leak) in [(7, false), (8, true), (9, true)] {
         let sim = scenario(12, |sim, e| {
             if (1..=last_fill).contains(&e) {
                 sim.alloc_many(2, 16, 128 << 10);
