@@ -1751,7 +1751,10 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             let grew = s.live_bytes > live_before;
             let site_pile = pile(stack, &s);
             if grew && (stopped(stack, &s) || site_pile == Pile::Stopped) {
-                if site_pile != Pile::No {
+                // One that keeps less than the least growth that counts
+                // is not worth a word (a few small blocks left by each of
+                // the earlier evaluations).
+                if site_pile != Pile::No && s.live_bytes >= least_growth {
                     stopped_sites += 1;
                     largest_stopped = largest_stopped.max((s.live_bytes, stack, s.settled_births));
                 }

@@ -657,6 +657,20 @@ fn a_cache_quiet_from_its_last_settled_survivors_to_the_reference_stopped() {
     }
 }
 
+/// A few small blocks left by each of the first evaluations, less than
+/// the least growth that counts in all: no site worth naming stopped.
+#[test]
+fn a_pile_smaller_than_the_least_growth_is_not_named_as_stopped() {
+    let sim = scenario(12, |sim, e| {
+        if (2..=6).contains(&e) {
+            sim.alloc_many(2, 2, 64);
+        }
+    });
+    let (_, a) = run(&sim);
+    assert!(a.suspects.is_empty(), "{:?}", a.suspects);
+    assert!(a.stopped.is_none(), "{:?}", a.stopped);
+}
+
 /// A leak whose line keeps less and less: the verdict says so.
 #[test]
 fn a_line_that_keeps_less_and_less_is_said_to_slow_down() {
