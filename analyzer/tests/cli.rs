@@ -669,12 +669,27 @@ fn live_now_says_what_of_it_the_sampled_warm_up_estimated() {
     let plain = stdout(&report(&write_temp("trace.bin", &sim.bytes()), &[]));
     assert!(plain.contains("live now ") && !plain.contains("estimated"), "nothing sampled:\n{plain}");
     let text = format!("{}0: every allocation is recorded from epoch 1 on", trace_format::WARM_UP_ENDED_NOTICE);
-    sim.push(Record::Notice(Notice { elapsed_ns: 1, text }));
+    sim.push(Record::Notice(Notice { elapsed_ns: 1, text: text.clone() }));
     let sampled = stdout(&report(&write_temp("trace.bin", &sim.bytes()), &[]));
     // The leak keeps 100 KiB from each epoch, the warm-up's included.
     let estimated = "live now 1.17 MiB (100 KiB of it estimated from the warm-up's samples)";
     assert!(sampled.contains(&format!("+100 KiB/epoch   {estimated}   1 suspect: #1")), "the line:\n{sampled}");
     assert!(sampled.contains(&format!("+100 KiB/epoch   {estimated} in 1,200 allocations")), "the suspect:\n{sampled}");
+
+    // A leak whose warm-up allocations the sampling drew none of: its
+    // count starts with epoch 1, which the report says.
+    let mut sim = Sim::new("/opt/app/train");
+    for e in 0..12 {
+        if e > 0 {
+            sim.alloc_many(1, 100, 1024);
+        }
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    sim.push(Record::Notice(Notice { elapsed_ns: 1, text }));
+    let undrawn = stdout(&report(&write_temp("trace.bin", &sim.bytes()), &[]));
+    let from_1 = "live now 1.07 MiB (from epoch 1 on: the warm-up's allocations were sampled, and none of these drawn)";
+    assert!(undrawn.contains(from_1), "{undrawn}");
 }
 
 #[test]

@@ -443,15 +443,23 @@ fn ranks_text(ranks: &[usize]) -> String {
 }
 
 /// "live now X", saying how much of it was born in the sampled warm-up,
-/// whose bytes are estimates (those after it are exact).
+/// whose bytes are estimates (those after it are exact), or, for suspects
+/// keeping allocations from the first epoch after it on, that the warm-up's
+/// sampling drew none of theirs: what they kept then is not counted.
 fn live_now<'a>(live_bytes: u64, suspects: impl Iterator<Item = &'a Suspect>, trace: &Trace) -> String {
-    let estimated: u64 = trace
-        .sampled_warm_up_end()
-        .map_or(0, |end| suspects.flat_map(|s| &s.survivors).filter(|v| v.birth_epoch <= end).map(|v| v.bytes).sum());
-    if estimated == 0 {
-        format!("live now {}", bytes(live_bytes))
-    } else {
+    let Some(end) = trace.sampled_warm_up_end() else { return format!("live now {}", bytes(live_bytes)) };
+    let survivors: Vec<_> = suspects.flat_map(|s| &s.survivors).collect();
+    let estimated: u64 = survivors.iter().filter(|v| v.birth_epoch <= end).map(|v| v.bytes).sum();
+    if estimated > 0 {
         format!("live now {} ({} of it estimated from the warm-up's samples)", bytes(live_bytes), bytes(estimated))
+    } else if survivors.iter().any(|v| v.birth_epoch == end + 1) {
+        format!(
+            "live now {} (from epoch {} on: the warm-up's allocations were sampled, and none of these drawn)",
+            bytes(live_bytes),
+            end + 1
+        )
+    } else {
+        format!("live now {}", bytes(live_bytes))
     }
 }
 
