@@ -612,6 +612,18 @@ fn a_program_deleting_its_trace_and_closing_every_descriptor_keeps_its_files() {
     assert!(!trace.exists());
 }
 
+/// A daemon that closes its standard streams and opens data files at
+/// descriptors 0 to 2: the line the tracer has to say when it stops (the
+/// program deleted its trace) does not go into the file at descriptor 2.
+#[test]
+fn the_tracers_word_stays_out_of_a_data_file_at_descriptor_2() {
+    let program = compile("reopens_standard_streams.c");
+    let (mut command, dir) = traced_command(&program);
+    let data = tempfile::tempdir().unwrap();
+    let output = command.arg(dir.path().join("trace.bin")).arg(data.path()).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+}
+
 /// A trace file deleted while the program runs is lost: the tracer stops
 /// recording at its next write and says why, and the program goes on.
 #[test]

@@ -239,6 +239,7 @@ fn begin(allocators: Allocators) {
     // Panics are caught and turned into one line; the default hook's report
     // would be noise in the traced program's stderr.
     panic::set_hook(Box::new(|_| {}));
+    sys::note_stderr();
     // Before the program may limit its memory (see real_alloc::from_reserve).
     real_alloc::set_reserve_aside();
     // Before any thread of the program's may hold it.

@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
@@ -397,8 +397,39 @@ pub fn own_library_name() -> Option<std::ffi::OsString> {
 }
 
 /// Writes a whole message to stderr, ignoring failure (there is nowhere else to report it).
+/// The file the program's stderr (descriptor 2) was as the tracer started:
+/// its device and inode, both 0 when it was closed.
+static STDERR_AT_START: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Notes what the program's stderr is as the tracer starts (see [`print_stderr`]).
+pub fn note_stderr() {
+    let (device, inode) = file_id(2).map_or((0, 0), |id| (id.device, id.inode));
+    STDERR_AT_START[0].store(device, Ordering::Relaxed);
+    STDERR_AT_START[1].store(inode, Ordering::Relaxed);
+}
+
+/// Writes the tracer's line to the program's stderr, unless descriptor 2
+/// has become a file of the program's own: a daemon that closed its
+/// descriptors and opened its data files at 0, 1 and 2 must not find the
+/// tracer's words among its data. Descriptor 2 is written while it is the
+/// file it was as the tracer started, or something a line cannot damage
+/// (a terminal, a pipe, a socket, /dev/null), or a file opened to append to
+/// (a log the program's stderr was sent to).
 pub fn print_stderr(message: &str) {
-    let _ = write_all(2, message.as_bytes());
+    if keeping_errno(stderr_is_the_programs) {
+        let _ = write_all(2, message.as_bytes());
+    }
+}
+
+fn stderr_is_the_programs() -> bool {
+    let Some(status) = fstat(2) else { return false };
+    let at_start = [STDERR_AT_START[0].load(Ordering::Relaxed), STDERR_AT_START[1].load(Ordering::Relaxed)];
+    if at_start == [status.st_dev, status.st_ino] || status.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return true;
+    }
+    // SAFETY: F_GETFL reads the descriptor's flags and changes nothing.
+    let flags = unsafe { libc::fcntl(2, libc::F_GETFL) };
+    flags != -1 && flags & libc::O_APPEND != 0
 }
 
 pub fn write_all(fd: i32, mut bytes: &[u8]) -> io::Result<()> {
