@@ -894,6 +894,23 @@ fn two_calls_on_one_line_leaking_in_turn_are_one_suspect_with_all_the_bytes() {
     assert!(text.contains(&format!("   stacks {}, {}\n", ids[0], ids[1])), "the suspect names both stacks: {text}");
 }
 
+/// A helper allocating for three callers, one of which keeps what it gets:
+/// the verdict names the helper's line and the caller the leak came
+/// through. (One leaking through each of its callers is named alone: see
+/// the next test.)
+#[test]
+fn a_helper_shared_by_several_callers_is_named_with_the_caller_that_leaks() {
+    let run = run_traced(&compile("shared_helper.c"), &[]).succeeded();
+    let report = report_json(&run.trace);
+    let verdict = report["verdict"]["message"].as_str().unwrap();
+    let helper = line_of("programs/shared_helper.c", "the helper's allocation");
+    let caller = line_of("programs/shared_helper.c", "the caller that keeps them");
+    let named = format!(
+        "make_record (shared_helper.c:{helper}), called from ingest_batch (shared_helper.c:{caller}), keeps about 256 KiB/epoch"
+    );
+    assert!(verdict.starts_with(&named), "{verdict}");
+}
+
 /// One helper leaking 1000-byte blocks, called from one caller in even
 /// epochs and from another in odd ones: two stacks that differ above the
 /// line, the odd epochs' with survivors of 3 of the 5 settled epochs, the
@@ -927,6 +944,7 @@ fn a_helper_leaking_from_callers_in_turn_is_one_line_with_all_the_bytes() {
     let expected = [("eval_step".to_string(), 3, false), ("train_step".to_string(), 2, false)];
     assert_eq!(callers, expected, "{report:#}");
     let verdict = report["verdict"]["message"].as_str().unwrap();
+    // Through each of its callers: the helper is the leak, named alone.
     let named = format!(
         "cache_result (alt_callers.c:{leaking_line}) keeps about 48.8 KiB/epoch alive (391 KiB now) through 2 stacks;"
     );

@@ -293,6 +293,19 @@ impl Stacks {
         }
     }
 
+    /// Whether the native return address `address` is reached from more
+    /// than one caller in the trace's stacks: its nodes' parents are frames
+    /// at different return addresses (or of other kinds).
+    pub fn has_several_callers(&self, address: u64) -> bool {
+        let dense = (0..self.tag.len()).filter_map(|i| self.lookup(i as u32));
+        let mut callers = dense
+            .chain(self.sparse.values().copied())
+            .filter(|&(_, tag, value)| tag == TAG_NATIVE && value == address)
+            .map(|(parent, _, _)| self.lookup(parent).map(|(_, tag, value)| (tag, value)));
+        let Some(first) = callers.next() else { return false };
+        callers.any(|caller| caller != first)
+    }
+
     fn lookup(&self, id: u32) -> Option<Packed> {
         let i = id as usize;
         if i < self.tag.len() {

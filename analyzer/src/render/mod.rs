@@ -158,7 +158,7 @@ impl<'t> Report<'t> {
         let program = wrapped_program(analysis, &descendants);
         let verdict_message = match program {
             Some(program) => wrapper_verdict(trace, analysis, &descendants[program]),
-            None => analysis.verdict_message(ranked.culprit()) + &descendants_found(analysis, &descendants),
+            None => analysis.verdict_message(ranked.culprit(trace)) + &descendants_found(analysis, &descendants),
         };
         let ByLine { symbolized, lines, below_floor, below_floor_lines } = ranked;
         Report {
@@ -385,7 +385,7 @@ fn symbolize<'a>(
 /// growth below the floor.
 pub fn top_line(trace: &Trace, analysis: &Analysis, symbolizer: &mut Symbolizer<'_>) -> Option<(String, u64)> {
     let ranked = ByLine::rank(trace, analysis, symbolizer, STACKS_BY_LINE);
-    ranked.culprit().map(|culprit| (culprit.named().into_owned(), culprit.growth_bytes_per_epoch))
+    ranked.culprit(trace).map(|culprit| (culprit.named().into_owned(), culprit.growth_bytes_per_epoch))
 }
 
 /// The suspects symbolized and summed by their line of own code, and the
@@ -416,14 +416,14 @@ impl ByLine {
     /// are all a library's cache that stops at its bound (see
     /// [`explain::Explanation::levels_off`]) gives way to the first that
     /// is not: a leak growing slower than the caches beside it is the leak.
-    fn culprit(&self) -> Option<Culprit<'_>> {
+    fn culprit<'a>(&'a self, trace: &Trace) -> Option<Culprit<'a>> {
         let levels_off = |line: &&LeakLine| {
             line.ranks.iter().all(|&rank| self.symbolized[rank - 1].explanation.is_some_and(|e| e.levels_off))
         };
         let leak = self.lines.iter().find(|line| !levels_off(line));
         match (leak.or(self.lines.first()), self.below_floor_lines.first()) {
-            (Some(line), _) => Some(culprit(line, &self.symbolized)),
-            (None, Some(line)) => Some(culprit(line, &self.below_floor)),
+            (Some(line), _) => Some(culprit(line, &self.symbolized, trace)),
+            (None, Some(line)) => Some(culprit(line, &self.below_floor, trace)),
             (None, None) => None,
         }
     }
@@ -443,14 +443,17 @@ impl Report<'_> {
 /// The top line as the verdict names it: by its function, long C++ names
 /// shortened as the text report's frames are (see [`names::shortened`]),
 /// and where it is, or for a suspect without own code by its innermost
-/// frame; native code Python called with the Python line that called it.
-fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect]) -> Culprit<'a> {
+/// frame; native code Python called with the Python line that called it,
+/// and a native helper of the program's own with its caller.
+fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect], trace: &Trace) -> Culprit<'a> {
     let best = &suspects[line.ranks[0] - 1];
     let frame = line.frame.as_ref().or(best.frames.first());
     let shown = |f: &Frame| Cow::Owned(shown(f));
+    let line_stacks = || line.ranks.iter().map(|&rank| suspects[rank - 1].frames.as_slice());
+    let caller = python_caller(&best.frames).or_else(|| helper_caller(frame?, line_stacks(), trace));
     Culprit {
         name: frame.map_or(Cow::Borrowed("the top suspect"), shown),
-        called_from: python_caller(&best.frames).map(shown),
+        called_from: caller.map(shown),
         growth_bytes_per_epoch: line.growth_bytes_per_epoch,
         live_bytes: line.live_bytes,
         suspects: line.ranks.len(),
@@ -491,6 +494,25 @@ fn python_caller(frames: &[Frame]) -> Option<&Frame> {
     own.find(|f| f.python && (!first.python || f.file != first.file))
 }
 
+/// The caller of `own`, a native function of the program's own that the
+/// trace reaches from several callers (a helper allocating for three
+/// functions, one of which keeps what it gets), when every stack of the
+/// line (`stacks`) came through that one: the line the leak came through,
+/// which holds it as much as the helper does. A helper leaking through
+/// each of its callers is the leak itself.
+fn helper_caller<'a>(own: &Frame, mut stacks: impl Iterator<Item = &'a [Frame]>, trace: &Trace) -> Option<&'a Frame> {
+    if own.python || own.inlined {
+        return None;
+    }
+    let caller_in = |frames: &'a [Frame]| {
+        let at = frames.iter().position(|f| f.address == own.address && f.function == own.function && !f.inlined)?;
+        frames.get(at + 1).filter(|f| f.own_code && !f.python)
+    };
+    let caller = caller_in(stacks.next()?)?;
+    let one_caller = stacks.all(|frames| caller_in(frames).is_some_and(|other| other.address == caller.address));
+    (one_caller && trace.stacks.has_several_callers(own.address)).then_some(caller)
+}
+
 /// The warning for a trace that did not end cleanly, if any.
 pub fn end_warning(trace: &Trace) -> Option<String> {
     use crate::trace::EndKind;
@@ -514,6 +536,16 @@ pub fn end_warning(trace: &Trace) -> Option<String> {
 mod tests {
     use super::*;
     use crate::analysis::{GrowthSpan, LineMemory};
+
+    /// A trace of a few epochs with no allocation, whose stacks reach no
+    /// helper from several callers.
+    fn trace_without_stacks() -> Trace {
+        let mut sim = crate::synth::Sim::new("/opt/app/train");
+        (0..4).for_each(|e| sim.mark(&format!("epoch {e}")));
+        sim.exit();
+        let path = crate::synth::write_temp("trace.bin", &sim.bytes());
+        crate::trace::load(&path, &crate::trace::LoadOptions::default()).expect("synthetic trace loads")
+    }
 
     fn suspect_at(frame: Frame) -> ShownSuspect {
         let suspect = Suspect {
@@ -607,6 +639,7 @@ mod tests {
             ..Frame::named(0x1000, function.into())
         };
         let suspects = [suspect_at(frame.clone())];
+        let trace = trace_without_stacks();
         let line = LeakLine {
             frame: Some(frame),
             growth_bytes_per_epoch: 4096,
@@ -617,13 +650,13 @@ mod tests {
             ranks: vec![1],
         };
         assert_eq!(
-            culprit(&line, &suspects).name,
+            culprit(&line, &suspects, &trace).name,
             "std::_Rb_tree_iterator<…> std::_Rb_tree<…>::_M_emplace_hint_unique<…>(…) [clone .isra.0] (registry.cpp:13)"
         );
         // A suspect without own code is named by its innermost frame, shortened too.
         let line = LeakLine { frame: None, ..line };
         assert_eq!(
-            culprit(&line, &suspects).name,
+            culprit(&line, &suspects, &trace).name,
             "std::_Rb_tree_iterator<…> std::_Rb_tree<…>::_M_emplace_hint_unique<…>(…) [clone .isra.0] (registry.cpp:13)"
         );
     }
