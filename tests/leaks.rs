@@ -951,6 +951,28 @@ fn a_helper_leaking_from_callers_in_turn_is_one_line_with_all_the_bytes() {
     assert!(verdict.starts_with(&named), "{verdict}");
 }
 
+/// The same helper called from one caller for the first 12 epochs of 16,
+/// then from the other: the first stack's survivors stop four epochs
+/// before the end, which alone reads as a pile that stopped, but the
+/// line's go on: both stacks are its suspects, with the whole leak's
+/// bytes, from the first settled epoch.
+#[test]
+fn a_helper_leaking_from_one_caller_then_another_is_one_line_with_all_the_bytes() {
+    const LEAK_PER_EPOCH: u64 = 50 * 1000;
+    let program = compile("alt_callers.c");
+    let run = run_traced_with(&program, &["16", "phases"], &[FULL_CAPTURE]).succeeded();
+    assert_eq!(run.stdout(), "alt_callers: 16 epochs, 800 blocks kept\n");
+    let report = report_json(&run.trace);
+    let lines = report["lines"].as_array().expect("lines");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    // Each stack's figure per epoch is rounded down.
+    let growth = lines[0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
+    assert!((LEAK_PER_EPOCH - 2..=LEAK_PER_EPOCH).contains(&growth), "{:#}", lines[0]);
+    assert_eq!(report["suspects"].as_array().expect("suspects").len(), 2, "{report:#}");
+    let verdict = report["verdict"]["message"].as_str().unwrap();
+    assert!(!verdict.contains("since epoch") && verdict.contains("through 2 stacks"), "{verdict}");
+}
+
 /// A std::vector filled by 1 MiB an epoch doubles its buffer at a few
 /// epochs only: the live heap rises in steps while the RSS rises at every
 /// epoch, and the line that fills it is the leak, its buffer grown in place.

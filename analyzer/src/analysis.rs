@@ -424,6 +424,8 @@ pub struct Analysis {
     /// epochs (see [`Pile::Stopped`]): what grew stopped or slowed. No
     /// suspects, nor below the floor.
     pub stopped: Option<Stopped>,
+    /// The piles [`Analysis::stopped`] counts.
+    stopped_piles: Vec<StoppedPile>,
     /// The analysed epochs were cut both by time slices and by marks or
     /// DataLoader passes (`TRACER_EPOCH_SECONDS` set beside them, or
     /// while passes went unseen): epochs
@@ -531,6 +533,16 @@ fn rose_by_steps(readings: &[u64]) -> bool {
     readings.len() >= STEADY_MIN_READINGS
         && readings.windows(2).all(|step| step[1] >= step[0])
         && rose_since(readings, (readings.len() / 2).saturating_sub(1))
+}
+
+/// A pile that stopped: its live bytes, its site, and the birth epochs of
+/// its settled survivors, first and last.
+type StoppedPile = (u64, u32, Option<(u32, u32)>);
+
+/// What `piles` that stopped come to.
+fn stopped_of(piles: &[StoppedPile]) -> Option<Stopped> {
+    let &(bytes, site, born) = piles.iter().max()?;
+    Some(Stopped { sites: piles.len(), largest: (site, bytes), largest_born: born })
 }
 
 /// Sites that piled up but stopped (see [`Analysis::stopped`]).
@@ -946,6 +958,9 @@ impl Analysis {
         let (with_line, few): (Vec<Suspect>, Vec<Suspect>) =
             std::mem::take(&mut self.few_settled_epochs).into_iter().partition(|s| stacks.contains(&s.stack));
         self.few_settled_epochs = few;
+        // A pile that stopped but goes on with its line is no longer one.
+        self.stopped_piles.retain(|&(_, stack, _)| !stacks.contains(&stack));
+        self.stopped = stopped_of(&self.stopped_piles);
         if !with_line.is_empty() {
             self.grown_in_place.retain(|s| !stacks.contains(&s.stack));
             self.suspects.extend(with_line);
@@ -1541,6 +1556,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         least_growth,
         sampling: trace.sampling(),
         stopped: None,
+        stopped_piles: Vec::new(),
         slices_while_passes_unseen: trace
             .process
             .setting(trace_format::EPOCHS_SETTING)
@@ -1682,8 +1698,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         let grew = (of(&still_held) + born).saturating_sub(of(&held_at_middle));
         middle.is_some() && (born == 0 || 2 * grew < born)
     };
-    let mut stopped_sites = 0;
-    let mut largest_stopped = (0, 0, None);
+    let mut stopped_piles = Vec::new();
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
     let mut few_settled_epochs = Vec::new();
@@ -1750,17 +1765,6 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             let live_before = live_at_1.get(&stack).copied().unwrap_or(0);
             let grew = s.live_bytes > live_before;
             let site_pile = pile(stack, &s);
-            if grew && (stopped(stack, &s) || site_pile == Pile::Stopped) {
-                // One that keeps less than the least growth that counts
-                // is not worth a word (a few small blocks left by each of
-                // the earlier evaluations).
-                if site_pile != Pile::No && s.live_bytes >= least_growth {
-                    stopped_sites += 1;
-                    largest_stopped = largest_stopped.max((s.live_bytes, stack, s.settled_births));
-                }
-                return None;
-            }
-            let piles_up = site_pile == Pile::Growing && grew && growth > 0;
             let suspect = |growth: u64, growth_span: GrowthSpan, grown_in_place: bool| Suspect {
                 stack,
                 other_stacks: sites.others(stack).to_vec(),
@@ -1775,6 +1779,22 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
                 grown_in_place,
                 piles_up_only_with_line: false,
             };
+            if grew && (stopped(stack, &s) || site_pile == Pile::Stopped) {
+                // One that keeps less than the least growth that counts
+                // is not worth a word (a few small blocks left by each of
+                // the earlier evaluations).
+                if site_pile != Pile::No && s.live_bytes >= least_growth {
+                    stopped_piles.push((s.live_bytes, stack, s.settled_births));
+                }
+                // Its line may go on piling up along another path (a
+                // helper called from one caller, then from another): with
+                // it, the stack is part of a leak still.
+                if site_pile == Pile::Stopped && growth > 0 {
+                    few_settled_epochs.push(Suspect { piles_up_only_with_line: true, ..suspect(growth, span, false) });
+                }
+                return None;
+            }
+            let piles_up = site_pile == Pile::Growing && grew && growth > 0;
             if !piles_up {
                 let grown = (s.live_bytes - live_before.min(s.live_bytes)) / epochs;
                 // A block whose newest copy was there at the middle
@@ -1814,10 +1834,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             None
         })
         .collect();
-    if stopped_sites > 0 {
-        let (bytes, site, born) = largest_stopped;
-        analysis.stopped = Some(Stopped { sites: stopped_sites, largest: (site, bytes), largest_born: born });
-    }
+    analysis.stopped = stopped_of(&stopped_piles);
+    analysis.stopped_piles = stopped_piles;
     suspects.sort_by(by_rank);
     below_floor.largest.sort_by(by_rank);
     below_floor.largest.truncate(STACKS_BY_LINE);

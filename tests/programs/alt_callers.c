@@ -1,6 +1,9 @@
 /* One leaking helper, called from train_step in even epochs and from
  * eval_step in odd ones: two stacks that differ above the line that leaks,
- * each with survivors of about half the epochs. */
+ * each with survivors of about half the epochs. With "phases" after the
+ * epoch count, from train_step in the first three quarters of the epochs
+ * and from eval_step in the last: the first stack's survivors stop four
+ * epochs before the end, the line's go on. */
 #include <stdlib.h>
 #include <string.h>
 #include "mark.h"
@@ -30,8 +33,9 @@ __attribute__((noinline)) void eval_step(void) {
 int main(int argc, char **argv) {
     int epochs = argc > 1 ? atoi(argv[1]) : 8;
     if (epochs > EPOCHS_MAX) epochs = EPOCHS_MAX;
+    int phases = argc > 2 && strcmp(argv[2], "phases") == 0;
     for (int epoch = 0; epoch < epochs; epoch++) {
-        if (epoch % 2 == 0) train_step(); else eval_step();
+        if (phases ? epoch < epochs * 3 / 4 : epoch % 2 == 0) train_step(); else eval_step();
         mark_epoch(epoch);
     }
     printf("alt_callers: %d epochs, %d blocks kept\n", epochs, kept_count);
