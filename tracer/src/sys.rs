@@ -689,9 +689,13 @@ pub fn leaves_room_for_the_program(fd: i32, len: usize) -> io::Result<()> {
         return Ok(());
     }
     let unit = fs.f_frsize as u64;
-    match room_left_short(fs.f_bavail as u64 * unit, fs.f_blocks as u64 * unit, len as u64) {
+    match room_left_short(fs.f_bavail as u64 * unit, fs.f_blocks as u64 * unit, len as u64, unit) {
+        Some(left) if left >= 1 << 20 => Err(io::Error::other(format!(
+            "its file system would be left with less than {} MiB free (a hundredth of its size, 64 MiB at most), which the program's own files may need",
+            left >> 20
+        ))),
         Some(left) => Err(io::Error::other(format!(
-            "its file system would be left with less than {} KiB free (a hundredth of its size, 64 MiB at most), which the program's own files may need",
+            "its file system would be left with less than {} KiB free (a hundredth of its size), which the program's own files may need",
             left.div_ceil(1024)
         ))),
         None => Ok(()),
@@ -699,11 +703,12 @@ pub fn leaves_room_for_the_program(fd: i32, len: usize) -> io::Result<()> {
 }
 
 /// The room left to the program that writing `len` bytes on a file system
-/// of `size` bytes with `free` bytes free would not leave; `None` when it
-/// would.
-fn room_left_short(free: u64, size: u64, len: u64) -> Option<u64> {
+/// of `size` bytes with `free` bytes free, in blocks of `block` bytes,
+/// would not leave; `None` when it would. The write may take a block more
+/// than its length: the one the file's last block was short of.
+fn room_left_short(free: u64, size: u64, len: u64, block: u64) -> Option<u64> {
     let left = (size / ROOM_LEFT_DIVISOR).min(ROOM_LEFT_MOST);
-    (free < left.saturating_add(len)).then_some(left)
+    (free < left.saturating_add(len).saturating_add(block)).then_some(left)
 }
 
 /// Whether `fd` is a file of shared memory: a regular file of tmpfs (a
@@ -996,12 +1001,13 @@ mod tests {
     #[test]
     fn a_trace_leaves_a_hundredth_of_its_file_system_free_up_to_64_mib() {
         const MIB: u64 = 1 << 20;
-        // 512 KiB of tmpfs: 5 KiB (rounded down) stay free.
-        assert_eq!(room_left_short(8 << 10, 512 << 10, 2 << 10), None);
-        assert_eq!(room_left_short(8 << 10, 512 << 10, 4 << 10), Some(5242));
+        // 512 KiB of tmpfs in 4 KiB blocks: 5 KiB (rounded down) stay
+        // free, and a block for the write's last one.
+        assert_eq!(room_left_short(12 << 10, 512 << 10, 2 << 10, 4096), None);
+        assert_eq!(room_left_short(12 << 10, 512 << 10, 4 << 10, 4096), Some(5242));
         // 1 TiB: 64 MiB, not 10 GiB.
-        assert_eq!(room_left_short(100 * MIB, 1 << 40, MIB), None);
-        assert_eq!(room_left_short(64 * MIB, 1 << 40, 1), Some(64 * MIB));
+        assert_eq!(room_left_short(100 * MIB, 1 << 40, MIB, 4096), None);
+        assert_eq!(room_left_short(64 * MIB, 1 << 40, 1, 4096), Some(64 * MIB));
     }
 
     #[test]
