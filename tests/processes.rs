@@ -230,7 +230,10 @@ fn a_trace_that_cannot_be_begun_leaves_no_empty_file() {
     assert!(output.status.success(), "{output:?}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "echoed\n");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("file-size limit of 0 bytes (ulimit -f); not tracing"), "{stderr}");
+    assert!(
+        stderr.contains("file-size limit of 0 bytes (ulimit -f); not tracing (lift the file-size limit)"),
+        "{stderr}"
+    );
     let empty: Vec<PathBuf> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|entry| entry.unwrap().path())

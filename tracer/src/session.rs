@@ -272,8 +272,13 @@ fn begin(allocators: Allocators) {
         Ok(writer) => writer,
         Err((path, err)) => {
             if config.ancestor_reported.as_deref() != Some(REPORTED_FAILURE) {
+                let what_to_do = match err.kind() {
+                    io::ErrorKind::FileTooLarge => "lift the file-size limit",
+                    io::ErrorKind::StorageFull => "free some space, or set TRACER_OUTPUT to a file system with room",
+                    _ => "set TRACER_OUTPUT to a writable path",
+                };
                 sys::print_stderr(&format!(
-                    "tracer: cannot create the trace file {}: {err}; not tracing (set TRACER_OUTPUT to a writable path)\n",
+                    "tracer: cannot create the trace file {}: {err}; not tracing ({what_to_do})\n",
                     path.display()
                 ));
             }

@@ -658,10 +658,10 @@ pub fn within_file_size_limit(fd: i32, len: usize) -> io::Result<()> {
     match fstat(fd) {
         Some(status) if status.st_mode & libc::S_IFMT == libc::S_IFREG => {
             if status.st_size as u64 + len as u64 > limit.rlim_cur {
-                return Err(io::Error::other(format!(
-                    "it would pass the file-size limit of {} bytes (ulimit -f)",
-                    limit.rlim_cur
-                )));
+                return Err(io::Error::new(
+                    io::ErrorKind::FileTooLarge,
+                    format!("it would pass the file-size limit of {} bytes (ulimit -f)", limit.rlim_cur),
+                ));
             }
             Ok(())
         }
@@ -690,14 +690,20 @@ pub fn leaves_room_for_the_program(fd: i32, len: usize) -> io::Result<()> {
     }
     let unit = fs.f_frsize as u64;
     match room_left_short(fs.f_bavail as u64 * unit, fs.f_blocks as u64 * unit, len as u64, unit) {
-        Some(left) if left >= 1 << 20 => Err(io::Error::other(format!(
-            "its file system would be left with less than {} MiB free (a hundredth of its size, 64 MiB at most), which the program's own files may need",
-            left >> 20
-        ))),
-        Some(left) => Err(io::Error::other(format!(
-            "its file system would be left with less than {} KiB free (a hundredth of its size), which the program's own files may need",
-            left.div_ceil(1024)
-        ))),
+        Some(left) if left >= 1 << 20 => Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "its file system would be left with less than {} MiB free (a hundredth of its size, 64 MiB at most), which the program's own files may need",
+                left >> 20
+            ),
+        )),
+        Some(left) => Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "its file system would be left with less than {} KiB free (a hundredth of its size), which the program's own files may need",
+                left.div_ceil(1024)
+            ),
+        )),
         None => Ok(()),
     }
 }
