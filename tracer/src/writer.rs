@@ -163,10 +163,18 @@ impl TraceWriter {
     /// and the trace goes on where it was. A trace file deleted while the
     /// program runs is lost: recording stops, and says so.
     fn check_descriptor(&mut self) -> io::Result<()> {
-        match sys::open_file(self.fd).filter(|file| self.fd >= 0 && self.holds_what_was_written(file)) {
-            Some(file) if file.deleted => return Err(io::Error::other("it was deleted while the program ran")),
-            Some(_) => return Ok(()),
-            None => {}
+        if let Some(file) = sys::open_file(self.fd).filter(|file| self.fd >= 0 && file.id == self.file) {
+            return if !self.holds_what_was_written(&file) {
+                // It may be the program's own file now: never closed here.
+                self.fd = -1;
+                Err(io::Error::other(
+                    "it no longer holds what the tracer wrote (another writer wrote into it, or the program deleted it and a file of its own took its place)",
+                ))
+            } else if file.deleted {
+                Err(io::Error::other("it was deleted while the program ran"))
+            } else {
+                Ok(())
+            };
         }
         let lost = std::mem::replace(&mut self.fd, -1);
         let fd = sys::reopen_to_append(&self.path).map_err(|err| {
