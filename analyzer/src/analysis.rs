@@ -1222,10 +1222,12 @@ impl Analysis {
                         parent.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
                     ),
                 };
+                // The exit's own epoch, kept while there are too few, is
+                // not one that could be analysed.
+                let analysable = self.snapshots.saturating_sub(usize::from(self.exit_recorded && !self.dropped_exit));
                 format!(
-                    "only {} epoch{} to analyze; the leak analysis needs at least {MIN_EPOCHS} (epoch 0 is warm-up and the last two have not had time to free their allocations): {what_to_do}",
-                    self.snapshots,
-                    if self.snapshots == 1 { "" } else { "s" }
+                    "only {analysable} epoch{} to analyze; the leak analysis needs at least {MIN_EPOCHS} (epoch 0 is warm-up and the last two have not had time to free their allocations): {what_to_do}",
+                    if analysable == 1 { "" } else { "s" }
                 )
             }
             VerdictKind::HeapLeak | VerdictKind::BoundedCache => {

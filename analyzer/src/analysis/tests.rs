@@ -640,6 +640,18 @@ fn a_cache_filled_over_the_first_epochs_then_flat_for_long_is_not_a_leak() {
     }
 }
 
+/// Too few epochs: the count said is of those that could be analysed,
+/// the exit's own not among them (two marks and the exit: two).
+#[test]
+fn too_few_epochs_counts_those_that_could_be_analysed() {
+    for (marks, said) in [(2, "only 2 epochs to analyze"), (3, "only 3 epochs to analyze")] {
+        let (_, a) = run(&scenario(marks, |sim, _| drop(sim.alloc_many(1, 10, 1024))));
+        assert_eq!(a.verdict.kind, VerdictKind::TooFewEpochs);
+        let message = a.verdict_message(None);
+        assert!(message.starts_with(said), "{marks} marks: {message}");
+    }
+}
+
 /// A cache filled over epochs 1 to 7 of 12, then flat: its last survivors
 /// are two settled epochs from the last settled one, but none was born in
 /// the four epochs to the reference, the two unsettled ones included, where
