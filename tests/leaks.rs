@@ -973,6 +973,26 @@ fn a_helper_leaking_from_one_caller_then_another_is_one_line_with_all_the_bytes(
     assert!(!verdict.contains("since epoch") && verdict.contains("through 2 stacks"), "{verdict}");
 }
 
+/// The same helper called from train_step in every epoch and from
+/// eval_step too in the first four of 12: eval_step's pile stopped beside
+/// one that goes on from the first epoch, and is no part of the leak,
+/// which the verdict names through train_step, at its rate alone.
+#[test]
+fn a_helper_whose_second_caller_stopped_is_named_through_the_one_that_goes_on() {
+    const LEAK_PER_EPOCH: u64 = 50 * 1000;
+    let program = compile("alt_callers.c");
+    let run = run_traced_with(&program, &["12", "one_stops"], &[FULL_CAPTURE]).succeeded();
+    assert_eq!(run.stdout(), "alt_callers: 12 epochs, 800 blocks kept\n");
+    let report = report_json(&run.trace);
+    let lines = report["lines"].as_array().expect("lines");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["growth_bytes_per_epoch"], LEAK_PER_EPOCH, "{:#}", lines[0]);
+    let verdict = report["verdict"]["message"].as_str().unwrap();
+    let leaking_line = line_of("programs/alt_callers.c", "the leaking line");
+    let named = format!("cache_result (alt_callers.c:{leaking_line}), called from train_step (alt_callers.c:");
+    assert!(verdict.starts_with(&named) && !verdict.contains("may have stopped"), "{verdict}");
+}
+
 /// A std::vector filled by 1 MiB an epoch doubles its buffer at a few
 /// epochs only: the live heap rises in steps while the RSS rises at every
 /// epoch, and the line that fills it is the leak, its buffer grown in place.

@@ -453,6 +453,10 @@ pub struct Analysis {
     /// at the snapshot a pile is compared from: a bounded FIFO that keeps
     /// the entries of the last few epochs held older ones there.
     pub few_new_since_middle: Vec<u32>,
+    /// Those of [`Analysis::few_settled_epochs`] there because their pile
+    /// stopped: part of a leak only where their line's other stacks began
+    /// after them (see [`Analysis::stopped`]).
+    pub stopped_with_line: Vec<u32>,
     /// The sites a verdict without suspects speaks of beside its culprit
     /// (the one that stopped holding the most, one that began late), by
     /// stack id, as the report names them (see
@@ -1583,6 +1587,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         grown_in_place: Vec::new(),
         few_settled_epochs: Vec::new(),
         few_new_since_middle: Vec::new(),
+        stopped_with_line: Vec::new(),
         site_names: IntMap::default(),
         largest_live: None,
         traced_rise: TracedRise::NotSteadily,
@@ -1701,6 +1706,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
         middle.is_some() && (born == 0 || 2 * grew < born)
     };
     let mut stopped_piles = Vec::new();
+    let mut stopped_with_line = Vec::new();
     let mut below_floor = BelowFloor::default();
     let mut grown_in_place = Vec::new();
     let mut few_settled_epochs = Vec::new();
@@ -1793,6 +1799,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
                 // it, the stack is part of a leak still.
                 if site_pile == Pile::Stopped && growth > 0 {
                     few_settled_epochs.push(Suspect { piles_up_only_with_line: true, ..suspect(growth, span, false) });
+                    stopped_with_line.push(stack);
                 }
                 return None;
             }
@@ -1885,6 +1892,8 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
     analysis.grown_in_place = grown_in_place;
     analysis.few_new_since_middle =
         few_settled_epochs.iter().map(|s| s.stack).filter(|site| !held_at_middle.contains_key(site)).collect();
+    stopped_with_line.retain(|stack| few_settled_epochs.iter().any(|s| s.stack == *stack));
+    analysis.stopped_with_line = stopped_with_line;
     analysis.few_settled_epochs = few_settled_epochs;
     analysis
 }

@@ -356,8 +356,19 @@ fn piling_up_with_their_line(trace: &Trace, analysis: &Analysis, symbolizer: &mu
             // The rest of its leak: a tensor's bookkeeping beside its data.
             piling_up.extend(below_stacks.filter(part_of_its_leak).map(|i| kept[i].suspect.stack));
         }
+        // A stack whose pile stopped is part of the leak only where the
+        // line's other stacks began after it (the helper's first caller
+        // for the first epochs, another since): beside a stack that piles
+        // up from the first epoch, it is a part that stopped.
+        let stopped = |&i: &usize| analysis.stopped_with_line.contains(&kept[i].suspect.stack);
+        let first_birth = |i: usize| kept[i].suspect.survivors.iter().map(|s| s.birth_epoch).find(|&b| settled(b));
+        let others_first = indices.clone().filter(|i| !stopped(i)).filter_map(first_birth).min();
+        let began_before_the_others =
+            |i: &usize| !stopped(i) || first_birth(*i).zip(others_first).is_none_or(|(own, others)| own < others);
         if piles_up_together {
-            piling_up.extend(few_stacks.filter(part_of_its_leak).map(|i| kept[i].suspect.stack));
+            piling_up.extend(
+                few_stacks.filter(part_of_its_leak).filter(began_before_the_others).map(|i| kept[i].suspect.stack),
+            );
         }
     }
     piling_up
@@ -444,13 +455,22 @@ impl Report<'_> {
 /// shortened as the text report's frames are (see [`names::shortened`]),
 /// and where it is, or for a suspect without own code by its innermost
 /// frame; native code Python called with the Python line that called it,
-/// and a native helper of the program's own with its caller.
+/// and a native helper of the program's own with its caller, when every
+/// stack of the line came from that one.
 fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect], trace: &Trace) -> Culprit<'a> {
     let best = &suspects[line.ranks[0] - 1];
     let frame = line.frame.as_ref().or(best.frames.first());
     let shown = |f: &Frame| Cow::Owned(shown(f));
     let line_stacks = || line.ranks.iter().map(|&rank| suspects[rank - 1].frames.as_slice());
-    let caller = python_caller(&best.frames).or_else(|| helper_caller(frame?, line_stacks(), trace));
+    // Named only when every stack of the line came from it: a helper of a
+    // C library called from three Python lines that all keep what they get
+    // is the leak itself.
+    let from_every_stack = |caller: &&Frame| {
+        line_stacks()
+            .all(|frames| python_caller(frames).is_some_and(|c| (&c.file, c.line) == (&caller.file, caller.line)))
+    };
+    let caller =
+        python_caller(&best.frames).filter(from_every_stack).or_else(|| helper_caller(frame?, line_stacks(), trace));
     Culprit {
         name: frame.map_or(Cow::Borrowed("the top suspect"), shown),
         called_from: caller.map(shown),
@@ -563,6 +583,41 @@ mod tests {
             piles_up_only_with_line: false,
         };
         ShownSuspect { rank: 1, suspect, frames: vec![frame], explanation: None, cut_at_frame_limit: None }
+    }
+
+    /// A C function of the user's library, called from Python, is named
+    /// with the Python line that called it when every stack of its line
+    /// came from that line; called from two Python lines that both keep
+    /// what it makes, it is the leak itself, named alone.
+    #[test]
+    fn a_native_line_is_named_with_its_python_caller_only_when_every_stack_came_from_it() {
+        let frame = |function: &str, file: &str, line: u32, python: bool| Frame {
+            file: Some(file.into()),
+            line: Some(line),
+            own_code: true,
+            python,
+            ..Frame::named(0x10, function.into())
+        };
+        let make = frame("make_record", "/job/libhelp.c", 6, false);
+        let stack = |caller: u32, rank: usize| ShownSuspect {
+            rank,
+            frames: vec![make.clone(), frame("ingest", "/job/job.py", caller, true)],
+            ..suspect_at(make.clone())
+        };
+        let trace = trace_without_stacks();
+        let line = LeakLine {
+            frame: Some(make.clone()),
+            growth_bytes_per_epoch: 8192,
+            growth_span: GrowthSpan { epochs: 5, since: 1 },
+            live_bytes: 81920,
+            live_count: 20,
+            memory: LineMemory::Only(Memory::Heap),
+            ranks: vec![1, 2],
+        };
+        let same = [stack(11, 1), stack(11, 2)];
+        assert_eq!(culprit(&line, &same, &trace).named(), "make_record (libhelp.c:6), called from ingest (job.py:11)");
+        let two = [stack(11, 1), stack(12, 2)];
+        assert_eq!(culprit(&line, &two, &trace).named(), "make_record (libhelp.c:6)");
     }
 
     /// A leak's line is named with the Python line that called it when it
