@@ -454,7 +454,7 @@ fn live_now<'a>(live_bytes: u64, suspects: impl Iterator<Item = &'a Suspect>, tr
         format!("live now {} ({} of it estimated from the warm-up's samples)", bytes(live_bytes), bytes(estimated))
     } else if survivors.iter().any(|v| v.birth_epoch == end + 1) {
         format!(
-            "live now {} (from epoch {} on: the warm-up's allocations were sampled, and none of these drawn)",
+            "live now {} (from epoch {} on: what the warm-up kept here, if anything, went undrawn by its sampling)",
             bytes(live_bytes),
             end + 1
         )
