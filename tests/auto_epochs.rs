@@ -201,6 +201,17 @@ fn training_passes_cut_the_epochs_without_workers() {
     assert!(text.contains("DataLoader pass 1  auto"), "{text}");
 }
 
+/// Loops over `enumerate(loader)`, whose call CPython 3.11 specializes
+/// after the first passes, so that later passes start from another
+/// instruction of the same line: each training pass still closes an epoch.
+#[test]
+fn training_passes_over_enumerate_cut_the_epochs() {
+    let run = torch_job(&["--workers", "0", "--enumerate"], &[]);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+}
+
 /// A new training loader every epoch, made while the one before is alive
 /// and taking its address in turn: each of its passes closes an epoch, as
 /// one loader's do, not one every round over two loaders.
@@ -465,7 +476,7 @@ fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
     assert_eq!((&top["memory"], &top["growth_bytes_per_epoch"]), (&"shared".into(), &(4 << 20).into()), "{top:#}");
     assert!(top["explanation"].as_str().is_some_and(|e| e.starts_with("batches from DataLoader workers")), "{top:#}");
     let line = &report["lines"][0];
-    let the_loop = line_of("python/loader_epochs.py", "for batch in loader:");
+    let the_loop = line_of("python/loader_epochs.py", "for batch in passes(loader):");
     assert_eq!((&line["frame"]["function"], &line["frame"]["line"]), (&"train".into(), &the_loop.into()), "{line:#}");
     let message = report["verdict"]["message"].as_str().unwrap();
     let others: Vec<&Value> = line["suspect_ranks"].as_array().unwrap().iter().filter(|&rank| rank != 1).collect();

@@ -22,11 +22,13 @@ seconds before its first sample: at more than a time slice (10 s), one of
 the start-up slices the parent cuts until its training loader repeats ends
 while those workers live. With --new-loaders the job builds a new training
 loader every epoch, as some loops do: the new one is made while the one
-before is alive, so that their addresses take turns.
+before is alive, so that their addresses take turns. With --enumerate the
+loops go over enumerate(loader), whose call CPython 3.11 specializes after
+the first passes.
 
 Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
                         [--worker-leak] [--read-parent-objects] [--keep-batches] [--mark]
-                        [--no-shuffle] [--first-pass-wait S] [--new-loaders]
+                        [--no-shuffle] [--first-pass-wait S] [--new-loaders] [--enumerate]
 """
 
 import argparse
@@ -41,6 +43,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
 from tracer_mark import mark  # noqa: E402
 
 BATCH = 8
+ENUMERATE = False
 FEATURES = 16
 KEPT = []
 SAMPLES_KEPT = []
@@ -84,8 +87,13 @@ def keep_step_buffer():
     KEPT.append(bytearray(64 * 1024))
 
 
+def passes(loader):
+    """The batches of a pass over `loader`, through enumerate with --enumerate."""
+    return (batch for _, batch in enumerate(loader)) if ENUMERATE else loader
+
+
 def train(loader, model, optimizer, keep_batches):
-    for batch in loader:
+    for batch in passes(loader):
         loss = model(batch[:, :FEATURES]).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
@@ -97,7 +105,7 @@ def train(loader, model, optimizer, keep_batches):
 
 def evaluate(loader, model):
     with torch.no_grad():
-        return sum(model(batch).sum().item() for batch in loader)
+        return sum(model(batch).sum().item() for batch in passes(loader))
 
 
 def main():
@@ -115,7 +123,10 @@ def main():
     parser.add_argument("--first-pass-wait", type=float, default=0.0,
                         help="seconds each worker of the first training pass waits before its first sample")
     parser.add_argument("--new-loaders", action="store_true", help="a new training loader every epoch")
+    parser.add_argument("--enumerate", action="store_true", help="loops over enumerate(loader)")
     args = parser.parse_args()
+    global ENUMERATE
+    ENUMERATE = args.enumerate
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -158,8 +158,9 @@ struct Passes {
     /// its pass iterated.
     seen: [PassStart; PLACES],
     seen_count: usize,
-    /// The place of the loader whose passes mark the epochs.
-    marking: Option<u64>,
+    /// The place of the loader whose passes mark the epochs, as its latest
+    /// pass started from it.
+    marking: Option<PassStart>,
     /// The loaders that place iterates.
     round: Round,
     /// Epochs its passes closed.
@@ -177,14 +178,15 @@ impl Passes {
     /// whether the loader object that was at an address is still alive.
     fn started(&mut self, pass: PassStart, alive: &dyn Fn(u64) -> bool) -> Option<PassCut> {
         match self.marking {
-            Some(marking) if marking == pass.place => {
+            Some(marking) if marking.same_place(&pass) => {
+                self.marking = Some(pass);
                 let closes = self.round.begins_round(pass.loader, alive);
                 self.close_if(closes)
             }
             Some(_) => None,
-            None => match self.seen[..self.seen_count].iter().find(|seen| seen.place == pass.place) {
+            None => match self.seen[..self.seen_count].iter().find(|seen| seen.same_place(&pass)) {
                 Some(first) => {
-                    self.marking = Some(pass.place);
+                    self.marking = Some(pass);
                     self.round = Round::default();
                     self.round.begins_round(first.loader, alive);
                     let closes = self.round.begins_round(pass.loader, alive);
@@ -291,7 +293,7 @@ mod tests {
     const WARM_UP_LOADER: u64 = 0x3000;
 
     fn pass(place: u64, loader: u64) -> PassStart {
-        PassStart { place, loader }
+        PassStart { place, code_place: place, loader }
     }
 
     /// The label of the epoch each pass closes, every loader seen alive.
@@ -378,6 +380,34 @@ mod tests {
         assert_eq!(cuts_with(&passes, &|_| false), every);
         let closing: Vec<bool> = cuts(&passes).iter().map(Option::is_some).collect();
         assert_eq!(closing, [false, true, true, false, true, false]);
+    }
+
+    /// `for i, x in enumerate(loader)` on 3.11: the first passes call
+    /// `DataLoader.__iter__` from another instruction of the line than the
+    /// later ones, once the call is specialized. The same loader from the
+    /// same functions is the same place: the training loop repeats first,
+    /// and each of its passes closes an epoch, not the evaluation's.
+    #[test]
+    fn a_loop_whose_call_was_specialized_is_the_same_place() {
+        let moved = |place, code_place, loader| PassStart { place, code_place, loader };
+        let (train_first, train) = (moved(0x11, 0x10, TRAIN_LOADER), moved(0x12, 0x10, TRAIN_LOADER));
+        let (eval_first, eval) = (moved(0x21, 0x20, EVAL_LOADER), moved(0x22, 0x20, EVAL_LOADER));
+        let passes = [train_first, eval_first, train, eval_first, train, eval, train, eval];
+        let expected = [
+            None,
+            None,
+            Some("DataLoader pass 1"),
+            None,
+            Some("DataLoader pass 2"),
+            None,
+            Some("DataLoader pass 3"),
+            None,
+        ];
+        assert_eq!(cuts(&passes), labels(&expected));
+        // Another loader from the same functions (a second loop in the same
+        // function) is another place.
+        let other = moved(0x13, 0x10, EVAL_LOADER);
+        assert_eq!(cuts(&[train_first, other]), [None, None]);
     }
 
     #[test]

@@ -47,9 +47,27 @@ pub enum LoaderFrames {
 pub struct PassStart {
     /// The key of the place it starts from (never 0 or `u64::MAX`).
     pub place: u64,
-    /// The address of the loader object, an identity only (never read
-    /// through); 0 when it could not be read.
+    /// The key of the functions it starts from, without the instructions
+    /// (see [`PassStart::same_place`]).
+    pub code_place: u64,
+    /// The address of the loader object, an identity (read only to tell
+    /// whether a loader met before is still alive); 0 when it could not
+    /// be read.
     pub loader: u64,
+}
+
+impl PassStart {
+    /// Whether `other` starts from the same place: the same frames at the
+    /// same instructions, or the same loader from the same functions. The
+    /// specializing interpreter of 3.11 calls from another instruction of
+    /// the same line once it specialized the call (`enumerate(loader)`:
+    /// PRECALL, then CALL, calls `DataLoader.__iter__` until PRECALL is
+    /// specialized and calls it itself), so that a loop's first passes
+    /// and its later ones would be two places.
+    pub fn same_place(&self, other: &PassStart) -> bool {
+        self.place == other.place
+            || (self.code_place == other.code_place && self.loader != 0 && self.loader == other.loader)
+    }
 }
 
 /// What a look at the code pointers of a thread's frames shows.
@@ -191,8 +209,18 @@ pub fn glance(
 /// outermost `DataLoader.__iter__` frame, which are the same for every pass
 /// started by the same line of the same loop.
 pub fn pass_key(outer_frames: &[u64]) -> u64 {
+    key_of(outer_frames.iter().copied())
+}
+
+/// The key of the functions a pass starts from: the code objects of the
+/// packed frames outside the outermost `DataLoader.__iter__` frame.
+pub fn code_key(outer_frames: &[u64]) -> u64 {
+    key_of(outer_frames.iter().map(|&word| super::unpack(word).code))
+}
+
+fn key_of(words: impl Iterator<Item = u64>) -> u64 {
     let mut hasher = WordHasher::default();
-    outer_frames.iter().for_each(|&word| hasher.write_u64(word));
+    words.for_each(|word| hasher.write_u64(word));
     match hasher.finish() {
         0 | u64::MAX => 1,
         key => key,
