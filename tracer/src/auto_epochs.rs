@@ -293,7 +293,7 @@ mod tests {
     const WARM_UP_LOADER: u64 = 0x3000;
 
     fn pass(place: u64, loader: u64) -> PassStart {
-        PassStart { place, code_place: place, loader }
+        PassStart { place, near_places: [place, place], loader }
     }
 
     /// The label of the epoch each pass closes, every loader seen alive.
@@ -384,14 +384,15 @@ mod tests {
 
     /// `for i, x in enumerate(loader)` on 3.11: the first passes call
     /// `DataLoader.__iter__` from another instruction of the line than the
-    /// later ones, once the call is specialized. The same loader from the
-    /// same functions is the same place: the training loop repeats first,
-    /// and each of its passes closes an epoch, not the evaluation's.
+    /// later ones, once the call is specialized: near places are the same
+    /// place, and the training loop repeats first, each of its passes
+    /// closing an epoch, not the evaluation's. A place near neither is
+    /// another (a statistics pass over the same loader on the line before).
     #[test]
     fn a_loop_whose_call_was_specialized_is_the_same_place() {
-        let moved = |place, code_place, loader| PassStart { place, code_place, loader };
-        let (train_first, train) = (moved(0x11, 0x10, TRAIN_LOADER), moved(0x12, 0x10, TRAIN_LOADER));
-        let (eval_first, eval) = (moved(0x21, 0x20, EVAL_LOADER), moved(0x22, 0x20, EVAL_LOADER));
+        let moved = |place, near_places, loader| PassStart { place, near_places, loader };
+        let (train_first, train) = (moved(0x11, [0x10, 0x15], TRAIN_LOADER), moved(0x12, [0x16, 0x15], TRAIN_LOADER));
+        let (eval_first, eval) = (moved(0x21, [0x20, 0x25], EVAL_LOADER), moved(0x22, [0x20, 0x26], EVAL_LOADER));
         let passes = [train_first, eval_first, train, eval_first, train, eval, train, eval];
         let expected = [
             None,
@@ -404,10 +405,9 @@ mod tests {
             None,
         ];
         assert_eq!(cuts(&passes), labels(&expected));
-        // Another loader from the same functions (a second loop in the same
-        // function) is another place.
-        let other = moved(0x13, 0x10, EVAL_LOADER);
-        assert_eq!(cuts(&[train_first, other]), [None, None]);
+        let stats = moved(0x13, [0x17, 0x18], TRAIN_LOADER);
+        let expected = [None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2")];
+        assert_eq!(cuts(&[stats, train, stats, train, stats]), labels(&expected));
     }
 
     #[test]

@@ -47,26 +47,33 @@ pub enum LoaderFrames {
 pub struct PassStart {
     /// The key of the place it starts from (never 0 or `u64::MAX`).
     pub place: u64,
-    /// The key of the functions it starts from, without the instructions
-    /// (see [`PassStart::same_place`]).
-    pub code_place: u64,
+    /// The keys of the place with each frame's instruction rounded to a
+    /// block of [`NEAR_UNITS`] code units, and to one starting half a block
+    /// later (see [`PassStart::same_place`]).
+    pub near_places: [u64; 2],
     /// The address of the loader object, an identity (read only to tell
     /// whether a loader met before is still alive); 0 when it could not
     /// be read.
     pub loader: u64,
 }
 
+/// Calls this many code units apart or less are taken for one call that
+/// moved (see [`PassStart::same_place`]).
+const NEAR_UNITS: u32 = 4;
+
 impl PassStart {
     /// Whether `other` starts from the same place: the same frames at the
-    /// same instructions, or the same loader from the same functions. The
-    /// specializing interpreter of 3.11 calls from another instruction of
-    /// the same line once it specialized the call (`enumerate(loader)`:
-    /// PRECALL, then CALL, calls `DataLoader.__iter__` until PRECALL is
-    /// specialized and calls it itself), so that a loop's first passes
-    /// and its later ones would be two places.
+    /// same instructions, or at instructions at most half a block apart
+    /// (two instructions that close are in one block of one of the two
+    /// roundings). The specializing interpreter of 3.11 calls from another
+    /// instruction of the same line once it specialized the call
+    /// (`enumerate(loader)`: CALL calls `DataLoader.__iter__` until the
+    /// PRECALL two code units before it is specialized, which then calls
+    /// it itself), so that a loop's first passes and its later ones would
+    /// be two places; two loops, even on lines next to each other, are
+    /// further apart than that.
     pub fn same_place(&self, other: &PassStart) -> bool {
-        self.place == other.place
-            || (self.code_place == other.code_place && self.loader != 0 && self.loader == other.loader)
+        self.place == other.place || self.near_places.iter().zip(other.near_places).any(|(&a, b)| a == b)
     }
 }
 
@@ -212,10 +219,16 @@ pub fn pass_key(outer_frames: &[u64]) -> u64 {
     key_of(outer_frames.iter().copied())
 }
 
-/// The key of the functions a pass starts from: the code objects of the
-/// packed frames outside the outermost `DataLoader.__iter__` frame.
-pub fn code_key(outer_frames: &[u64]) -> u64 {
-    key_of(outer_frames.iter().map(|&word| super::unpack(word).code))
+/// The keys of the place a pass starts from with each frame's instruction
+/// rounded to a block of [`NEAR_UNITS`] code units, from the first and from
+/// half a block on (see [`PassStart::same_place`]).
+pub fn near_keys(outer_frames: &[u64]) -> [u64; 2] {
+    [0, NEAR_UNITS / 2].map(|shift| {
+        key_of(outer_frames.iter().flat_map(|&word| {
+            let frame = super::unpack(word);
+            [frame.code, u64::from((frame.instruction + shift) / NEAR_UNITS)]
+        }))
+    })
 }
 
 fn key_of(words: impl Iterator<Item = u64>) -> u64 {
