@@ -951,6 +951,20 @@ fn a_helper_leaking_from_callers_in_turn_is_one_line_with_all_the_bytes() {
     assert!(verdict.starts_with(&named), "{verdict}");
 }
 
+/// alt_callers.c run for `epochs` in `mode`, every allocation recorded:
+/// its report, whose one line is the helper's, with that line's growth
+/// per epoch, and the verdict.
+fn alt_callers_line(epochs: &str, mode: &str, blocks_kept: u32) -> (serde_json::Value, u64, String) {
+    let run = run_traced_with(&compile("alt_callers.c"), &[epochs, mode], &[FULL_CAPTURE]).succeeded();
+    assert_eq!(run.stdout(), format!("alt_callers: {epochs} epochs, {blocks_kept} blocks kept\n"));
+    let report = report_json(&run.trace);
+    let lines = report["lines"].as_array().expect("lines");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let growth = lines[0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
+    let verdict = report["verdict"]["message"].as_str().unwrap().to_string();
+    (report, growth, verdict)
+}
+
 /// The same helper called from one caller for the first 12 epochs of 16,
 /// then from the other: the first stack's survivors stop four epochs
 /// before the end, which alone reads as a pile that stopped, but the
@@ -959,17 +973,10 @@ fn a_helper_leaking_from_callers_in_turn_is_one_line_with_all_the_bytes() {
 #[test]
 fn a_helper_leaking_from_one_caller_then_another_is_one_line_with_all_the_bytes() {
     const LEAK_PER_EPOCH: u64 = 50 * 1000;
-    let program = compile("alt_callers.c");
-    let run = run_traced_with(&program, &["16", "phases"], &[FULL_CAPTURE]).succeeded();
-    assert_eq!(run.stdout(), "alt_callers: 16 epochs, 800 blocks kept\n");
-    let report = report_json(&run.trace);
-    let lines = report["lines"].as_array().expect("lines");
-    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let (report, growth, verdict) = alt_callers_line("16", "phases", 800);
     // Each stack's figure per epoch is rounded down.
-    let growth = lines[0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
-    assert!((LEAK_PER_EPOCH - 2..=LEAK_PER_EPOCH).contains(&growth), "{:#}", lines[0]);
+    assert!((LEAK_PER_EPOCH - 2..=LEAK_PER_EPOCH).contains(&growth), "{growth}");
     assert_eq!(report["suspects"].as_array().expect("suspects").len(), 2, "{report:#}");
-    let verdict = report["verdict"]["message"].as_str().unwrap();
     assert!(!verdict.contains("since epoch") && verdict.contains("through 2 stacks"), "{verdict}");
 }
 
@@ -980,14 +987,8 @@ fn a_helper_leaking_from_one_caller_then_another_is_one_line_with_all_the_bytes(
 #[test]
 fn a_helper_whose_second_caller_stopped_is_named_through_the_one_that_goes_on() {
     const LEAK_PER_EPOCH: u64 = 50 * 1000;
-    let program = compile("alt_callers.c");
-    let run = run_traced_with(&program, &["12", "one_stops"], &[FULL_CAPTURE]).succeeded();
-    assert_eq!(run.stdout(), "alt_callers: 12 epochs, 800 blocks kept\n");
-    let report = report_json(&run.trace);
-    let lines = report["lines"].as_array().expect("lines");
-    assert_eq!(lines.len(), 1, "{lines:#?}");
-    assert_eq!(lines[0]["growth_bytes_per_epoch"], LEAK_PER_EPOCH, "{:#}", lines[0]);
-    let verdict = report["verdict"]["message"].as_str().unwrap();
+    let (_, growth, verdict) = alt_callers_line("12", "one_stops", 800);
+    assert_eq!(growth, LEAK_PER_EPOCH);
     let leaking_line = line_of("programs/alt_callers.c", "the leaking line");
     let named = format!("cache_result (alt_callers.c:{leaking_line}), called from train_step (alt_callers.c:");
     assert!(verdict.starts_with(&named) && !verdict.contains("may have stopped"), "{verdict}");
