@@ -1425,7 +1425,14 @@ impl Analysis {
                 )
             }
             VerdictKind::NoGrowth => format!(
-                "no leak found: no allocation or mapping site keeps memory alive epoch after epoch; over {over} {}{} and the live heap by {}{}{}",
+                "no leak found: no allocation or mapping site keeps {} alive epoch after epoch; over {over} {}{} and the live heap by {}{}{}",
+                // A rise at every epoch below the least growth that counts
+                // is one: the sentence says how small.
+                if self.traced_rise == TracedRise::EveryEpoch {
+                    format!("{}/epoch or more", bytes(self.least_growth))
+                } else {
+                    "memory".to_string()
+                },
                 rss_growth_words(v, "changed"),
                 if v.file_growth() > FILE_GROWTH_NAMED {
                     format!(" ({} of it pages of mapped files)", signed(v.file_growth()))

@@ -1870,7 +1870,8 @@ fn a_block_grown_every_epoch_and_small_stacks_of_a_steady_rise_are_suspects() {
 
 /// A page kept every epoch (one block of 4 KiB, the least growth that
 /// counts, and the floor of a small heap): the heap rises at every epoch
-/// by exactly that, and the stack is a suspect.
+/// by exactly that, and the stack is a suspect. A little less is no leak,
+/// which the verdict words as less than the least growth that counts.
 #[test]
 fn a_steady_rise_of_the_least_growth_that_counts_is_a_leak() {
     let sim = scenario(12, |sim, _| {
@@ -1883,6 +1884,20 @@ fn a_steady_rise_of_the_least_growth_that_counts_is_a_leak() {
     assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
     let ranked: Vec<(u32, u64)> = a.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch)).collect();
     assert_eq!(ranked, vec![(1, NOISE_FLOOR_MIN)]);
+
+    let sim = scenario(12, |sim, _| {
+        sim.alloc(1, 4000);
+    });
+    let (_, mut a) = run(&sim);
+    a.promote_steady_growth();
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    let message = a.verdict_message(None);
+    assert!(
+        message.starts_with(
+            "no leak found: no allocation or mapping site keeps 4.00 KiB/epoch or more alive epoch after epoch;"
+        ),
+        "{message}"
+    );
 }
 
 /// CPython's specializing interpreter reaches one Python line along another
