@@ -646,27 +646,22 @@ pub fn open_file(fd: i32) -> Option<OpenFile> {
     })
 }
 
-/// Fails when writing `len` more bytes at the end of the regular file `fd`
-/// would pass the process's file-size limit (`ulimit -f`): the kernel would
-/// end the program with SIGXFSZ.
-pub fn within_file_size_limit(fd: i32, len: usize) -> io::Result<()> {
+/// Fails when writing `len` more bytes at the end of a regular file of
+/// `size` bytes would pass the process's file-size limit (`ulimit -f`): the
+/// kernel would end the program with SIGXFSZ.
+pub fn within_file_size_limit(size: u64, len: usize) -> io::Result<()> {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes only into `limit`.
     if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
         return Ok(());
     }
-    match fstat(fd) {
-        Some(status) if status.st_mode & libc::S_IFMT == libc::S_IFREG => {
-            if status.st_size as u64 + len as u64 > limit.rlim_cur {
-                return Err(io::Error::new(
-                    io::ErrorKind::FileTooLarge,
-                    format!("it would pass the file-size limit of {} bytes (ulimit -f)", limit.rlim_cur),
-                ));
-            }
-            Ok(())
-        }
-        _ => Ok(()),
+    if size + len as u64 > limit.rlim_cur {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("it would pass the file-size limit of {} bytes (ulimit -f)", limit.rlim_cur),
+        ));
     }
+    Ok(())
 }
 
 /// Of the room on a trace file's file system, the share left to the
@@ -679,9 +674,6 @@ const ROOM_LEFT_MOST: u64 = 64 << 20;
 /// MiB at most): the program's own files there (its checkpoints, its logs)
 /// must still find room, which a trace that filled the disk would take.
 pub fn leaves_room_for_the_program(fd: i32, len: usize) -> io::Result<()> {
-    if fstat(fd).is_none_or(|status| status.st_mode & libc::S_IFMT != libc::S_IFREG) {
-        return Ok(());
-    }
     // SAFETY: an all-zero statvfs is a valid value for fstatvfs to overwrite.
     let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: fstatvfs writes only into `fs`.
@@ -689,23 +681,18 @@ pub fn leaves_room_for_the_program(fd: i32, len: usize) -> io::Result<()> {
         return Ok(());
     }
     let unit = fs.f_frsize as u64;
-    match room_left_short(fs.f_bavail as u64 * unit, fs.f_blocks as u64 * unit, len as u64, unit) {
-        Some(left) if left >= 1 << 20 => Err(io::Error::new(
-            io::ErrorKind::StorageFull,
-            format!(
-                "its file system would be left with less than {} MiB free (a hundredth of its size, 64 MiB at most), which the program's own files may need",
-                left >> 20
-            ),
-        )),
-        Some(left) => Err(io::Error::new(
-            io::ErrorKind::StorageFull,
-            format!(
-                "its file system would be left with less than {} KiB free (a hundredth of its size), which the program's own files may need",
-                left.div_ceil(1024)
-            ),
-        )),
-        None => Ok(()),
-    }
+    let Some(left) = room_left_short(fs.f_bavail as u64 * unit, fs.f_blocks as u64 * unit, len as u64, unit) else {
+        return Ok(());
+    };
+    let (amount, share) = if left >= 1 << 20 {
+        (format!("{} MiB", left >> 20), "a hundredth of its size, 64 MiB at most")
+    } else {
+        (format!("{} KiB", left.div_ceil(1024)), "a hundredth of its size")
+    };
+    Err(io::Error::new(
+        io::ErrorKind::StorageFull,
+        format!("its file system would be left with less than {amount} free ({share}), which the program's own files may need"),
+    ))
 }
 
 /// The room left to the program that writing `len` bytes on a file system

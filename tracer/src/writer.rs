@@ -27,6 +27,9 @@ pub struct TraceWriter {
     fd: i32,
     /// The file the descriptor was opened on.
     file: sys::FileId,
+    /// It is a regular file, which limits and a full disk apply to (not
+    /// `/dev/null`).
+    regular: bool,
     /// How many bytes this writer wrote into it.
     written: u64,
     path: PathBuf,
@@ -69,10 +72,16 @@ impl TraceWriter {
             };
             match sys::create_file(&path, claim, keep) {
                 Ok(fd) => {
-                    let file = sys::file_id(fd).unwrap_or_default();
-                    let kept_other_file = kept_other_file.take();
-                    let mut writer =
-                        TraceWriter { fd, file, written: 0, path, pending: file_header().to_vec(), kept_other_file };
+                    let opened = sys::open_file(fd);
+                    let mut writer = TraceWriter {
+                        fd,
+                        file: opened.as_ref().map(|file| file.id).unwrap_or_default(),
+                        regular: opened.is_some_and(|file| file.size.is_some()),
+                        written: 0,
+                        path,
+                        pending: file_header().to_vec(),
+                        kept_other_file: kept_other_file.take(),
+                    };
                     if let Err(err) = writer.flush() {
                         // An empty file would read as a process that died
                         // at start-up.
@@ -134,9 +143,13 @@ impl TraceWriter {
         self.check_descriptor()?;
         let pending = std::mem::take(&mut self.pending);
         let len = pending.len() + then;
-        let result = sys::within_file_size_limit(self.fd, len)
-            .and_then(|()| sys::leaves_room_for_the_program(self.fd, len))
-            .and_then(|()| self.write_all(&pending));
+        // The descriptor was just found to hold what was written.
+        let limits = if self.regular {
+            sys::within_file_size_limit(self.written, len).and_then(|()| sys::leaves_room_for_the_program(self.fd, len))
+        } else {
+            Ok(())
+        };
+        let result = limits.and_then(|()| self.write_all(&pending));
         self.pending = pending;
         self.pending.clear();
         // A first snapshot's stack nodes take MiBs; later flushes are small.

@@ -65,7 +65,7 @@ impl PassStart {
     /// Whether `other` starts from the same place: the same frames at the
     /// same instructions, or at instructions at most half a block apart
     /// (two instructions that close are in one block of one of the two
-    /// roundings). The specializing interpreter of 3.11 calls from another
+    /// roundings; the same ones are in the same block of both). The specializing interpreter of 3.11 calls from another
     /// instruction of the same line once it specialized the call
     /// (`enumerate(loader)`: CALL calls `DataLoader.__iter__` until the
     /// PRECALL two code units before it is specialized, which then calls
@@ -73,7 +73,7 @@ impl PassStart {
     /// be two places; two loops, even on lines next to each other, are
     /// further apart than that.
     pub fn same_place(&self, other: &PassStart) -> bool {
-        self.place == other.place || self.near_places.iter().zip(other.near_places).any(|(&a, b)| a == b)
+        self.near_places.iter().zip(other.near_places).any(|(&a, b)| a == b)
     }
 }
 

@@ -334,11 +334,9 @@ impl Python {
     /// the kernel, which fails there, where a load would fault). One that
     /// cannot be told is taken to be alive.
     pub fn alive_as(&self, address: u64, like: u64) -> bool {
-        let Some(walker) = &self.walker else { return true };
+        // The two words read are the reference count and the type pointer.
+        let Some(walker) = self.walker.as_ref().filter(|walker| walker.layout.ob_type == 8) else { return true };
         let Some(kind) = memory::word(like, walker.layout.ob_type) else { return true };
-        if walker.layout.ob_type != 8 {
-            return true;
-        }
         match sys::read_own_words::<2>(address) {
             sys::OwnMemory::Words([count, its_kind]) => its_kind == kind && count > 0 && count < 1 << 32,
             sys::OwnMemory::Unmapped => false,
