@@ -462,15 +462,10 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect], trace: &Trace) 
     let frame = line.frame.as_ref().or(best.frames.first());
     let shown = |f: &Frame| Cow::Owned(shown(f));
     let line_stacks = || line.ranks.iter().map(|&rank| suspects[rank - 1].frames.as_slice());
-    // Named only when every stack of the line came from it: a helper of a
-    // C library called from three Python lines that all keep what they get
-    // is the leak itself.
-    let from_every_stack = |caller: &&Frame| {
-        line_stacks()
-            .all(|frames| python_caller(frames).is_some_and(|c| (&c.file, c.line) == (&caller.file, caller.line)))
-    };
-    let caller =
-        python_caller(&best.frames).filter(from_every_stack).or_else(|| helper_caller(frame?, line_stacks(), trace));
+    // A helper of a C library called from three Python lines that all keep
+    // what they get is the leak itself: no one line is named.
+    let caller = common_caller(line_stacks(), python_caller, |caller| (caller.file.clone(), caller.line))
+        .or_else(|| helper_caller(frame?, line_stacks(), trace));
     Culprit {
         name: frame.map_or(Cow::Borrowed("the top suspect"), shown),
         called_from: caller.map(shown),
@@ -520,7 +515,7 @@ fn python_caller(frames: &[Frame]) -> Option<&Frame> {
 /// line (`stacks`) came through that one: the line the leak came through,
 /// which holds it as much as the helper does. A helper leaking through
 /// each of its callers is the leak itself.
-fn helper_caller<'a>(own: &Frame, mut stacks: impl Iterator<Item = &'a [Frame]>, trace: &Trace) -> Option<&'a Frame> {
+fn helper_caller<'a>(own: &Frame, stacks: impl Iterator<Item = &'a [Frame]>, trace: &Trace) -> Option<&'a Frame> {
     if own.python || own.inlined {
         return None;
     }
@@ -528,9 +523,18 @@ fn helper_caller<'a>(own: &Frame, mut stacks: impl Iterator<Item = &'a [Frame]>,
         let at = frames.iter().position(|f| f.address == own.address && f.function == own.function && !f.inlined)?;
         frames.get(at + 1).filter(|f| f.own_code && !f.python)
     };
+    common_caller(stacks, caller_in, |caller| caller.address).filter(|_| trace.stacks.has_several_callers(own.address))
+}
+
+/// The caller `caller_in` finds in the first of `stacks`, when it finds
+/// one that `key` tells to be the same in every other.
+fn common_caller<'a, K: PartialEq>(
+    mut stacks: impl Iterator<Item = &'a [Frame]>,
+    caller_in: impl Fn(&'a [Frame]) -> Option<&'a Frame>,
+    key: impl Fn(&Frame) -> K,
+) -> Option<&'a Frame> {
     let caller = caller_in(stacks.next()?)?;
-    let one_caller = stacks.all(|frames| caller_in(frames).is_some_and(|other| other.address == caller.address));
-    (one_caller && trace.stacks.has_several_callers(own.address)).then_some(caller)
+    stacks.all(|frames| caller_in(frames).is_some_and(|other| key(other) == key(caller))).then_some(caller)
 }
 
 /// The warning for a trace that did not end cleanly, if any.
