@@ -7,7 +7,8 @@
 //! follow the epochs their parent marks (tests/python/spawn_loader_epochs.py),
 //! as the workers of a pool it forks do (tests/python/forked_pool.py), and
 //! how an evaluation going round several loaders from one line cuts one
-//! epoch a round (tests/python/eval_rounds.py).
+//! epoch a round (tests/python/eval_rounds.py), and an evaluation every few
+//! steps inside the training loop leaves it the epochs.
 //!
 //! Needs the venv with torch (scripts/setup-demo.sh) and the release builds;
 //! missing pieces fail the tests, they never skip.
@@ -753,6 +754,33 @@ fn evaluation_rounds_over_several_loaders_cut_one_epoch_each() {
     let growth = top["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
     assert!((64 * 16384..64 * (16384 + 128)).contains(&growth), "{top:#}");
     assert_eq!(report["verdict"]["kind"], "heap_leak");
+}
+
+/// An evaluation every two steps from inside the training loop (as
+/// trainers with an evaluation interval run it) repeats first, inside the
+/// first training pass, and closes epochs there; the training loop's second
+/// pass takes the epochs over, one per training pass from then on, where
+/// the analysis starts: the leak grows by a training epoch's 8 buffers an
+/// epoch, not by the 2 of an evaluation interval.
+#[test]
+fn an_evaluation_inside_the_training_loop_leaves_it_the_epochs() {
+    let run = torch_job(&["--workers", "0", "--eval-every", "2"], &[]);
+    let report = report_json(&run.trace);
+    // Evaluations 2, 3 and 4 of the first training pass, then passes 2 to 6.
+    let expected: Vec<String> = (1..=3 + EPOCHS - 1).map(|n| format!("DataLoader pass {n}")).collect();
+    assert_eq!(labels(&report, "auto"), expected);
+    let notes: Vec<&str> =
+        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("the passes of an outer DataLoader loop close the epochs from epoch 3:")),
+        "{notes:?}"
+    );
+    assert_eq!(report["analysis"]["first_analysed_epoch"], 2, "{:#}", report["analysis"]);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
+    assert!((8 * 65536..8 * (65536 + 128)).contains(&growth), "{:#}", report["suspects"][0]);
+    let text = report_text(&run.trace);
+    assert!(text.contains("(inside the first pass of the outer DataLoader loop)"), "{text}");
 }
 
 /// Passes seen at first, then not, each later one starting with small

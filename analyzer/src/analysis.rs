@@ -391,7 +391,7 @@ pub struct Analysis {
     /// Index of the first analysis snapshot: 0, or the first marked (or
     /// auto-detected) snapshot of a run that was cut by time until then, or
     /// the one that begins the first whole round of DataLoader passes over
-    /// several loaders.
+    /// several loaders, or the first whole pass of an outer loop.
     pub first: usize,
     /// Number of analysis snapshots (K).
     pub snapshots: usize,

@@ -470,21 +470,28 @@ pub struct Trace {
 
 /// Snapshots before the analysis starts (see [`Trace::warm_up_snapshots`]);
 /// also those that close the epochs cut inside the first round of DataLoader
-/// passes that go round several loaders, which the tracer's notice tells
-/// ([`trace_format::PASS_ROUNDS_NOTICE`]).
+/// passes that go round several loaders, or inside a pass of an outer loop
+/// found later, which the tracer's notices tell
+/// ([`trace_format::PASS_ROUNDS_NOTICE`], [`trace_format::OUTER_LOOP_NOTICE`]).
 fn warm_up_snapshots(snapshots: &[Snapshot], notices: &[Notice]) -> usize {
     // Time slices ended by the first mark or auto-detected epoch.
     let before_first_mark = match snapshots.iter().position(|s| s.cause != EpochCause::Timer) {
         Some(first) if first > 0 && matches!(snapshots[first].cause, EpochCause::Mark | EpochCause::Auto) => first,
         _ => 0,
     };
-    let first_whole_round = notices.iter().find_map(|notice| {
-        let rest = notice.text.strip_prefix(trace_format::PASS_ROUNDS_NOTICE)?;
-        rest.split(':').next()?.parse::<u32>().ok()
-    });
-    let before_rounds =
-        first_whole_round.and_then(|epoch| snapshots.iter().position(|s| s.epoch + 1 == epoch)).unwrap_or(0);
-    before_first_mark.max(before_rounds)
+    // Epochs that each held part of a period the epochs were cut by later.
+    let before_whole_periods = [trace_format::PASS_ROUNDS_NOTICE, trace_format::OUTER_LOOP_NOTICE]
+        .iter()
+        .filter_map(|prefix| {
+            let epoch = notices.iter().find_map(|notice| {
+                let rest = notice.text.strip_prefix(prefix)?;
+                rest.split(':').next()?.parse::<u32>().ok()
+            })?;
+            snapshots.iter().position(|s| s.epoch + 1 == epoch)
+        })
+        .max()
+        .unwrap_or(0);
+    before_first_mark.max(before_whole_periods)
 }
 
 impl Trace {
@@ -503,6 +510,12 @@ impl Trace {
     /// (start-up, imports, data loading) are not epochs of the job.
     pub fn warm_up_snapshots(&self) -> usize {
         warm_up_snapshots(&self.snapshots, &self.notices)
+    }
+
+    /// Whether the tracer found an outer DataLoader loop after another
+    /// loop's passes had closed epochs inside its first pass.
+    pub fn outer_loop_found(&self) -> bool {
+        self.notices.iter().any(|notice| notice.text.starts_with(trace_format::OUTER_LOOP_NOTICE))
     }
 
     /// The last epoch of a sampled warm-up, when the tracer noted its end:

@@ -24,11 +24,13 @@ while those workers live. With --new-loaders the job builds a new training
 loader every epoch, as some loops do: the new one is made while the one
 before is alive, so that their addresses take turns. With --enumerate the
 loops go over enumerate(loader), whose call CPython 3.11 specializes after
-the first passes.
+the first passes. With --eval-every N the training loop also evaluates every
+N steps, from inside its loop (as trainers with an evaluation interval do).
 
 Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
                         [--worker-leak] [--read-parent-objects] [--keep-batches] [--mark]
                         [--no-shuffle] [--first-pass-wait S] [--new-loaders] [--enumerate]
+                        [--eval-every N]
 """
 
 import argparse
@@ -92,8 +94,10 @@ def passes(loader):
     return (batch for _, batch in enumerate(loader)) if ENUMERATE else loader
 
 
-def train(loader, model, optimizer, keep_batches):
+def train(loader, model, optimizer, keep_batches, eval_loader, eval_every):
+    step = 0
     for batch in passes(loader):
+        step += 1
         loss = model(batch[:, :FEATURES]).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
@@ -101,6 +105,8 @@ def train(loader, model, optimizer, keep_batches):
         keep_step_buffer()
         if keep_batches:
             BATCHES_KEPT.append(batch)
+        if eval_every and step % eval_every == 0:
+            evaluate(eval_loader, model)
 
 
 def evaluate(loader, model):
@@ -124,6 +130,7 @@ def main():
                         help="seconds each worker of the first training pass waits before its first sample")
     parser.add_argument("--new-loaders", action="store_true", help="a new training loader every epoch")
     parser.add_argument("--enumerate", action="store_true", help="loops over enumerate(loader)")
+    parser.add_argument("--eval-every", type=int, default=0, help="evaluate every N training steps too")
     args = parser.parse_args()
     global ENUMERATE
     ENUMERATE = args.enumerate
@@ -142,7 +149,7 @@ def main():
     for epoch in range(1, args.epochs + 1):
         if args.new_loaders:
             train_loader = DataLoader(train_data, batch_size=BATCH, shuffle=not args.no_shuffle, **workers)
-        train(train_loader, model, optimizer, args.keep_batches)
+        train(train_loader, model, optimizer, args.keep_batches, eval_loader, args.eval_every)
         # The workers of later passes are forked from a Dataset that waits no more.
         train_data.wait = 0.0
         total = evaluate(eval_loader, model)

@@ -145,6 +145,10 @@ pub const WARM_UP_ENDED_NOTICE: &str = "the warm-up ended with epoch ";
 /// round its loaders when the first comes again): the analysis starts with
 /// that epoch.
 pub const PASS_ROUNDS_NOTICE: &str = "the DataLoader passes go round several loaders, one epoch a round, from epoch ";
+/// The start of the notice at the first epoch that an outer loop's pass
+/// closes, inside whose passes the loop that closed the epochs before ran;
+/// the epoch's index follows.
+pub const OUTER_LOOP_NOTICE: &str = "the passes of an outer DataLoader loop close the epochs from epoch ";
 
 /// How a notice ends that the tracer stopped recording where it stands
 /// (its words before say why): the trace goes no further.

@@ -11,6 +11,12 @@
 //! and a loader iterated only once (one long pass), cut nothing; time slices
 //! cover those runs.
 //!
+//! An evaluation every N steps of training repeats first, inside the first
+//! training pass. When another place's passes then repeat with the marking
+//! loop's passes started inside their loop (from a later instruction of the
+//! function where the two call paths part) at least twice in between, that
+//! place is the outer loop, and its passes mark the epochs from then on.
+//!
 //! One place may iterate several loaders in turn (an evaluation over a few
 //! validation sets, `for loader in loaders: for batch in loader:`): once the
 //! first of them comes again, the place is known to go round them, and only
@@ -42,6 +48,8 @@ pub struct AutoEpochs {
     /// Loaders of the rounds just found, for the notice of the epoch being
     /// closed; 0 when there is none to give.
     rounds_found: AtomicUsize,
+    /// An outer loop was just found, for the notice of the epoch being closed.
+    outer_found: AtomicBool,
 }
 
 impl AutoEpochs {
@@ -50,6 +58,7 @@ impl AutoEpochs {
             watching: AtomicBool::new(watching),
             passes: Mutex::new(Passes::default()),
             rounds_found: AtomicUsize::new(0),
+            outer_found: AtomicBool::new(false),
         }
     }
 
@@ -76,7 +85,16 @@ impl AutoEpochs {
         if cut.rounds_found {
             self.rounds_found.store(cut.loaders, Ordering::Relaxed);
         }
+        if cut.outer_found {
+            self.outer_found.store(true, Ordering::Relaxed);
+        }
         Some(cut)
+    }
+
+    /// Whether the pass closing the epoch is the first of an outer loop's
+    /// that marks the epochs from now on, once.
+    pub fn take_outer_found(&self) -> bool {
+        self.outer_found.swap(false, Ordering::Relaxed)
     }
 
     /// The loaders of a round over several that the pass closing the epoch
@@ -140,6 +158,9 @@ pub struct PassCut {
     /// It ends the first round over more than two loaders: the epochs the
     /// round's later loaders closed before it were parts of a round.
     pub rounds_found: bool,
+    /// It is the first of an outer loop's, inside whose passes the loop
+    /// that marked the epochs before ran: those epochs were parts of one.
+    pub outer_found: bool,
 }
 
 impl PassCut {
@@ -154,10 +175,10 @@ impl PassCut {
 
 #[derive(Default)]
 struct Passes {
-    /// Places seen once, while no loader has repeated, each with the loader
-    /// its pass iterated.
-    seen: [PassStart; PLACES],
-    seen_count: usize,
+    /// Places seen, each with its latest pass; passes from further places
+    /// are not followed.
+    places: [Place; PLACES],
+    places_count: usize,
     /// The place of the loader whose passes mark the epochs, as its latest
     /// pass started from it.
     marking: Option<PassStart>,
@@ -167,43 +188,114 @@ struct Passes {
     closed: u32,
     /// A round over more than two loaders was found.
     rounds_found: bool,
+    /// Passes started, from every place.
+    passes: u64,
+}
+
+/// A place passes start from, and the passes from other places that began
+/// inside the loop of its latest pass or after it (see
+/// [`crate::python::data_loader::OuterFrames::start_after`]), where that
+/// pass is the latest such one: an evaluation every N steps of training runs
+/// again and again inside one training pass, where a validation after each
+/// of two training loops taking turns (even epochs on one line, odd ones on
+/// another) runs after the latest of the two.
+#[derive(Clone, Copy, Default)]
+struct Place {
+    latest: PassStart,
+    /// The number of its latest pass among all places' passes.
+    serial: u64,
+    inner: [(PassStart, u32); INNER_PLACES],
+    inner_count: usize,
+}
+
+/// Places whose passes inside another's a place counts.
+const INNER_PLACES: usize = 4;
+
+/// Passes of the marking loop inside one pass of another place's loop
+/// that make that loop the outer one, which then marks the epochs.
+const INNER_PASSES_OF_AN_OUTER_LOOP: u32 = 2;
+
+impl Place {
+    fn new(pass: PassStart, serial: u64) -> Place {
+        Place { latest: pass, serial, ..Place::default() }
+    }
+
+    /// Passes from `place` counted inside this place's latest pass.
+    fn inner_passes(&self, place: &PassStart) -> u32 {
+        self.inner[..self.inner_count].iter().find(|(inner, _)| inner.same_place(place)).map_or(0, |&(_, n)| n)
+    }
+
+    fn count_inner(&mut self, pass: &PassStart) {
+        match self.inner[..self.inner_count].iter_mut().find(|(inner, _)| inner.same_place(pass)) {
+            Some((_, n)) => *n += 1,
+            None if self.inner_count < INNER_PLACES => {
+                self.inner[self.inner_count] = (*pass, 1);
+                self.inner_count += 1;
+            }
+            None => {}
+        }
+    }
 }
 
 impl Passes {
     fn saw_no_repeated_pass(&self) -> bool {
-        self.marking.is_none() && self.seen_count > 0
+        self.marking.is_none() && self.places_count > 0
     }
 
     /// A pass started; what ended when it closes the epoch. `alive` says
     /// whether the loader object that was at an address is still alive.
     fn started(&mut self, pass: PassStart, alive: &dyn Fn(u64) -> bool) -> Option<PassCut> {
+        self.passes += 1;
+        let places = &mut self.places[..self.places_count];
+        let enclosing = places
+            .iter_mut()
+            .filter(|place| !place.latest.same_place(&pass) && pass.outer.start_after(&place.latest.outer))
+            .max_by_key(|place| place.serial);
+        if let Some(place) = enclosing {
+            place.count_inner(&pass);
+        }
+        let started = Place::new(pass, self.passes);
+        let Some(index) = places.iter().position(|place| place.latest.same_place(&pass)) else {
+            if self.places_count < PLACES {
+                self.places[self.places_count] = started;
+                self.places_count += 1;
+            }
+            return None;
+        };
+        let previous = std::mem::replace(&mut self.places[index], started);
         match self.marking {
             Some(marking) if marking.same_place(&pass) => {
                 self.marking = Some(pass);
                 let closes = self.round.begins_round(pass.loader, alive);
-                self.close_if(closes)
+                self.close_if(closes, false)
+            }
+            // The marking loop ran again and again inside this place's
+            // previous pass: this is the outer loop (training, with an
+            // evaluation every N steps), which marks the epochs from now on.
+            Some(marking) if previous.inner_passes(&marking) >= INNER_PASSES_OF_AN_OUTER_LOOP => {
+                self.mark_from(previous.latest, pass, alive, true)
             }
             Some(_) => None,
-            None => match self.seen[..self.seen_count].iter().find(|seen| seen.same_place(&pass)) {
-                Some(first) => {
-                    self.marking = Some(pass);
-                    self.round = Round::default();
-                    self.round.begins_round(first.loader, alive);
-                    let closes = self.round.begins_round(pass.loader, alive);
-                    self.close_if(closes)
-                }
-                None => {
-                    if self.seen_count < PLACES {
-                        self.seen[self.seen_count] = pass;
-                        self.seen_count += 1;
-                    }
-                    None
-                }
-            },
+            None => self.mark_from(previous.latest, pass, alive, false),
         }
     }
 
-    fn close_if(&mut self, closes: bool) -> Option<PassCut> {
+    /// The place that started `first` and now `pass` marks the epochs.
+    fn mark_from(
+        &mut self,
+        first: PassStart,
+        pass: PassStart,
+        alive: &dyn Fn(u64) -> bool,
+        outer_found: bool,
+    ) -> Option<PassCut> {
+        self.marking = Some(pass);
+        self.round = Round::default();
+        self.round.begins_round(first.loader, alive);
+        let closes = self.round.begins_round(pass.loader, alive);
+        self.close_if(closes, outer_found)
+    }
+
+    fn close_if(&mut self, closes: bool, outer_found: bool) -> Option<PassCut> {
         if !closes {
             return None;
         }
@@ -211,7 +303,7 @@ impl Passes {
         let loaders = self.round.loaders();
         let rounds_found = loaders > 2 && !self.rounds_found;
         self.rounds_found |= rounds_found;
-        Some(PassCut { closed: self.closed, loaders, rounds_found })
+        Some(PassCut { closed: self.closed, loaders, rounds_found, outer_found })
     }
 }
 
@@ -293,7 +385,104 @@ mod tests {
     const WARM_UP_LOADER: u64 = 0x3000;
 
     fn pass(place: u64, loader: u64) -> PassStart {
-        PassStart { place, near_places: [place, place], loader }
+        PassStart { place, near_places: [place, place], loader, ..PassStart::default() }
+    }
+
+    /// A pass started from `frames`, innermost first, each `(code, instruction)`.
+    fn pass_from(place: u64, loader: u64, frames: &[(u64, u32)]) -> PassStart {
+        let words: Vec<u64> = frames.iter().map(|&(code, at)| crate::python::pack(code, at, false)).collect();
+        PassStart { outer: crate::python::OuterFrames::of(&words), ..pass(place, loader) }
+    }
+
+    /// Code objects of a job, and the passes it starts: `main` calls
+    /// `train_epoch` (which iterates the training loader) and, on later
+    /// lines, `validate` and `test`; `train_epoch` calls `evaluate` from its
+    /// loop's body.
+    const MODULE: (u64, u32) = (1, 40);
+    const MAIN: u64 = 2;
+    const TRAIN_EPOCH: u64 = 3;
+    const EVALUATE: u64 = 4;
+    const TEST: u64 = 5;
+    const TEST_PLACE: u64 = 44;
+
+    fn training() -> PassStart {
+        pass_from(TRAIN, TRAIN_LOADER, &[(TRAIN_EPOCH, 10), (MAIN, 20), MODULE])
+    }
+
+    fn evaluation_every_n_steps() -> PassStart {
+        pass_from(EVAL, EVAL_LOADER, &[(EVALUATE, 6), (TRAIN_EPOCH, 30), (MAIN, 20), MODULE])
+    }
+
+    fn validation_after_training() -> PassStart {
+        pass_from(EVAL, EVAL_LOADER, &[(EVALUATE, 6), (MAIN, 22), MODULE])
+    }
+
+    fn test_every_few_epochs() -> PassStart {
+        pass_from(TEST_PLACE, 0x4000, &[(TEST, 8), (MAIN, 25), MODULE])
+    }
+
+    /// An evaluation every N steps of training repeats first, inside the
+    /// first training pass: its passes close epochs until the training
+    /// loop's second pass, which marks the epochs from then on, one each.
+    #[test]
+    fn an_outer_loop_takes_the_epochs_from_a_loop_inside_it() {
+        let (train, eval) = (training(), evaluation_every_n_steps());
+        let passes = [train, eval, eval, eval, train, eval, eval, eval, train, eval, eval, eval, train];
+        let expected = [
+            None,
+            None,
+            Some("DataLoader pass 1"),
+            Some("DataLoader pass 2"),
+            Some("DataLoader pass 3"),
+            None,
+            None,
+            None,
+            Some("DataLoader pass 4"),
+            None,
+            None,
+            None,
+            Some("DataLoader pass 5"),
+        ];
+        assert_eq!(cuts(&passes), labels(&expected));
+        let mut seen = Passes::default();
+        let found: Vec<bool> =
+            passes.iter().filter_map(|&pass| seen.started(pass, &|_| true)).map(|cut| cut.outer_found).collect();
+        assert_eq!(found, [false, false, true, false, false]);
+        // Two evaluations every N steps, from two lines in turn: the first marks until the training repeats.
+        let test = pass_from(EVAL + 1, 0x5000, &[(EVALUATE, 6), (TRAIN_EPOCH, 32), (MAIN, 20), MODULE]);
+        let passes = [train, eval, test, eval, test, train, eval, test, eval, test, train];
+        let closing: Vec<bool> = cuts(&passes).iter().map(Option::is_some).collect();
+        assert_eq!(closing, [false, false, false, true, false, true, false, false, false, false, true]);
+        // An evaluation once a training pass: the training loop repeats first.
+        let expected = [None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2")];
+        assert_eq!(cuts(&[train, eval, train, eval, train]), labels(&expected));
+        // Streaming training (one endless pass): the evaluation marks for good.
+        let closing: Vec<bool> = cuts(&[train, eval, eval, eval, eval]).iter().map(Option::is_some).collect();
+        assert_eq!(closing, [false, false, true, true, true]);
+    }
+
+    /// Loops beside the training loop never take its epochs: a validation
+    /// after each training pass that repeated first (evaluated once before
+    /// training), a test every few epochs from a function of its own.
+    #[test]
+    fn loops_beside_the_marking_one_leave_it_the_epochs() {
+        let (train, validation) = (training(), validation_after_training());
+        let expected =
+            [None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2"), None, Some("DataLoader pass 3")];
+        assert_eq!(cuts(&[validation, train, validation, train, validation, train, validation]), labels(&expected));
+        // Two training lines taking turns (even epochs on one, odd ones on
+        // the other), a validation after each: one run of it after each.
+        let even = pass_from(TRAIN, TRAIN_LOADER, &[(MAIN, 20), MODULE]);
+        let odd = pass_from(TRAIN + 1, TRAIN_LOADER, &[(MAIN, 22), MODULE]);
+        let eval = pass_from(EVAL, EVAL_LOADER, &[(EVALUATE, 6), (MAIN, 24), MODULE]);
+        let passes = [even, eval, odd, eval, even, eval, odd, eval, even, eval];
+        let closing: Vec<bool> = cuts(&passes).iter().map(Option::is_some).collect();
+        assert_eq!(closing, [false, false, false, true, false, true, false, true, false, true]);
+        let test = test_every_few_epochs();
+        let passes = [train, test, train, train, train, test, train, train, train, test, train];
+        let closing: Vec<bool> = cuts(&passes).iter().map(Option::is_some).collect();
+        let training_passes: Vec<bool> = passes.iter().enumerate().map(|(i, p)| i > 0 && p.place == TRAIN).collect();
+        assert_eq!(closing, training_passes);
     }
 
     /// The label of the epoch each pass closes, every loader seen alive.
@@ -390,7 +579,7 @@ mod tests {
     /// another (a statistics pass over the same loader on the line before).
     #[test]
     fn a_loop_whose_call_was_specialized_is_the_same_place() {
-        let moved = |place, near_places, loader| PassStart { place, near_places, loader };
+        let moved = |place, near_places, loader| PassStart { place, near_places, loader, ..PassStart::default() };
         let (train_first, train) = (moved(0x11, [0x10, 0x15], TRAIN_LOADER), moved(0x12, [0x16, 0x15], TRAIN_LOADER));
         let (eval_first, eval) = (moved(0x21, [0x20, 0x25], EVAL_LOADER), moved(0x22, [0x20, 0x26], EVAL_LOADER));
         let passes = [train_first, eval_first, train, eval_first, train, eval, train, eval];

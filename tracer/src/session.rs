@@ -1150,6 +1150,19 @@ impl Session {
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
 
+    /// When the pass closing epoch `closing` is the first of an outer loop's
+    /// to mark the epochs: the epochs the inner loop closed before were parts
+    /// of one of its passes.
+    fn outer_loop_notice(&self, closing: u32) -> Option<Notice> {
+        self.auto_epochs.take_outer_found().then(|| Notice {
+            elapsed_ns: self.elapsed_ns(),
+            text: format!(
+                "{}{closing}: another loop's passes began inside each pass of this one (an evaluation every N steps of training), so this loop's passes close the epochs from here on; the epochs before, from the first of the other loop's, each held part of one of this loop's passes",
+                trace_format::OUTER_LOOP_NOTICE
+            ),
+        })
+    }
+
     /// At the end of a process whose warm-up never ended (it closed no
     /// epoch): the sampling setting promises estimates for the warm-up
     /// only, and here that was all of it.
@@ -1381,6 +1394,7 @@ impl Session {
         records.extend(self.untraced_workers_notice().map(Record::Notice));
         if cause == EpochCause::Auto {
             records.extend(self.pass_rounds_notice(closing).map(Record::Notice));
+            records.extend(self.outer_loop_notice(closing).map(Record::Notice));
         }
         if cause.ends_the_process() {
             records.extend(self.unrepeated_passes_notice().map(Record::Notice));

@@ -312,8 +312,13 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             );
         }
         let note = if i > 0 && i < analysed.start && trace.snapshots[i].cause == trace_format::EpochCause::Auto {
-            // Only the epochs cut inside a first round of passes over several loaders.
-            "  (before the first whole round of DataLoader passes)"
+            // Only the epochs cut inside a first round of passes over several
+            // loaders, or inside the first pass of an outer loop.
+            if trace.outer_loop_found() {
+                "  (inside the first pass of the outer DataLoader loop)"
+            } else {
+                "  (before the first whole round of DataLoader passes)"
+            }
         } else if i < analysed.start {
             match trace.snapshots[analysed.start].cause {
                 trace_format::EpochCause::Auto => "  (start-up before the first auto-detected epoch)",

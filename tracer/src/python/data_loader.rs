@@ -33,6 +33,10 @@ pub fn is_data_loader_module(filename: &str, qualname: &str) -> bool {
 
 /// What one walk of a thread's Python frames shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made in the allocation hooks, which must not allocate; a pass's frames are copied only as it starts"
+)]
 pub enum LoaderFrames {
     /// The walk failed or was cut short: a loader frame may lie beyond it.
     Unknown,
@@ -55,6 +59,8 @@ pub struct PassStart {
     /// whether a loader met before is still alive); 0 when it could not
     /// be read.
     pub loader: u64,
+    /// The frames it starts from, to tell a pass started inside another's loop.
+    pub outer: OuterFrames,
 }
 
 /// Calls this many code units apart or less are taken for one call that
@@ -74,6 +80,43 @@ impl PassStart {
     /// further apart than that.
     pub fn same_place(&self, other: &PassStart) -> bool {
         self.near_places.iter().zip(other.near_places).any(|(&a, b)| a == b)
+    }
+}
+
+/// Frames kept of where a pass starts, counted from the outermost.
+const OUTER_FRAMES: usize = 24;
+
+/// The packed frames outside a pass's `DataLoader.__iter__` frame,
+/// outermost first; the outermost [`OUTER_FRAMES`] of a deeper stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OuterFrames {
+    words: [u64; OUTER_FRAMES],
+    len: usize,
+}
+
+impl OuterFrames {
+    /// Of `frames`, innermost first.
+    pub fn of(frames: &[u64]) -> OuterFrames {
+        let mut outer = OuterFrames::default();
+        for (slot, &word) in outer.words.iter_mut().zip(frames.iter().rev()) {
+            *slot = word;
+        }
+        outer.len = frames.len().min(OUTER_FRAMES);
+        outer
+    }
+
+    /// Whether the pass started from these frames was called, in the
+    /// function where its frames and `earlier`'s part, from an instruction
+    /// after the one that started `earlier`: code that runs after that pass
+    /// started, inside its loop (an evaluation every N steps of training,
+    /// in the training function or in a function it calls) or after it.
+    pub fn start_after(&self, earlier: &OuterFrames) -> bool {
+        let shared = self.len.min(earlier.len);
+        let Some(at) = (0..shared).find(|&i| self.words[i] != earlier.words[i]) else {
+            return false;
+        };
+        let (mine, theirs) = (super::unpack(self.words[at]), super::unpack(earlier.words[at]));
+        mine.code == theirs.code && mine.instruction > theirs.instruction
     }
 }
 
@@ -308,6 +351,37 @@ mod tests {
         assert_eq!(memo.len.get(), 0);
         // So does a chain longer than the steps allowed.
         assert_eq!(glance(&memo, 0x1000, LOADER, 4, chain(&frames, &[])), Glance::Unknown);
+    }
+
+    /// Frames innermost first, each `(code, instruction)`.
+    fn frames(codes: &[(u64, u32)]) -> OuterFrames {
+        let words: Vec<u64> =
+            codes.iter().map(|&(code, instruction)| super::super::pack(code, instruction, false)).collect();
+        OuterFrames::of(&words)
+    }
+
+    #[test]
+    fn a_pass_starts_after_another_from_a_later_instruction_where_their_frames_part() {
+        const MODULE: (u64, u32) = (1, 40);
+        let train = frames(&[(2, 10), MODULE]);
+        // Called from the training loop's body, inline or through a function.
+        assert!(frames(&[(2, 30), MODULE]).start_after(&train));
+        assert!(frames(&[(3, 5), (2, 30), MODULE]).start_after(&train));
+        // Started on a line before, or from the same instruction.
+        assert!(!frames(&[(2, 4), MODULE]).start_after(&train));
+        assert!(!frames(&[(3, 5), (2, 10), MODULE]).start_after(&train));
+        // From another function called from the same place (a test loop
+        // beside the training function), or from elsewhere.
+        let test = frames(&[(4, 10), (5, 12), MODULE]);
+        assert!(!frames(&[(3, 30), (5, 12), MODULE]).start_after(&test));
+        // From a later line of the function the training was called from.
+        assert!(frames(&[(9, 99), (1, 41)]).start_after(&train));
+        // A stack deeper than the frames kept is compared on its outermost ones.
+        let deep: Vec<(u64, u32)> = (0..40).map(|i| (100 + i, 1)).collect();
+        let mut deeper = deep.clone();
+        deeper[39] = (139, 2);
+        assert!(frames(&deeper).start_after(&frames(&deep)));
+        assert!(!frames(&deep).start_after(&frames(&deep)));
     }
 
     #[test]

@@ -36,6 +36,8 @@ use std::mem::MaybeUninit;
 use trace_format::{PyCode, PyFrame, PYMALLOC_OBJECTS_TRACED, PYMALLOC_OBJECTS_UNTRACED, PYTHON_ALLOCATOR_SETTING};
 
 use self::codes::{CodeTable, FrameKey, Types, WalkCache};
+#[cfg(test)]
+pub use self::data_loader::OuterFrames;
 pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames, PassStart};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
 use crate::config::{PYTHON_FRAMES_VAR, PYTHON_OBJECTS_VAR as OBJECTS_VAR};
@@ -90,6 +92,7 @@ impl PyStack {
                 place: data_loader::pass_key(&self.words()[at + 1..]),
                 near_places: data_loader::near_keys(&self.words()[at + 1..]),
                 loader: self.loader_object,
+                outer: data_loader::OuterFrames::of(&self.words()[at + 1..]),
             }),
         }
     }
