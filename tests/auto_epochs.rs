@@ -8,7 +8,8 @@
 //! as the workers of a pool it forks do (tests/python/forked_pool.py), and
 //! how an evaluation going round several loaders from one line cuts one
 //! epoch a round (tests/python/eval_rounds.py), and an evaluation every few
-//! steps inside the training loop leaves it the epochs.
+//! steps inside the training loop leaves it the epochs, as a fine-tuning
+//! loop after the training takes them.
 //!
 //! Needs the venv with torch (scripts/setup-demo.sh) and the release builds;
 //! missing pieces fail the tests, they never skip.
@@ -781,6 +782,33 @@ fn an_evaluation_inside_the_training_loop_leaves_it_the_epochs() {
     assert!((8 * 65536..8 * (65536 + 128)).contains(&growth), "{:#}", report["suspects"][0]);
     let text = report_text(&run.trace);
     assert!(text.contains("(inside the first pass of the outer DataLoader loop)"), "{text}");
+}
+
+/// Training, then fine-tuning on another loader from another function,
+/// leaking only while fine-tuning: once the training loop has made no pass
+/// for three times the longest time between two of its passes (5 s at
+/// least), the fine-tuning loop, repeating meanwhile, closes the epochs, with
+/// no time slice cut between (its passes are seen), and its leak is found.
+#[test]
+fn a_fine_tuning_loop_after_training_takes_the_epochs_over() {
+    let run = torch_job(&["--workers", "0", "--fine-tune", "16", "--tune-step-wait", "0.08"], &[]);
+    assert!(run.stdout().contains("fine-tuning 16:"), "{}", run.stdout());
+    let report = report_json(&run.trace);
+    let notes: Vec<&str> =
+        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+    let prefix = "the passes of another DataLoader loop close the epochs from epoch ";
+    let from: usize = notes
+        .iter()
+        .find_map(|n| n.strip_prefix(prefix)?.split(':').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no note of the fine-tuning loop taking the epochs over: {notes:?}"));
+    assert!(from >= EPOCHS - 1, "the training's {} epochs come first: {notes:?}", EPOCHS - 1);
+    let causes = causes(&report);
+    assert!(causes.iter().all(|c| c == "auto" || c == "exit"), "no time slice: {causes:?}");
+    assert!(causes.len() - from >= 6, "the fine-tuning's later passes close an epoch each: {causes:?}");
+    let top = report["suspects"].get(0).unwrap_or_else(|| panic!("no suspects: {:#}", report["verdict"]));
+    let own = top["frames"].as_array().expect("frames").iter().find(|f| f["own_code"] == true).expect("own-code frame");
+    assert_eq!(own["line"], line_of("python/loader_epochs.py", "KEPT.append(bytearray(65536))"), "{own}");
+    assert_eq!(report["verdict"]["kind"], "heap_leak");
 }
 
 /// Passes seen at first, then not, each later one starting with small

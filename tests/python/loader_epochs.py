@@ -26,11 +26,15 @@ before is alive, so that their addresses take turns. With --enumerate the
 loops go over enumerate(loader), whose call CPython 3.11 specializes after
 the first passes. With --eval-every N the training loop also evaluates every
 N steps, from inside its loop (as trainers with an evaluation interval do).
+With --fine-tune N the job then fine-tunes the model for N passes over
+another loader, each step sleeping --tune-step-wait seconds and keeping a
+64 KiB buffer for good (`keep_tuning_buffer`), where the training steps keep
+none.
 
 Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
                         [--worker-leak] [--read-parent-objects] [--keep-batches] [--mark]
                         [--no-shuffle] [--first-pass-wait S] [--new-loaders] [--enumerate]
-                        [--eval-every N]
+                        [--eval-every N] [--fine-tune N] [--tune-step-wait S]
 """
 
 import argparse
@@ -46,6 +50,7 @@ from tracer_mark import mark  # noqa: E402
 
 BATCH = 8
 ENUMERATE = False
+TUNING_LEAKS = False
 FEATURES = 16
 KEPT = []
 SAMPLES_KEPT = []
@@ -86,7 +91,22 @@ class Numbers(Dataset):
 
 
 def keep_step_buffer():
-    KEPT.append(bytearray(64 * 1024))
+    if not TUNING_LEAKS:
+        KEPT.append(bytearray(64 * 1024))
+
+
+def keep_tuning_buffer():
+    KEPT.append(bytearray(65536))
+
+
+def fine_tune(loader, model, optimizer, wait):
+    for batch in loader:
+        loss = model(batch).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        keep_tuning_buffer()
+        time.sleep(wait)
 
 
 def passes(loader):
@@ -131,9 +151,12 @@ def main():
     parser.add_argument("--new-loaders", action="store_true", help="a new training loader every epoch")
     parser.add_argument("--enumerate", action="store_true", help="loops over enumerate(loader)")
     parser.add_argument("--eval-every", type=int, default=0, help="evaluate every N training steps too")
+    parser.add_argument("--fine-tune", type=int, default=0, help="passes of fine-tuning after the training")
+    parser.add_argument("--tune-step-wait", type=float, default=0.05, help="seconds each fine-tuning step waits")
     args = parser.parse_args()
-    global ENUMERATE
+    global ENUMERATE, TUNING_LEAKS
     ENUMERATE = args.enumerate
+    TUNING_LEAKS = args.fine_tune > 0
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -156,6 +179,10 @@ def main():
         if args.mark:
             mark(f"epoch {epoch}")
         print(f"epoch {epoch}: eval {total:.3f}, kept {len(KEPT)}", flush=True)
+    tuning_loader = DataLoader(Numbers(args.steps * BATCH), batch_size=BATCH, shuffle=True)
+    for tuning in range(1, args.fine_tune + 1):
+        fine_tune(tuning_loader, model, optimizer, args.tune_step_wait)
+        print(f"fine-tuning {tuning}: kept {len(KEPT)}", flush=True)
     return 0
 
 

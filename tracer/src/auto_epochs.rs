@@ -26,11 +26,11 @@
 //! whose frames stay on its stack for its whole life: it must not take them
 //! for a pass of its own.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::python::{LoaderFrames, PassStart};
-use crate::{lock, thread_state};
+use crate::{lock, sys, thread_state};
 
 /// A thread's pass state after a fork: inside a pass it did not start.
 const INHERITED: u64 = u64::MAX;
@@ -48,8 +48,9 @@ pub struct AutoEpochs {
     /// Loaders of the rounds just found, for the notice of the epoch being
     /// closed; 0 when there is none to give.
     rounds_found: AtomicUsize,
-    /// An outer loop was just found, for the notice of the epoch being closed.
-    outer_found: AtomicBool,
+    /// Why another loop just took the epochs over, for the notice of the
+    /// epoch being closed ([`Takeover`] as 1 or 2); 0 when there is none.
+    taken_over: AtomicU8,
 }
 
 impl AutoEpochs {
@@ -58,7 +59,7 @@ impl AutoEpochs {
             watching: AtomicBool::new(watching),
             passes: Mutex::new(Passes::default()),
             rounds_found: AtomicUsize::new(0),
-            outer_found: AtomicBool::new(false),
+            taken_over: AtomicU8::new(0),
         }
     }
 
@@ -81,20 +82,24 @@ impl AutoEpochs {
             return None;
         }
         let pass = thread_state::update_loader_pass(|current| next_state(current, frames))?;
-        let cut = lock(&self.passes).started(pass, &|other| alive(other, pass.loader))?;
+        let cut = lock(&self.passes).started(pass, sys::monotonic_ns(), &|other| alive(other, pass.loader))?;
         if cut.rounds_found {
             self.rounds_found.store(cut.loaders, Ordering::Relaxed);
         }
-        if cut.outer_found {
-            self.outer_found.store(true, Ordering::Relaxed);
+        if let Some(takeover) = cut.taken_over {
+            self.taken_over.store(takeover as u8 + 1, Ordering::Relaxed);
         }
         Some(cut)
     }
 
-    /// Whether the pass closing the epoch is the first of an outer loop's
-    /// that marks the epochs from now on, once.
-    pub fn take_outer_found(&self) -> bool {
-        self.outer_found.swap(false, Ordering::Relaxed)
+    /// Why the pass closing the epoch is the first of another loop's that
+    /// marks the epochs from now on, if it is; once.
+    pub fn take_takeover(&self) -> Option<Takeover> {
+        match self.taken_over.swap(0, Ordering::Relaxed) {
+            1 => Some(Takeover::OuterLoop),
+            2 => Some(Takeover::MarkingLoopStopped),
+            _ => None,
+        }
     }
 
     /// The loaders of a round over several that the pass closing the epoch
@@ -110,6 +115,18 @@ impl AutoEpochs {
     /// only Python objects as a later pass starts).
     pub fn saw_no_repeated_pass(&self) -> bool {
         self.watching() && lock(&self.passes).saw_no_repeated_pass()
+    }
+
+    /// Whether another loop's passes repeated since the marking loop's
+    /// latest, the latest of them less than `within_ns` ago: at that loop's
+    /// next pass it may take the epochs over, so passes are not unseen.
+    pub fn another_loop_repeats(&self, within_ns: u64) -> bool {
+        let passes = lock(&self.passes);
+        let now = sys::monotonic_ns();
+        passes.marking.is_some()
+            && passes.places[..passes.places_count]
+                .iter()
+                .any(|place| place.since_marking >= 2 && now.saturating_sub(place.at_ns) < within_ns)
     }
 
     /// Whether this thread's latest walk showed no pass (a pass seen in a
@@ -158,10 +175,27 @@ pub struct PassCut {
     /// It ends the first round over more than two loaders: the epochs the
     /// round's later loaders closed before it were parts of a round.
     pub rounds_found: bool,
-    /// It is the first of an outer loop's, inside whose passes the loop
-    /// that marked the epochs before ran: those epochs were parts of one.
-    pub outer_found: bool,
+    /// Another place's loop took the epochs over with this pass.
+    pub taken_over: Option<Takeover>,
 }
+
+/// Why another loop's passes close the epochs from a pass on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Takeover {
+    /// The loop that marked the epochs ran inside the passes of this one:
+    /// the epochs it closed were parts of one of this loop's.
+    OuterLoop = 0,
+    /// The loop that marked the epochs made no pass for a long while, and
+    /// this one repeated meanwhile (training, then fine-tuning on another
+    /// loader).
+    MarkingLoopStopped = 1,
+}
+
+/// How long the marking loop may make no pass, in times the longest time
+/// between two of its passes, and at least, before a loop repeating
+/// meanwhile takes the epochs over: when the default time slices come back.
+pub const MARKING_LOOP_IDLE_GAPS: u64 = 3;
+pub const MARKING_LOOP_IDLE_LEAST_NS: u64 = 5_000_000_000;
 
 impl PassCut {
     /// The label of the epoch it closes.
@@ -190,6 +224,10 @@ struct Passes {
     rounds_found: bool,
     /// Passes started, from every place.
     passes: u64,
+    /// When the marking loop's latest pass started, and the longest time
+    /// between two of its passes.
+    marking_at_ns: u64,
+    longest_marking_gap_ns: u64,
 }
 
 /// A place passes start from, and the passes from other places that began
@@ -202,10 +240,13 @@ struct Passes {
 #[derive(Clone, Copy, Default)]
 struct Place {
     latest: PassStart,
-    /// The number of its latest pass among all places' passes.
+    /// The number of its latest pass among all places' passes, and when it started.
     serial: u64,
+    at_ns: u64,
     inner: [(PassStart, u32); INNER_PLACES],
     inner_count: usize,
+    /// Its passes since the marking loop's latest.
+    since_marking: u32,
 }
 
 /// Places whose passes inside another's a place counts.
@@ -216,8 +257,8 @@ const INNER_PLACES: usize = 4;
 const INNER_PASSES_OF_AN_OUTER_LOOP: u32 = 2;
 
 impl Place {
-    fn new(pass: PassStart, serial: u64) -> Place {
-        Place { latest: pass, serial, ..Place::default() }
+    fn new(pass: PassStart, serial: u64, at_ns: u64) -> Place {
+        Place { latest: pass, serial, at_ns, ..Place::default() }
     }
 
     /// Passes from `place` counted inside this place's latest pass.
@@ -244,7 +285,7 @@ impl Passes {
 
     /// A pass started; what ended when it closes the epoch. `alive` says
     /// whether the loader object that was at an address is still alive.
-    fn started(&mut self, pass: PassStart, alive: &dyn Fn(u64) -> bool) -> Option<PassCut> {
+    fn started(&mut self, pass: PassStart, now_ns: u64, alive: &dyn Fn(u64) -> bool) -> Option<PassCut> {
         self.passes += 1;
         let places = &mut self.places[..self.places_count];
         let enclosing = places
@@ -254,7 +295,7 @@ impl Passes {
         if let Some(place) = enclosing {
             place.count_inner(&pass);
         }
-        let started = Place::new(pass, self.passes);
+        let mut started = Place::new(pass, self.passes, now_ns);
         let Some(index) = places.iter().position(|place| place.latest.same_place(&pass)) else {
             if self.places_count < PLACES {
                 self.places[self.places_count] = started;
@@ -262,40 +303,69 @@ impl Passes {
             }
             return None;
         };
+        started.since_marking = self.places[index].since_marking + 1;
         let previous = std::mem::replace(&mut self.places[index], started);
         match self.marking {
             Some(marking) if marking.same_place(&pass) => {
                 self.marking = Some(pass);
+                let gap = now_ns.saturating_sub(self.marking_at_ns);
+                self.longest_marking_gap_ns = self.longest_marking_gap_ns.max(gap);
+                self.marking_passed(now_ns);
                 let closes = self.round.begins_round(pass.loader, alive);
-                self.close_if(closes, false)
+                self.close_if(closes, None)
             }
             // The marking loop ran again and again inside this place's
             // previous pass: this is the outer loop (training, with an
             // evaluation every N steps), which marks the epochs from now on.
             Some(marking) if previous.inner_passes(&marking) >= INNER_PASSES_OF_AN_OUTER_LOOP => {
-                self.mark_from(previous.latest, pass, alive, true)
+                self.mark_from(previous.latest, pass, now_ns, alive, Some(Takeover::OuterLoop))
+            }
+            Some(_) if self.places[index].since_marking >= 2 && self.marking_loop_stopped(now_ns) => {
+                self.mark_from(previous.latest, pass, now_ns, alive, Some(Takeover::MarkingLoopStopped))
             }
             Some(_) => None,
-            None => self.mark_from(previous.latest, pass, alive, false),
+            None => self.mark_from(previous.latest, pass, now_ns, alive, None),
         }
     }
 
-    /// The place that started `first` and now `pass` marks the epochs.
+    /// Whether the marking loop has made no pass for long enough that a
+    /// loop repeating meanwhile takes the epochs over: it is known to
+    /// repeat at some pace (a time between two of its passes seen), and has been idle for
+    /// [`MARKING_LOOP_IDLE_GAPS`] times its longest gap.
+    fn marking_loop_stopped(&self, now_ns: u64) -> bool {
+        let longest = self.longest_marking_gap_ns;
+        let idle = now_ns.saturating_sub(self.marking_at_ns);
+        longest > 0 && idle > longest.saturating_mul(MARKING_LOOP_IDLE_GAPS).max(MARKING_LOOP_IDLE_LEAST_NS)
+    }
+
+    /// The marking loop's pass started at `now_ns`: every place's passes
+    /// are counted from it on.
+    fn marking_passed(&mut self, now_ns: u64) {
+        self.marking_at_ns = now_ns;
+        for place in &mut self.places[..self.places_count] {
+            place.since_marking = 0;
+        }
+    }
+
+    /// The place that started `first` and now `pass` (at `now_ns`) marks the epochs.
     fn mark_from(
         &mut self,
         first: PassStart,
         pass: PassStart,
+        now_ns: u64,
         alive: &dyn Fn(u64) -> bool,
-        outer_found: bool,
+        taken_over: Option<Takeover>,
     ) -> Option<PassCut> {
         self.marking = Some(pass);
+        self.longest_marking_gap_ns = 0;
+        self.marking_passed(now_ns);
         self.round = Round::default();
         self.round.begins_round(first.loader, alive);
         let closes = self.round.begins_round(pass.loader, alive);
-        self.close_if(closes, outer_found)
+        self.close_if(closes, taken_over)
     }
 
-    fn close_if(&mut self, closes: bool, outer_found: bool) -> Option<PassCut> {
+    fn close_if(&mut self, closes: bool, taken_over: Option<Takeover>) -> Option<PassCut> {
         if !closes {
             return None;
         }
@@ -303,7 +373,7 @@ impl Passes {
         let loaders = self.round.loaders();
         let rounds_found = loaders > 2 && !self.rounds_found;
         self.rounds_found |= rounds_found;
-        Some(PassCut { closed: self.closed, loaders, rounds_found, outer_found })
+        Some(PassCut { closed: self.closed, loaders, rounds_found, taken_over })
     }
 }
 
@@ -445,9 +515,13 @@ mod tests {
         ];
         assert_eq!(cuts(&passes), labels(&expected));
         let mut seen = Passes::default();
-        let found: Vec<bool> =
-            passes.iter().filter_map(|&pass| seen.started(pass, &|_| true)).map(|cut| cut.outer_found).collect();
-        assert_eq!(found, [false, false, true, false, false]);
+        let found: Vec<Option<Takeover>> = passes
+            .iter()
+            .zip(0..)
+            .filter_map(|(&pass, at)| seen.started(pass, at * SECOND, &|_| true))
+            .map(|cut| cut.taken_over)
+            .collect();
+        assert_eq!(found, [None, None, Some(Takeover::OuterLoop), None, None]);
         // Two evaluations every N steps, from two lines in turn: the first marks until the training repeats.
         let test = pass_from(EVAL + 1, 0x5000, &[(EVALUATE, 6), (TRAIN_EPOCH, 32), (MAIN, 20), MODULE]);
         let passes = [train, eval, test, eval, test, train, eval, test, eval, test, train];
@@ -486,13 +560,44 @@ mod tests {
     }
 
     /// The label of the epoch each pass closes, every loader seen alive.
+    const SECOND: u64 = 1_000_000_000;
+
+    /// Whether each pass, started at the second given, closes the epoch, and why another loop took them over.
+    fn timed_cuts(passes: &[(PassStart, u64)]) -> Vec<Option<Option<Takeover>>> {
+        let mut seen = Passes::default();
+        passes.iter().map(|&(pass, at)| seen.started(pass, at * SECOND, &|_| true).map(|cut| cut.taken_over)).collect()
+    }
+
+    /// Training on one loader, then fine-tuning on another: once the
+    /// training loop has made no pass for three times the longest time
+    /// between two of its passes, the fine-tuning loop, which repeated
+    /// meanwhile, closes the epochs. Passes of another loop that stop
+    /// sooner (a few passes of testing at the end) leave them to training.
+    #[test]
+    fn a_loop_repeating_after_the_marking_one_stopped_takes_the_epochs() {
+        let tune = pass(TRAIN + 100, 0x7000);
+        let mut passes: Vec<(PassStart, u64)> = (0..5).map(|k| (pass(TRAIN, TRAIN_LOADER), 10 * k)).collect();
+        passes.extend((5..10).map(|k| (tune, 10 * k)));
+        let stopped = Some(Takeover::MarkingLoopStopped);
+        let expected =
+            [None, Some(None), Some(None), Some(None), Some(None), None, None, None, Some(stopped), Some(None)];
+        assert_eq!(timed_cuts(&passes), expected);
+        let mut passes: Vec<(PassStart, u64)> = (0..5).map(|k| (pass(TRAIN, TRAIN_LOADER), 10 * k)).collect();
+        passes.extend((0..3).map(|k| (tune, 45 + 10 * k)));
+        assert!(timed_cuts(&passes)[5..].iter().all(Option::is_none));
+    }
+
     fn cuts(passes: &[PassStart]) -> Vec<Option<String>> {
         cuts_with(passes, &|_| true)
     }
 
     fn cuts_with(passes: &[PassStart], alive: &dyn Fn(u64) -> bool) -> Vec<Option<String>> {
         let mut seen = Passes::default();
-        passes.iter().map(|&pass| seen.started(pass, alive).map(|cut| cut.label())).collect()
+        passes
+            .iter()
+            .zip(0..)
+            .map(|(&pass, at)| seen.started(pass, at * SECOND, alive).map(|cut| cut.label()))
+            .collect()
     }
 
     fn labels(labels: &[Option<&str>]) -> Vec<Option<String>> {
@@ -615,10 +720,10 @@ mod tests {
     fn passes_that_never_repeat_are_told_apart() {
         let mut passes = Passes::default();
         assert!(!passes.saw_no_repeated_pass(), "no pass at all");
-        passes.started(pass(TRAIN, TRAIN_LOADER), &|_| true);
-        passes.started(pass(EVAL, EVAL_LOADER), &|_| true);
+        passes.started(pass(TRAIN, TRAIN_LOADER), 0, &|_| true);
+        passes.started(pass(EVAL, EVAL_LOADER), 0, &|_| true);
         assert!(passes.saw_no_repeated_pass());
-        passes.started(pass(TRAIN, TRAIN_LOADER), &|_| true);
+        passes.started(pass(TRAIN, TRAIN_LOADER), 0, &|_| true);
         assert!(!passes.saw_no_repeated_pass(), "the training loader repeated");
     }
 

@@ -13,7 +13,7 @@ use trace_format::{
     PARENT_IMAGE_SETTING, RUN_SETTING,
 };
 
-use crate::auto_epochs::{self, AutoEpochs};
+use crate::auto_epochs::{self, AutoEpochs, Takeover, MARKING_LOOP_IDLE_GAPS, MARKING_LOOP_IDLE_LEAST_NS};
 use crate::config::{
     self, Config, AUTO_EPOCHS_VAR, PARENT_COUNTERS_VAR, PARENT_IMAGE_VAR, PYTHON_OBJECTS_VAR, REPORTED_FAILURE,
     REPORTED_OK, REPORTED_VAR, WARM_UP_SAMPLE_VAR, WORKER_TRACES_VAR,
@@ -50,7 +50,7 @@ const CLOCK_CHECK_NS: u64 = 1_000_000;
 /// The shortest slice cut while no DataLoader pass is seen (see
 /// [`Session::watch_for_unseen_passes`]): a pause of a few seconds between
 /// passes of a fraction of one is no sign of unseen passes.
-const UNSEEN_PASS_SLICE_LEAST_NS: u64 = 5_000_000_000;
+const UNSEEN_PASS_SLICE_LEAST_NS: u64 = MARKING_LOOP_IDLE_LEAST_NS;
 const CLOCK_CHECK_MOST: u32 = 256;
 /// A recorded allocation of this many bytes or more looks at the coarse
 /// clock whenever it comes (see [`record_allocation`]).
@@ -1150,17 +1150,22 @@ impl Session {
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
 
-    /// When the pass closing epoch `closing` is the first of an outer loop's
-    /// to mark the epochs: the epochs the inner loop closed before were parts
-    /// of one of its passes.
-    fn outer_loop_notice(&self, closing: u32) -> Option<Notice> {
-        self.auto_epochs.take_outer_found().then(|| Notice {
-            elapsed_ns: self.elapsed_ns(),
-            text: format!(
+    /// When the pass closing epoch `closing` is the first of another loop's
+    /// to mark the epochs: of an outer loop (the epochs the inner loop closed
+    /// before were parts of one of its passes), or of a loop that repeated
+    /// after the marking one stopped.
+    fn takeover_notice(&self, closing: u32) -> Option<Notice> {
+        let text = match self.auto_epochs.take_takeover()? {
+            Takeover::OuterLoop => format!(
                 "{}{closing}: another loop's passes began inside each pass of this one (an evaluation every N steps of training), so this loop's passes close the epochs from here on; the epochs before, from the first of the other loop's, each held part of one of this loop's passes",
                 trace_format::OUTER_LOOP_NOTICE
             ),
-        })
+            Takeover::MarkingLoopStopped => format!(
+                "the passes of another DataLoader loop close the epochs from epoch {closing}: the loop whose passes closed them before made none for {MARKING_LOOP_IDLE_GAPS} times the longest time between two of them ({}s at least), while this one repeated (training, then fine-tuning on another loader)",
+                MARKING_LOOP_IDLE_LEAST_NS / 1_000_000_000
+            ),
+        };
+        Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
 
     /// At the end of a process whose warm-up never ended (it closed no
@@ -1251,6 +1256,16 @@ impl Session {
             return;
         }
         let unseen_passes = self.unseen_pass_slice_ns.load(Ordering::Relaxed);
+        if unseen_passes != 0 && self.auto_epochs.another_loop_repeats(unseen_passes) {
+            // Passes are seen, of a loop that takes the epochs over at its next.
+            let _ = self.slice_deadline_ns.compare_exchange(
+                deadline,
+                now + unseen_passes,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            return;
+        }
         let next = match unseen_passes {
             0 => slice_deadline(Some(seconds), now),
             slice => now + slice,
@@ -1304,7 +1319,7 @@ impl Session {
         let alive = |other, loader| self.python.alive_as(other, loader);
         let Some(cut) = self.auto_epochs.walked(frames, &alive) else { return };
         self.close_epoch(EpochCause::Auto, cut.label());
-        self.watch_for_unseen_passes();
+        self.watch_for_unseen_passes(cut.taken_over.is_some());
     }
 
     /// After a pass closed the epoch: the job's passes mark its epochs, and
@@ -1315,19 +1330,22 @@ impl Session {
     /// seen: the run would be one long epoch. Slices come back while no
     /// pass is seen for three times the longest time between two that were
     /// (the default slice before there were two, 5 s at least), that long.
-    fn watch_for_unseen_passes(&self) {
+    /// A loop that took the epochs over (`new_loop`) has a pace of its own.
+    fn watch_for_unseen_passes(&self, new_loop: bool) {
         // Slices asked for go on as asked; none (TRACER_EPOCH_SECONDS=0), none.
         let Some(default_slice) = self.config.epoch_seconds.filter(|_| !self.config.epoch_seconds_explicit) else {
             return;
         };
         let now = sys::monotonic_ns();
         let last = self.last_pass_ns.swap(now, Ordering::Relaxed);
-        if last != 0 {
+        if new_loop {
+            self.longest_pass_gap_ns.store(0, Ordering::Relaxed);
+        } else if last != 0 {
             self.longest_pass_gap_ns.fetch_max(now.saturating_sub(last), Ordering::Relaxed);
         }
         let slice = match self.longest_pass_gap_ns.load(Ordering::Relaxed) {
             0 => (default_slice * 1e9) as u64,
-            longest => longest.saturating_mul(3).max(UNSEEN_PASS_SLICE_LEAST_NS),
+            longest => longest.saturating_mul(MARKING_LOOP_IDLE_GAPS).max(UNSEEN_PASS_SLICE_LEAST_NS),
         };
         self.unseen_pass_slice_ns.store(slice, Ordering::Relaxed);
         self.slice_deadline_ns.store(now + slice, Ordering::Relaxed);
@@ -1394,7 +1412,7 @@ impl Session {
         records.extend(self.untraced_workers_notice().map(Record::Notice));
         if cause == EpochCause::Auto {
             records.extend(self.pass_rounds_notice(closing).map(Record::Notice));
-            records.extend(self.outer_loop_notice(closing).map(Record::Notice));
+            records.extend(self.takeover_notice(closing).map(Record::Notice));
         }
         if cause.ends_the_process() {
             records.extend(self.unrepeated_passes_notice().map(Record::Notice));
