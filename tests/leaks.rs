@@ -909,6 +909,12 @@ fn a_helper_shared_by_several_callers_is_named_with_the_caller_that_leaks() {
         "make_record (shared_helper.c:{helper}), called from ingest_batch (shared_helper.c:{caller}), keeps about 256 KiB/epoch"
     );
     assert!(verdict.starts_with(&named), "{verdict}");
+    let line = &report["lines"][0];
+    assert_eq!(
+        (&line["caller"]["function"], &line["caller"]["line"]),
+        (&"ingest_batch".into(), &caller.into()),
+        "{line:#}"
+    );
 }
 
 /// One helper leaking 1000-byte blocks, called from one caller in even
@@ -931,6 +937,7 @@ fn a_helper_leaking_from_callers_in_turn_is_one_line_with_all_the_bytes() {
     assert_eq!((&line["frame"]["function"], &line["frame"]["line"]), (&"cache_result".into(), &leaking_line.into()));
     assert_eq!(line["growth_bytes_per_epoch"], LEAK_PER_EPOCH, "every settled epoch's blocks, exactly: {line:#}");
     assert_eq!((&line["live_bytes"], &line["live_count"]), (&(8 * LEAK_PER_EPOCH).into(), &400.into()));
+    assert!(line.get("caller").is_none(), "leaking through each caller, it is named alone: {line:#}");
     let callers: Vec<(String, u64, bool)> = report["suspects"]
         .as_array()
         .expect("suspects")

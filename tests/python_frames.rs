@@ -467,4 +467,9 @@ fn a_leak_in_the_programs_own_c_library_is_named_by_its_c_line_called_from_pytho
         "compute_features (features.c:{c_line}), called from featurize (ctypes_library.py:{python_line}), keeps about "
     );
     assert!(verdict.starts_with(&named), "{verdict}");
+    assert_eq!(
+        (&line["caller"]["function"], &line["caller"]["line"], &line["caller"]["python"]),
+        (&"featurize".into(), &python_line.into(), &true.into()),
+        "{line:#}"
+    );
 }

@@ -181,6 +181,9 @@ struct JsonSuspect<'a> {
 struct JsonLine<'a> {
     #[serde(flatten)]
     sum: JsonLineSum<'a>,
+    /// The line that called `frame`, when every stack of the line came from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    caller: Option<JsonFrame<'a>>,
     suspect_ranks: &'a [usize],
 }
 
@@ -341,7 +344,15 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             },
         },
         suspect_count: a.suspects.len(),
-        lines: report.lines.iter().map(|l| JsonLine { sum: line_sum(l), suspect_ranks: &l.ranks }).collect(),
+        lines: report
+            .lines
+            .iter()
+            .map(|l| JsonLine {
+                sum: line_sum(l),
+                caller: super::line_caller(l, &report.symbolized, trace).map(frame),
+                suspect_ranks: &l.ranks,
+            })
+            .collect(),
         suspects_in_lines: report.symbolized.len(),
         suspects: report
             .shown()

@@ -461,11 +461,7 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect], trace: &Trace) 
     let best = &suspects[line.ranks[0] - 1];
     let frame = line.frame.as_ref().or(best.frames.first());
     let shown = |f: &Frame| Cow::Owned(shown(f));
-    let line_stacks = || line.ranks.iter().map(|&rank| suspects[rank - 1].frames.as_slice());
-    // A helper of a C library called from three Python lines that all keep
-    // what they get is the leak itself: no one line is named.
-    let caller = common_caller(line_stacks(), python_caller, |caller| (caller.file.clone(), caller.line))
-        .or_else(|| helper_caller(frame?, line_stacks(), trace));
+    let caller = line_caller(line, suspects, trace);
     Culprit {
         name: frame.map_or(Cow::Borrowed("the top suspect"), shown),
         called_from: caller.map(shown),
@@ -482,6 +478,18 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect], trace: &Trace) 
             .collect(),
         growth_since: line.growth_span.since,
     }
+}
+
+/// The line that called `line`'s frame, when every stack of the line came
+/// from it: the Python line that called native code, or the caller of a
+/// native helper of the program's own reached from several callers.
+pub fn line_caller<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect], trace: &Trace) -> Option<&'a Frame> {
+    let frame = line.frame.as_ref().or(suspects[line.ranks[0] - 1].frames.first());
+    let line_stacks = || line.ranks.iter().map(|&rank| suspects[rank - 1].frames.as_slice());
+    // A helper of a C library called from three Python lines that all keep
+    // what they get is the leak itself: no one line is named.
+    common_caller(line_stacks(), python_caller, |caller| (caller.file.clone(), caller.line))
+        .or_else(|| helper_caller(frame?, line_stacks(), trace))
 }
 
 /// A frame as the verdict names it: its function, long C++ names shortened
