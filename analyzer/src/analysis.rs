@@ -1067,6 +1067,11 @@ impl Analysis {
                 message.push_str(&self.recent_start_words(named, recent));
             }
         }
+        if let Some(sometimes) = self.now_and_then() {
+            if let Some(named) = self.site_names.get(&sometimes.stack) {
+                message.push_str(&self.now_and_then_words(named, sometimes));
+            }
+        }
         if self.mixed_epoch_causes && self.verdict.kind != VerdictKind::TooFewEpochs {
             message.push_str(if self.slices_while_passes_unseen {
                 "; the epochs were cut by DataLoader passes and, while no pass was seen, by time slices, which are of unlike lengths: a figure per epoch mixes them. A pass can go unseen (one that starts with small objects alone, as a loader keeping its workers over an unshuffled dataset does); call tracer_mark(label) at the end of each epoch for epochs of training"
@@ -1110,6 +1115,48 @@ impl Analysis {
                 && s.live_bytes / epochs > self.noise_floor
         };
         self.few_settled_epochs.iter().filter(began_recently).max_by_key(|s| s.live_bytes)
+    }
+
+    /// Without suspects and a recent start, a stack that kept memory born
+    /// in a few settled epochs only, in the earlier half and the later one,
+    /// by more than the noise floor an epoch over them: a leak that comes
+    /// now and then (an allocation every 5th epoch kept) looks so over 16
+    /// epochs, too few to pile up. The one that keeps the most.
+    pub fn now_and_then(&self) -> Option<&Suspect> {
+        let (lo, hi) = self.settled?;
+        if self.verdict.kind != VerdictKind::NoGrowth || !self.suspects.is_empty() || self.recent_start().is_some() {
+            return None;
+        }
+        let middle = lo + (hi - lo) / 2;
+        let stopped = self.stopped.map(|stopped| stopped.largest.0);
+        let now_and_then = |s: &&Suspect| {
+            let mut settled = s.survivors.iter().map(|v| v.birth_epoch).filter(|e| (lo..=hi).contains(e));
+            let (Some(first), Some(last)) = (settled.next(), settled.last()) else { return false };
+            first <= middle
+                && last > middle
+                && s.live_bytes / u64::from(hi - lo + 1) > self.noise_floor
+                && stopped != Some(s.stack)
+        };
+        self.few_settled_epochs.iter().filter(now_and_then).max_by_key(|s| s.live_bytes)
+    }
+
+    /// What the verdict adds of [`Analysis::now_and_then`]'s stack, `named`.
+    fn now_and_then_words(&self, named: &str, sometimes: &Suspect) -> String {
+        let (lo, hi) = self.settled.unwrap_or_default();
+        let births: Vec<String> = sometimes
+            .survivors
+            .iter()
+            .map(|v| v.birth_epoch)
+            .filter(|e| (lo..=hi).contains(e))
+            .map(|e| e.to_string())
+            .collect();
+        format!(
+            "; {named} kept memory born in {} of the {} settled epochs only (epochs {}; {} now): too few to tell a leak that comes now and then from memory kept for a while; a longer run tells",
+            births.len(),
+            hi - lo + 1,
+            births.join(", "),
+            bytes(sometimes.live_bytes),
+        )
     }
 
     /// What the verdict adds of [`Analysis::recent_start`]'s stack, `named`.

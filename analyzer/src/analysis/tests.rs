@@ -936,6 +936,42 @@ fn a_leak_that_began_in_the_last_epochs_is_said_to_have_begun() {
     assert!(once.recent_start().is_none(), "{:?}", once.few_settled_epochs);
 }
 
+/// A leak every 5th epoch of 16 left survivors of two settled epochs, one
+/// in each half: too few to pile up, and the verdict says so. A buffer
+/// made in the first epochs and kept says nothing of it.
+#[test]
+fn a_leak_every_few_epochs_is_said_to_keep_memory_now_and_then() {
+    let every_5th = |now_and_then: bool| {
+        scenario(16, |sim, e| {
+            if (now_and_then && e % 5 == 4) || (!now_and_then && (e == 1 || e == 2)) {
+                sim.alloc_many(1, 100, 1024);
+            }
+        })
+    };
+    let (_, a) = run(&every_5th(true));
+    assert_eq!(a.verdict.kind, VerdictKind::NoGrowth);
+    let (lo, hi) = a.settled.expect("settled epochs");
+    let sometimes = a.now_and_then().expect("memory kept now and then");
+    assert_eq!(sometimes.stack, 1);
+    let words = a.now_and_then_words("keep (train.py:9)", sometimes);
+    let births: Vec<String> = [4, 9, 14].iter().filter(|e| (lo..=hi).contains(*e)).map(|e| e.to_string()).collect();
+    let expected = format!(
+        "; keep (train.py:9) kept memory born in {} of the {} settled epochs only (epochs {}; ",
+        births.len(),
+        hi - lo + 1,
+        births.join(", ")
+    );
+    assert!(words.starts_with(&expected), "{words}");
+    assert!(
+        words.ends_with(
+            "too few to tell a leak that comes now and then from memory kept for a while; a longer run tells"
+        ),
+        "{words}"
+    );
+    let (_, kept_early) = run(&every_5th(false));
+    assert!(kept_early.now_and_then().is_none(), "{:?}", kept_early.few_settled_epochs);
+}
+
 /// A leak that began at epoch 5 of 12 grows at its rate since, above the
 /// floor, not at that rate spread over the four epochs before it began.
 #[test]

@@ -265,8 +265,12 @@ pub fn analyze_by_line(trace: &Trace, floor: NoiseFloor, symbolizer: &mut Symbol
         analysis.verdict.kind = VerdictKind::BoundedCache;
     }
     // The sites a verdict without suspects speaks of beside its culprit.
-    let spoken_of =
-        analysis.stopped.map(|stopped| stopped.largest.0).into_iter().chain(analysis.recent_start().map(|s| s.stack));
+    let spoken_of = analysis
+        .stopped
+        .map(|stopped| stopped.largest.0)
+        .into_iter()
+        .chain(analysis.recent_start().map(|s| s.stack))
+        .chain(analysis.now_and_then().map(|s| s.stack));
     let spoken_of = spoken_of.filter(|_| analysis.verdict.kind == VerdictKind::NoGrowth);
     let filled = analysis
         .largest_live
