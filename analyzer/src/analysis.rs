@@ -1131,7 +1131,7 @@ impl Analysis {
         let stopped = self.stopped.map(|stopped| stopped.largest.0);
         let now_and_then = |s: &&Suspect| {
             let mut settled = s.survivors.iter().map(|v| v.birth_epoch).filter(|e| (lo..=hi).contains(e));
-            let (Some(first), Some(last)) = (settled.next(), settled.last()) else { return false };
+            let (Some(first), Some(last)) = (settled.next(), settled.next_back()) else { return false };
             first <= middle
                 && last > middle
                 && s.live_bytes / u64::from(hi - lo + 1) > self.noise_floor
