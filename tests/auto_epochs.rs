@@ -767,16 +767,24 @@ fn evaluation_rounds_over_several_loaders_cut_one_epoch_each() {
 fn an_evaluation_inside_the_training_loop_leaves_it_the_epochs() {
     let run = torch_job(&["--workers", "0", "--eval-every", "2"], &[]);
     let report = report_json(&run.trace);
-    // Evaluations 2, 3 and 4 of the first training pass, then passes 2 to 6.
-    let expected: Vec<String> = (1..=3 + EPOCHS - 1).map(|n| format!("DataLoader pass {n}")).collect();
+    // Evaluations 2, 3 and 4 of the first training pass close the epochs
+    // that held evaluations 1 to 3, then training passes 2 to 6 those of
+    // passes 1 to 5 (the first, from the fourth evaluation on).
+    let mut expected: Vec<String> = (1..=3).map(|n| format!("DataLoader pass {n}")).collect();
+    expected.extend((1..EPOCHS).map(|n| format!("DataLoader pass {n}")));
     assert_eq!(labels(&report, "auto"), expected);
     let notes: Vec<&str> =
         report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
     assert!(
-        notes.iter().any(|n| n.starts_with("the passes of an outer DataLoader loop close the epochs from epoch 3:")),
+        notes
+            .iter()
+            .any(|n| n.starts_with("the passes of an outer DataLoader loop close the epochs, whole from epoch 4:")),
         "{notes:?}"
     );
-    assert_eq!(report["analysis"]["first_analysed_epoch"], 2, "{:#}", report["analysis"]);
+    // The analysis starts at the end of the first training pass.
+    assert_eq!(report["analysis"]["first_analysed_epoch"], 3, "{:#}", report["analysis"]);
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(!message.contains("since epoch"), "the leak began with the training: {message}");
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
     assert!((8 * 65536..8 * (65536 + 128)).contains(&growth), "{:#}", report["suspects"][0]);
@@ -784,31 +792,65 @@ fn an_evaluation_inside_the_training_loop_leaves_it_the_epochs() {
     assert!(text.contains("(inside the first pass of the outer DataLoader loop)"), "{text}");
 }
 
-/// Training, then fine-tuning on another loader from another function,
-/// leaking only while fine-tuning: once the training loop has made no pass
-/// for three times the longest time between two of its passes (5 s at
-/// least), the fine-tuning loop, repeating meanwhile, closes the epochs, with
-/// no time slice cut between (its passes are seen), and its leak is found.
-#[test]
-fn a_fine_tuning_loop_after_training_takes_the_epochs_over() {
-    let run = torch_job(&["--workers", "0", "--fine-tune", "16", "--tune-step-wait", "0.08"], &[]);
+/// Training, then fine-tuning on another loader from another function:
+/// once the training loop has made no pass for three times the longest time
+/// between two of its passes (5 s at least), the fine-tuning loop, repeating
+/// meanwhile, closes the epochs, with no time slice cut between (its passes
+/// are seen). The two phases are analysed apart: a leak of the fine-tuning
+/// alone is found at its rate, over the fine-tuning's epochs; one of the
+/// training alone, over the training's, though nothing grows after.
+fn fine_tuning_job(tuning_leaks: bool) -> Value {
+    let mut args = vec!["--workers", "0", "--fine-tune", "16", "--tune-step-wait", "0.08"];
+    if tuning_leaks {
+        args.push("--tuning-leaks");
+    }
+    let run = torch_job(&args, &[]);
     assert!(run.stdout().contains("fine-tuning 16:"), "{}", run.stdout());
     let report = report_json(&run.trace);
     let notes: Vec<&str> =
         report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
-    let prefix = "the passes of another DataLoader loop close the epochs from epoch ";
+    let prefix = "another DataLoader loop's passes close the epochs, whole from epoch ";
     let from: usize = notes
         .iter()
         .find_map(|n| n.strip_prefix(prefix)?.split(':').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no note of the fine-tuning loop taking the epochs over: {notes:?}"));
-    assert!(from >= EPOCHS - 1, "the training's {} epochs come first: {notes:?}", EPOCHS - 1);
+    assert!(from >= EPOCHS, "the training's {} epochs come first: {notes:?}", EPOCHS - 1);
     let causes = causes(&report);
     assert!(causes.iter().all(|c| c == "auto" || c == "exit"), "no time slice: {causes:?}");
-    assert!(causes.len() - from >= 6, "the fine-tuning's later passes close an epoch each: {causes:?}");
+    assert!(causes.len() - from >= 5, "the fine-tuning's later passes close an epoch each: {causes:?}");
+    let phases = &report["analysis"]["phases"];
+    assert_eq!(phases["last_phase_from_epoch"], from, "{phases:#}");
+    assert_eq!(phases["analysed_phase"], if tuning_leaks { "last" } else { "earlier" }, "{phases:#}");
+    assert_eq!(phases["other_phase_verdict"], "no_growth", "{phases:#}");
+    assert_eq!(report["verdict"]["kind"], "heap_leak");
+    report
+}
+
+#[test]
+fn a_fine_tuning_loop_after_training_is_analysed_apart() {
+    let report = fine_tuning_job(true);
     let top = report["suspects"].get(0).unwrap_or_else(|| panic!("no suspects: {:#}", report["verdict"]));
     let own = top["frames"].as_array().expect("frames").iter().find(|f| f["own_code"] == true).expect("own-code frame");
     assert_eq!(own["line"], line_of("python/loader_epochs.py", "KEPT.append(bytearray(65536))"), "{own}");
-    assert_eq!(report["verdict"]["kind"], "heap_leak");
+    // A pass's 8 buffers an epoch: the epoch that held the end of the
+    // training and the start of the fine-tuning counts for neither.
+    let growth = top["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
+    assert!((8 * 65536..8 * (65536 + 128)).contains(&growth), "{top:#}");
+    // From the end of the epoch that held both.
+    let from = report["analysis"]["phases"]["last_phase_from_epoch"].as_u64().unwrap();
+    assert_eq!(report["analysis"]["first_analysed_epoch"], from - 1, "{:#}", report["analysis"]);
+}
+
+/// A leak of the training alone, then a long fine-tuning (or testing)
+/// phase that keeps nothing: the training's epochs find it.
+#[test]
+fn a_training_leak_is_found_over_the_training_before_a_fine_tuning_loop() {
+    let report = fine_tuning_job(false);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
+    assert!((8 * 65536..8 * (65536 + 128)).contains(&growth), "{:#}", report["suspects"][0]);
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(message.contains("these are the epochs before epoch"), "{message}");
 }
 
 /// Passes seen at first, then not, each later one starting with small

@@ -252,7 +252,7 @@ fn default_svg(trace: &Path, what: &str) -> PathBuf {
 }
 
 fn base_options() -> LoadOptions {
-    LoadOptions { capture: BTreeSet::new() }
+    LoadOptions { capture: BTreeSet::new(), until: None }
 }
 
 fn warn(line: &str) {
@@ -271,9 +271,13 @@ fn report(
     let trace = load_showing(path, &base_options(), progress)?;
     progress.phase("analyzing", 0);
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
-    let analysis = render::analyze_by_line(&trace, floor, &mut symbolizer);
+    let (analysis, other_phase) = render::phases::analyze(path, &trace, floor, &mut symbolizer);
     progress.phase("symbolizing and drawing", 0);
     let mut report = Report::build(&trace, &analysis, &mut symbolizer, top, floor);
+    if let Some(other) = &other_phase {
+        report.verdict_message.push_str(&render::phases::words(&trace, other, &mut symbolizer));
+    }
+    report.other_phase = other_phase;
 
     // The flamegraph of leaked bytes: every suspect, weighed by its growth;
     // without suspects, the growth below the noise floor the report sums.
@@ -412,7 +416,7 @@ fn flamegraph(
     } else {
         match weigh {
             Weigh::Leaked => {
-                let analysis = render::analyze_by_line(&trace, noise_floor(floor), &mut symbolizer);
+                let (analysis, _) = render::phases::analyze(path, &trace, noise_floor(floor), &mut symbolizer);
                 let weights: IntMap<u32, u64> =
                     analysis.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch)).collect();
                 let stacks = weigh_stacks(&trace, &mut symbolizer, weights);

@@ -471,8 +471,11 @@ pub struct Trace {
 /// Snapshots before the analysis starts (see [`Trace::warm_up_snapshots`]);
 /// also those that close the epochs cut inside the first round of DataLoader
 /// passes that go round several loaders, or inside a pass of an outer loop
-/// found later, which the tracer's notices tell
-/// ([`trace_format::PASS_ROUNDS_NOTICE`], [`trace_format::OUTER_LOOP_NOTICE`]).
+/// found later, and those of a phase whose loop stopped before another's
+/// passes closed the epochs (analysed apart: see [`Trace::phase_change`]),
+/// which the tracer's notices tell ([`trace_format::PASS_ROUNDS_NOTICE`],
+/// [`trace_format::OUTER_LOOP_NOTICE`],
+/// [`trace_format::MARKING_LOOP_STOPPED_NOTICE`]).
 fn warm_up_snapshots(snapshots: &[Snapshot], notices: &[Notice]) -> usize {
     // Time slices ended by the first mark or auto-detected epoch.
     let before_first_mark = match snapshots.iter().position(|s| s.cause != EpochCause::Timer) {
@@ -480,17 +483,18 @@ fn warm_up_snapshots(snapshots: &[Snapshot], notices: &[Notice]) -> usize {
         _ => 0,
     };
     // Epochs that each held part of a period the epochs were cut by later.
-    let before_whole_periods = [trace_format::PASS_ROUNDS_NOTICE, trace_format::OUTER_LOOP_NOTICE]
-        .iter()
-        .filter_map(|prefix| {
-            let epoch = notices.iter().find_map(|notice| {
-                let rest = notice.text.strip_prefix(prefix)?;
-                rest.split(':').next()?.parse::<u32>().ok()
-            })?;
-            snapshots.iter().position(|s| s.epoch + 1 == epoch)
-        })
-        .max()
-        .unwrap_or(0);
+    let before_whole_periods =
+        [trace_format::PASS_ROUNDS_NOTICE, trace_format::OUTER_LOOP_NOTICE, trace_format::MARKING_LOOP_STOPPED_NOTICE]
+            .iter()
+            .filter_map(|prefix| {
+                let epoch = notices.iter().find_map(|notice| {
+                    let rest = notice.text.strip_prefix(prefix)?;
+                    rest.split(':').next()?.parse::<u32>().ok()
+                })?;
+                snapshots.iter().position(|s| s.epoch + 1 == epoch)
+            })
+            .max()
+            .unwrap_or(0);
     before_first_mark.max(before_whole_periods)
 }
 
@@ -516,6 +520,21 @@ impl Trace {
     /// loop's passes had closed epochs inside its first pass.
     pub fn outer_loop_found(&self) -> bool {
         self.notices.iter().any(|notice| notice.text.starts_with(trace_format::OUTER_LOOP_NOTICE))
+    }
+
+    /// The first epoch of the job's last phase: another DataLoader loop's
+    /// passes closed the epochs from the one before it on, after the loop
+    /// that closed them before stopped. The epochs before are analysed apart.
+    pub fn phase_change(&self) -> Option<u32> {
+        self.notices.iter().rev().find_map(|notice| {
+            let rest = notice.text.strip_prefix(trace_format::MARKING_LOOP_STOPPED_NOTICE)?;
+            rest.split(':').next()?.parse().ok()
+        })
+    }
+
+    /// Where the snapshot closing `epoch` is, if the trace has it.
+    pub fn snapshot_of(&self, epoch: u32) -> Option<usize> {
+        self.snapshots.iter().position(|s| s.epoch == epoch)
     }
 
     /// The last epoch of a sampled warm-up, when the tracer noted its end:
@@ -568,6 +587,9 @@ pub struct Sampling {
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     pub capture: BTreeSet<usize>,
+    /// Read no further than the snapshot at this index (an earlier phase
+    /// of the job, see [`Trace::phase_change`]).
+    pub until: Option<usize>,
 }
 
 /// What brings the counters back to the state before the last snapshot.
@@ -782,6 +804,9 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
                     if live_at_checkpoints.len() > 3 {
                         live_at_checkpoints.pop_first();
                     }
+                }
+                if options.until == Some(index) {
+                    break;
                 }
             }
         }

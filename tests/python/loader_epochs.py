@@ -27,14 +27,14 @@ loops go over enumerate(loader), whose call CPython 3.11 specializes after
 the first passes. With --eval-every N the training loop also evaluates every
 N steps, from inside its loop (as trainers with an evaluation interval do).
 With --fine-tune N the job then fine-tunes the model for N passes over
-another loader, each step sleeping --tune-step-wait seconds and keeping a
-64 KiB buffer for good (`keep_tuning_buffer`), where the training steps keep
-none.
+another loader, each step sleeping --tune-step-wait seconds; with
+--tuning-leaks its steps keep a 64 KiB buffer for good (`keep_tuning_buffer`)
+and the training steps none.
 
 Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
                         [--worker-leak] [--read-parent-objects] [--keep-batches] [--mark]
                         [--no-shuffle] [--first-pass-wait S] [--new-loaders] [--enumerate]
-                        [--eval-every N] [--fine-tune N] [--tune-step-wait S]
+                        [--eval-every N] [--fine-tune N] [--tune-step-wait S] [--tuning-leaks]
 """
 
 import argparse
@@ -105,7 +105,8 @@ def fine_tune(loader, model, optimizer, wait):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        keep_tuning_buffer()
+        if TUNING_LEAKS:
+            keep_tuning_buffer()
         time.sleep(wait)
 
 
@@ -153,10 +154,11 @@ def main():
     parser.add_argument("--eval-every", type=int, default=0, help="evaluate every N training steps too")
     parser.add_argument("--fine-tune", type=int, default=0, help="passes of fine-tuning after the training")
     parser.add_argument("--tune-step-wait", type=float, default=0.05, help="seconds each fine-tuning step waits")
+    parser.add_argument("--tuning-leaks", action="store_true", help="the fine-tuning leaks, not the training")
     args = parser.parse_args()
     global ENUMERATE, TUNING_LEAKS
     ENUMERATE = args.enumerate
-    TUNING_LEAKS = args.fine_tune > 0
+    TUNING_LEAKS = args.tuning_leaks
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

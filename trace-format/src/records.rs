@@ -147,8 +147,15 @@ pub const WARM_UP_ENDED_NOTICE: &str = "the warm-up ended with epoch ";
 pub const PASS_ROUNDS_NOTICE: &str = "the DataLoader passes go round several loaders, one epoch a round, from epoch ";
 /// The start of the notice at the first epoch that an outer loop's pass
 /// closes, inside whose passes the loop that closed the epochs before ran;
-/// the epoch's index follows.
-pub const OUTER_LOOP_NOTICE: &str = "the passes of an outer DataLoader loop close the epochs from epoch ";
+/// the index of the first epoch the outer loop's passes hold whole follows,
+/// then a colon: the analysis starts with it.
+pub const OUTER_LOOP_NOTICE: &str = "the passes of an outer DataLoader loop close the epochs, whole from epoch ";
+/// The start of the notice at the first epoch that a loop's pass closes
+/// after the loop that closed them before stopped (training, then
+/// fine-tuning on another loader); the index of the first epoch its passes
+/// hold whole follows, then a colon. The epochs before it are another
+/// phase of the job, analysed apart.
+pub const MARKING_LOOP_STOPPED_NOTICE: &str = "another DataLoader loop's passes close the epochs, whole from epoch ";
 
 /// How a notice ends that the tracer stopped recording where it stands
 /// (its words before say why): the trace goes no further.

@@ -117,16 +117,16 @@ impl AutoEpochs {
         self.watching() && lock(&self.passes).saw_no_repeated_pass()
     }
 
-    /// Whether another loop's passes repeated since the marking loop's
-    /// latest, the latest of them less than `within_ns` ago: at that loop's
-    /// next pass it may take the epochs over, so passes are not unseen.
-    pub fn another_loop_repeats(&self, within_ns: u64) -> bool {
+    /// Whether another loop made a pass since the marking loop's latest,
+    /// less than `within_ns` ago: passes are seen, and should that loop
+    /// repeat, it takes the epochs over.
+    pub fn another_loop_passes(&self, within_ns: u64) -> bool {
         let passes = lock(&self.passes);
         let now = sys::monotonic_ns();
         passes.marking.is_some()
             && passes.places[..passes.places_count]
                 .iter()
-                .any(|place| place.since_marking >= 2 && now.saturating_sub(place.at_ns) < within_ns)
+                .any(|place| place.since_marking >= 1 && now.saturating_sub(place.at_ns) < within_ns)
     }
 
     /// Whether this thread's latest walk showed no pass (a pass seen in a
@@ -167,7 +167,8 @@ fn next_state(current: u64, frames: LoaderFrames) -> (u64, Option<PassStart>) {
 /// An epoch closed by a pass from the place that marks the epochs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PassCut {
-    /// How many epochs the passes have closed, this one included.
+    /// The number, among the marking loop's passes, of the pass that ran
+    /// in the epoch it closes (one loader's, or a round's).
     pub closed: u32,
     /// Loaders the place goes round (1 when it iterates one loader, or
     /// builds a new one for each pass).
@@ -218,7 +219,8 @@ struct Passes {
     marking: Option<PassStart>,
     /// The loaders that place iterates.
     round: Round,
-    /// Epochs its passes closed.
+    /// The number, among its passes, of the pass that ran in the epoch its
+    /// latest pass closed.
     closed: u32,
     /// A round over more than two loaders was found.
     rounds_found: bool,
@@ -318,9 +320,13 @@ impl Passes {
             // previous pass: this is the outer loop (training, with an
             // evaluation every N steps), which marks the epochs from now on.
             Some(marking) if previous.inner_passes(&marking) >= INNER_PASSES_OF_AN_OUTER_LOOP => {
+                // Its first pass ran in the epoch this one closes.
+                self.closed = 0;
                 self.mark_from(previous.latest, pass, now_ns, alive, Some(Takeover::OuterLoop))
             }
             Some(_) if self.places[index].since_marking >= 2 && self.marking_loop_stopped(now_ns) => {
+                // Its passes before this one ran in the epoch this one closes.
+                self.closed = self.places[index].since_marking - 2;
                 self.mark_from(previous.latest, pass, now_ns, alive, Some(Takeover::MarkingLoopStopped))
             }
             Some(_) => None,
@@ -498,20 +504,21 @@ mod tests {
     fn an_outer_loop_takes_the_epochs_from_a_loop_inside_it() {
         let (train, eval) = (training(), evaluation_every_n_steps());
         let passes = [train, eval, eval, eval, train, eval, eval, eval, train, eval, eval, eval, train];
+        // Labels name the pass of the loop closing the epochs that ran in it.
         let expected = [
             None,
             None,
             Some("DataLoader pass 1"),
             Some("DataLoader pass 2"),
+            Some("DataLoader pass 1"),
+            None,
+            None,
+            None,
+            Some("DataLoader pass 2"),
+            None,
+            None,
+            None,
             Some("DataLoader pass 3"),
-            None,
-            None,
-            None,
-            Some("DataLoader pass 4"),
-            None,
-            None,
-            None,
-            Some("DataLoader pass 5"),
         ];
         assert_eq!(cuts(&passes), labels(&expected));
         let mut seen = Passes::default();

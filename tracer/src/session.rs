@@ -1157,11 +1157,14 @@ impl Session {
     fn takeover_notice(&self, closing: u32) -> Option<Notice> {
         let text = match self.auto_epochs.take_takeover()? {
             Takeover::OuterLoop => format!(
-                "{}{closing}: another loop's passes began inside each pass of this one (an evaluation every N steps of training), so this loop's passes close the epochs from here on; the epochs before, from the first of the other loop's, each held part of one of this loop's passes",
-                trace_format::OUTER_LOOP_NOTICE
+                "{}{}: another loop's passes began inside each pass of this one (an evaluation every N steps of training), so this loop's passes close the epochs from epoch {closing} on; the epochs before, from the first of the other loop's, each held part of this loop's first pass",
+                trace_format::OUTER_LOOP_NOTICE,
+                closing + 1
             ),
             Takeover::MarkingLoopStopped => format!(
-                "the passes of another DataLoader loop close the epochs from epoch {closing}: the loop whose passes closed them before made none for {MARKING_LOOP_IDLE_GAPS} times the longest time between two of them ({}s at least), while this one repeated (training, then fine-tuning on another loader)",
+                "{}{}: the loop whose passes closed them before made none for {MARKING_LOOP_IDLE_GAPS} times the longest time between two of them ({}s at least), while this one repeated (training, then fine-tuning or testing on another loader); epoch {closing} held the end of the one and the start of the other",
+                trace_format::MARKING_LOOP_STOPPED_NOTICE,
+                closing + 1,
                 MARKING_LOOP_IDLE_LEAST_NS / 1_000_000_000
             ),
         };
@@ -1256,8 +1259,8 @@ impl Session {
             return;
         }
         let unseen_passes = self.unseen_pass_slice_ns.load(Ordering::Relaxed);
-        if unseen_passes != 0 && self.auto_epochs.another_loop_repeats(unseen_passes) {
-            // Passes are seen, of a loop that takes the epochs over at its next.
+        if unseen_passes != 0 && self.auto_epochs.another_loop_passes(unseen_passes.saturating_mul(2)) {
+            // Passes are seen, of a loop that takes the epochs over should it repeat.
             let _ = self.slice_deadline_ns.compare_exchange(
                 deadline,
                 now + unseen_passes,

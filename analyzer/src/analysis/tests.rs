@@ -1644,7 +1644,7 @@ fn mappings_kept_but_not_written_are_said_not_to_be_resident() {
 fn state_before_the_last_snapshot_is_rebuilt() {
     let sim = all_behaviours(6, true);
     let path = write_temp("t.bin", &sim.bytes());
-    let trace = load(&path, &LoadOptions { capture: (0..7).collect() }).unwrap();
+    let trace = load(&path, &LoadOptions { capture: (0..7).collect(), ..LoadOptions::default() }).unwrap();
     let replay = load(&path, &LoadOptions::default()).unwrap();
     let last = trace.snapshots.len() - 1;
     for i in [last - 1, last] {
@@ -1696,7 +1696,7 @@ fn run_with_failed_execs(failed_execs: &[u32]) -> Sim {
 fn a_failed_exec_costs_no_epoch() {
     let load_all = |sim: &Sim| {
         let path = write_temp("trace.bin", &sim.bytes());
-        load(&path, &LoadOptions { capture: (0..9).collect() }).unwrap()
+        load(&path, &LoadOptions { capture: (0..9).collect(), ..LoadOptions::default() }).unwrap()
     };
     let plain = load_all(&run_with_failed_execs(&[]));
     let plain_analysis = analyze_sites(&plain, NoiseFloor::Scaled);

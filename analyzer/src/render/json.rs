@@ -123,7 +123,18 @@ struct JsonAnalysis<'a> {
     /// The mean bytes between samples, when the analysed epochs were sampled.
     #[serde(skip_serializing_if = "Option::is_none")]
     sample_mean_bytes: Option<u64>,
+    /// A job of two phases (see [`super::phases`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phases: Option<JsonPhases>,
     below_noise_floor: JsonBelowFloor<'a>,
+}
+
+#[derive(Serialize)]
+struct JsonPhases {
+    last_phase_from_epoch: u32,
+    /// "earlier" or "last".
+    analysed_phase: &'static str,
+    other_phase_verdict: &'static str,
 }
 
 #[derive(Serialize)]
@@ -332,6 +343,11 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             settled_birth_epochs: a.settled.map(|(lo, hi)| [lo, hi]),
             noise_floor_bytes_per_epoch: a.noise_floor,
             sample_mean_bytes: a.sampling.map(|s| s.mean_bytes),
+            phases: report.other_phase.as_ref().map(|other| JsonPhases {
+                last_phase_from_epoch: other.last_phase_from,
+                analysed_phase: if other.shown_is_earlier { "earlier" } else { "last" },
+                other_phase_verdict: other.analysis.verdict.kind.name(),
+            }),
             below_noise_floor: JsonBelowFloor {
                 stacks: a.below_floor.stacks,
                 growth_bytes_per_epoch: a.below_floor.growth_bytes_per_epoch,

@@ -7,6 +7,7 @@ mod explain;
 pub mod flame;
 pub mod json;
 mod names;
+pub mod phases;
 pub mod text;
 
 use std::borrow::Cow;
@@ -92,6 +93,8 @@ pub struct Report<'t> {
     /// When this process is a wrapper (see [`wrapped_program`]): the place
     /// in `descendants` of the program it ran.
     pub program: Option<usize>,
+    /// The phase of a job of two that the analysis shown is not of.
+    pub other_phase: Option<phases::OtherPhase>,
 }
 
 /// The innermost frame shown for a stack that made an anonymous mapping.
@@ -175,6 +178,7 @@ impl<'t> Report<'t> {
             descendants,
             other_runs: beside.other_runs,
             program,
+            other_phase: None,
         }
     }
 

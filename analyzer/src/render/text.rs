@@ -234,7 +234,10 @@ fn capped_rows(out: &mut String, heading: &str, rows: Vec<String>, what: &str) {
     }
 }
 
-fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>) {
+/// The epoch table; `phases`, when the job had two (see
+/// [`super::phases`]): the first epoch of the last, and whether the
+/// analysed epochs are the earlier one's.
+fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>, phases: Option<(u32, bool)>) {
     let _ = writeln!(out, "\nEpochs");
     let label_width = trace.snapshots.iter().map(|s| shown_label(&s.label).count()).max().unwrap_or(0).clamp(5, 32);
     // Each column is as wide as its header, its widest cell, or the width
@@ -311,7 +314,11 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
                 n - EPOCH_ROWS
             );
         }
-        let note = if i > 0 && i < analysed.start && trace.snapshots[i].cause == trace_format::EpochCause::Auto {
+        let epoch = trace.snapshots[i].epoch;
+        let ends_the_process = trace.snapshots[i].cause.ends_the_process();
+        let note = if let Some(note) = phases.and_then(|phases| phase_note(epoch, phases, ends_the_process)) {
+            note
+        } else if i > 0 && i < analysed.start && trace.snapshots[i].cause == trace_format::EpochCause::Auto {
             // Only the epochs cut inside a first round of passes over several
             // loaders, or inside the first pass of an outer loop.
             if trace.outer_loop_found() {
@@ -334,6 +341,22 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             ""
         };
         let _ = writeln!(out, "{}{note}", table_row(&columns, &cells));
+    }
+}
+
+/// The note of `epoch` in a job of two phases, the last from `last_from`
+/// on, the analysed one the earlier when `earlier_shown`: the epoch that
+/// held the end of one loop and the start of the other, and those of the
+/// phase analysed apart.
+fn phase_note(epoch: u32, (last_from, earlier_shown): (u32, bool), ends_the_process: bool) -> Option<&'static str> {
+    if epoch + 1 == last_from {
+        Some("  (the end of one DataLoader loop, the start of the next)")
+    } else if earlier_shown && epoch >= last_from && !ends_the_process {
+        Some("  (the next DataLoader loop's, analysed apart)")
+    } else if !earlier_shown && epoch + 1 < last_from {
+        Some("  (the DataLoader loop before, analysed apart)")
+    } else {
+        None
     }
 }
 
@@ -631,7 +654,8 @@ pub fn render(report: &Report<'_>) -> String {
     for w in &report.warnings {
         let _ = writeln!(out, "  warning    {w}");
     }
-    epoch_table(&mut out, trace, a.first..a.first + a.snapshots);
+    let phases = report.other_phase.as_ref().map(|other| (other.last_phase_from, other.shown_is_earlier));
+    epoch_table(&mut out, trace, a.first..a.first + a.snapshots, phases);
 
     if a.verdict.kind != VerdictKind::TooFewEpochs {
         let settled = match a.settled {
@@ -748,6 +772,21 @@ mod tests {
 
     /// One row more than the table shows is shown: a line saying it is not
     /// would take its room.
+    /// A job of two phases, the last from epoch 6 on: epoch 5 held the end
+    /// of one loop and the start of the next; the other phase's epochs are
+    /// analysed apart, the exit is the exit.
+    #[test]
+    fn the_phase_not_shown_is_marked_analysed_apart() {
+        let notes = |earlier_shown: bool| -> Vec<Option<&str>> {
+            (0..8).map(|epoch| phase_note(epoch, (6, earlier_shown), epoch == 7)).collect()
+        };
+        let before = Some("  (the DataLoader loop before, analysed apart)");
+        let both = Some("  (the end of one DataLoader loop, the start of the next)");
+        let next = Some("  (the next DataLoader loop's, analysed apart)");
+        assert_eq!(notes(false), [before, before, before, before, before, both, None, None]);
+        assert_eq!(notes(true), [None, None, None, None, None, both, next, None]);
+    }
+
     #[test]
     fn one_epoch_past_the_table_is_shown_not_hidden() {
         let mut sim = Sim::new("/opt/app/many");
@@ -760,7 +799,7 @@ mod tests {
         let n = trace.snapshots.len();
         assert_eq!(n, EPOCH_ROWS + 1);
         let mut out = String::new();
-        epoch_table(&mut out, &trace, 1..n - 1);
+        epoch_table(&mut out, &trace, 1..n - 1, None);
         assert!(!out.contains("not shown"), "{out}");
         assert_eq!(out.lines().skip(3).count(), n, "{out}");
     }
@@ -781,7 +820,7 @@ mod tests {
             s.epoch = (100_000 + i + 1 - n) as u32;
         }
         let mut out = String::new();
-        epoch_table(&mut out, &trace, 1..n - 1);
+        epoch_table(&mut out, &trace, 1..n - 1, None);
         let lines: Vec<&str> = out.lines().skip(2).collect();
         assert_eq!(lines.len(), EPOCH_ROWS + 2, "{out}");
         assert!(lines[EPOCH_ROWS + 1].starts_with("  100000  exit "), "{out}");
@@ -837,7 +876,7 @@ mod tests {
         let path = write_temp("trace.bin", &sim.bytes());
         let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
         let mut out = String::new();
-        epoch_table(&mut out, &trace, 0..4);
+        epoch_table(&mut out, &trace, 0..4, None);
         let lines: Vec<&str> = out.lines().skip(2).collect();
         assert!(lines[2].starts_with("      1  ?? bad utf8  mark "), "{out}");
         assert!(lines.iter().all(|l| l.is_ascii()), "one column a character: {out}");
