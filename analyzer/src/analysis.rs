@@ -1210,8 +1210,13 @@ impl Analysis {
         // shows it, less what malloc kept and the mapped files' pages.
         let v = &self.verdict;
         let traced = v.per_epoch(v.traced_growth());
-        let (grew, growth) = if traced > self.least_growth {
+        // The traced memory is its samples: one sample more or less over the
+        // run is chance (a healthy worker's one drawn block that stayed).
+        let two_samples = v.traced_growth() >= 2 * i128::from(mean);
+        let (grew, growth) = if traced > self.least_growth && two_samples {
             ("the traced memory", traced)
+        } else if traced > self.least_growth {
+            ("the traced memory", 0)
         } else {
             let explained = v.allocator_free_growth().max(0) + v.file_growth().max(0);
             // The RSS drifts by some pages an epoch: only above the floor.

@@ -307,6 +307,19 @@ fn growth_of_a_few_samples_an_epoch_is_said_to_need_a_lower_rate() {
 
     assert!(a.too_few_samples());
 
+    // One sample that stayed, over the whole run, is chance.
+    let mut sim = Sim::new("/opt/app/worker");
+    sim.process_mut().settings.push((trace_format::SAMPLING_SETTING.into(), rate.clone()));
+    for e in 0..10 {
+        if e == 4 {
+            sim.alloc(1, 512 << 10);
+        }
+        sim.mark(&format!("epoch {e}"));
+    }
+    sim.exit();
+    let (_, once) = run(&sim);
+    assert!(!once.too_few_samples(), "{}", once.verdict_message(None));
+
     // A leak no sample fell in: the heap flat, the RSS up by 128 KiB an
     // epoch (a quarter of a sample) with nothing else to explain it.
     let unseen = |rss_per_epoch: u64| {
