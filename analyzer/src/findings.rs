@@ -69,6 +69,9 @@ pub struct DescendantReport {
     /// A forked DataLoader worker, closing an epoch each time its parent
     /// does (see [`trace_format::FOLLOWS_PARENTS_EPOCHS`]).
     pub follows_parent: bool,
+    /// Looked at, it has no end record: it was killed (a worker the
+    /// out-of-memory killer chose), or runs still.
+    pub unfinished: bool,
 }
 
 impl DescendantReport {
@@ -124,6 +127,7 @@ pub fn look_at(descendants: Vec<Descendant>, floor: NoiseFloor) -> Vec<Descendan
                 snapshots: glance.snapshots,
                 lifetime_ns: glance.lifetime_ns,
                 follows_parent: glance.follows_parent,
+                unfinished: i < LOOKED_AT && !glance.ended,
             }
         })
         .collect()
@@ -158,6 +162,8 @@ struct Glance {
     snapshots: usize,
     lifetime_ns: u64,
     follows_parent: bool,
+    /// It holds the end record of a process that ended normally.
+    ended: bool,
 }
 
 /// A look at the trace at `path`: its snapshots (a worker forked for one
@@ -182,6 +188,7 @@ fn glance(path: &Path) -> Glance {
                     .is_some_and(|how| how.starts_with(trace_format::FOLLOWS_PARENTS_EPOCHS))
                     && process.forked_from.is_some();
             }
+            Record::End(_) => glance.ended = true,
             Record::Snapshot(snapshot) => {
                 glance.snapshots += 1;
                 glance.lifetime_ns = snapshot.elapsed_ns.saturating_sub(started_late_ns);

@@ -54,6 +54,8 @@ struct JsonDescendant<'a> {
     finding: Option<JsonFinding<'a>>,
     /// Its own verdict was sampled too sparsely to tell its growth from chance.
     too_few_samples: bool,
+    /// Its trace has no end record: it was killed, or runs still.
+    unfinished: bool,
 }
 
 #[derive(Serialize)]
@@ -433,6 +435,7 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                     growth_bytes_per_epoch: f.bytes_per_epoch,
                 }),
                 too_few_samples: d.too_few_samples,
+                unfinished: d.unfinished,
             })
             .collect(),
         findings: crate::findings::by_growth(&report.descendants)

@@ -180,7 +180,13 @@ fn descendants_section(
         };
         let forked = d.trace.forked_from.is_some();
         let rank = d.trace.rank.map(|rank| format!(", {}", rank_words(&rank, forked))).unwrap_or_default();
-        format!("{} (pid {}{rank}, {how}: {})", d.trace.path.display(), d.trace.pid, d.trace.cmdline.join(" "))
+        let unfinished = if d.unfinished { "; unfinished: killed, or running still" } else { "" };
+        format!(
+            "{} (pid {}{rank}, {how}: {}{unfinished})",
+            d.trace.path.display(),
+            d.trace.pid,
+            d.trace.cmdline.join(" ")
+        )
     });
     capped_rows(out, "children", children.collect(), "traces of descendants");
     if let Some(limit) = exec_limit.filter(|&limit| descendants.len() >= limit) {
@@ -932,6 +938,7 @@ mod tests {
             snapshots: 9,
             lifetime_ns: 0,
             follows_parent: false,
+            unfinished: false,
         }
     }
 
@@ -997,5 +1004,12 @@ mod tests {
         descendants_section(&mut out, &[worker], 0, None);
         assert!(out.starts_with("  children   ./trace.bin.6201 (pid 6201, a child of rank 1 of 2, forked: "), "{out}");
         assert!(out.contains("  findings   ./trace.bin.6201 (a child of rank 1 of 2): heap_leak"), "{out}");
+
+        // One killed (the out-of-memory killer's choice) says so.
+        let mut killed = descendant(6202, None, false);
+        killed.unfinished = true;
+        let mut out = String::new();
+        descendants_section(&mut out, &[killed], 0, None);
+        assert!(out.starts_with("  children   ./trace.bin.6202 (pid 6202, exec'd: python -u train.py; unfinished: killed, or running still)\n"), "{out}");
     }
 }
