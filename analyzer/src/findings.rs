@@ -178,10 +178,7 @@ fn glance(path: &Path) -> Glance {
         match record {
             Record::Process(process) => {
                 // A forked child's times count from its parent's start.
-                started_late_ns = process
-                    .setting(trace_format::IMAGE_SETTING)
-                    .and_then(|image| image.split_once('.')?.1.parse::<u64>().ok())
-                    .map_or(0, |image_start| image_start.saturating_sub(process.start_unix_ns));
+                started_late_ns = process.started_late_ns();
                 // A spawned child follows them only once its parent closed one.
                 glance.follows_parent = process
                     .setting(trace_format::EPOCHS_SETTING)

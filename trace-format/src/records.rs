@@ -223,6 +223,14 @@ pub const JEMALLOC: &str = "jemalloc";
 pub const TCMALLOC: &str = "tcmalloc";
 
 impl Process {
+    /// How far into its trace's clock this process's own image began: a
+    /// forked child's times count from its parent's start (0 for others).
+    pub fn started_late_ns(&self) -> u64 {
+        self.setting(IMAGE_SETTING)
+            .and_then(|image| image.split_once('.')?.1.parse::<u64>().ok())
+            .map_or(0, |image_start| image_start.saturating_sub(self.start_unix_ns))
+    }
+
     /// Whether this process started beside another traced one rather than
     /// from it (see [`NAMED_OUTPUT_IN_USE_SETTING`]).
     pub fn started_beside_another(&self) -> bool {

@@ -55,7 +55,14 @@ fn run_section(out: &mut String, trace: &Trace) {
         p.forked_from.map(|parent| format!("forked from {parent}")).into_iter().chain(rank).collect();
     let _ = writeln!(out, "  pid        {}{}", p.pid, parenthesized(&about));
     let elapsed = trace.snapshots.last().map_or(0, |s| s.elapsed_ns);
-    let _ = writeln!(out, "  duration   {}", duration_ns(elapsed));
+    // A forked child's times count from its parent's start.
+    let late = p.started_late_ns().min(elapsed);
+    let forked_late = if late > 0 {
+        format!(" (forked {} into its parent's run, which its times count from)", duration_ns(late))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(out, "  duration   {}{forked_late}", duration_ns(elapsed - late));
     let _ = writeln!(out, "  epochs     {} (cut by {})", trace.snapshots.len(), how_epochs_were_cut(trace));
     // Where the process sits in its run is the descendants' listing's, its
     // rank the pid's.
@@ -776,8 +783,28 @@ mod tests {
     use crate::synth::{write_temp, Sim};
     use crate::trace::{load, LoadOptions};
 
-    /// One row more than the table shows is shown: a line saying it is not
-    /// would take its room.
+    /// A forked child's times count from its parent's start: its duration
+    /// is its own, and says when it was forked.
+    #[test]
+    fn a_forked_childs_duration_is_its_own() {
+        let mut sim = Sim::new("/usr/bin/python3");
+        sim.process_mut().forked_from = Some(4242);
+        let start = sim.process_mut().start_unix_ns;
+        sim.process_mut()
+            .settings
+            .push((trace_format::IMAGE_SETTING.into(), format!("4243.{}", start + 6_000_000_000)));
+        sim.epoch_ns = 6_500_000_000;
+        sim.exit();
+        let path = write_temp("trace.bin", &sim.bytes());
+        let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
+        let mut out = String::new();
+        run_section(&mut out, &trace);
+        assert!(
+            out.contains("  duration   500 ms (forked 6.0 s into its parent's run, which its times count from)\n"),
+            "{out}"
+        );
+    }
+
     /// A job of two phases, the last from epoch 6 on: epoch 5 held the end
     /// of one loop and the start of the next; the other phase's epochs are
     /// analysed apart, the exit is the exit.
@@ -793,6 +820,8 @@ mod tests {
         assert_eq!(notes(true), [None, None, None, None, None, both, next, None]);
     }
 
+    /// One row more than the table shows is shown: a line saying it is not
+    /// would take its room.
     #[test]
     fn one_epoch_past_the_table_is_shown_not_hidden() {
         let mut sim = Sim::new("/opt/app/many");
