@@ -74,6 +74,16 @@ fn assert_cut_by_training_passes(report: &Value) {
     assert_eq!(report["analysis"]["first_analysed_epoch"], slices, "{:#}", report["analysis"]);
 }
 
+/// The texts of the report's notes.
+fn note_texts(report: &Value) -> Vec<&str> {
+    report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect()
+}
+
+/// One of `notes` starts with `start`.
+fn assert_noted(notes: &[&str], start: &str) {
+    assert!(notes.iter().any(|n| n.starts_with(start)), "no note starting {start:?}: {notes:?}");
+}
+
 /// The line of `tests/python/<name>` that allocates the planted leak.
 fn planted_line(name: &str) -> u64 {
     line_of(&format!("python/{name}"), "KEPT.append(bytearray(64 * 1024))")
@@ -264,8 +274,7 @@ fn workers_past_the_limit_write_no_trace() {
     let report = report_json(&run.trace);
     assert_cut_by_training_passes(&report);
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
-    let notes: Vec<&str> =
-        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+    let notes = note_texts(&report);
     let untraced = notes
         .iter()
         .filter(|n| {
@@ -715,8 +724,7 @@ fn forked_pool_workers_past_the_limit_write_no_trace() {
     let run = run_job(&venv_python(), "forked_pool.py", &["--one-task-per-worker"], &[("TRACER_WORKER_TRACES", "3")]);
     assert_eq!(worker_traces(&run).len(), 3, "{:?}", run.trace_files());
     let report = report_json(&run.trace);
-    let notes: Vec<&str> =
-        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+    let notes = note_texts(&report);
     let untraced = notes.iter().filter(|n| n.contains("multiprocessing forks) after the first 3 ")).count();
     assert_eq!(untraced, 1, "{notes:?}");
 }
@@ -739,14 +747,8 @@ fn evaluation_rounds_over_several_loaders_cut_one_epoch_each() {
     expected.extend((4..=ROUNDS + 2).map(|n| format!("DataLoader round {n} (4 loaders)")));
     assert_eq!(labels(&report, "auto"), expected);
     assert_eq!(report["analysis"]["first_analysed_epoch"], 2, "{:#}", report["analysis"]);
-    let notes: Vec<&str> =
-        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.starts_with("the DataLoader passes go round several loaders, one epoch a round, from epoch 3:")),
-        "{notes:?}"
-    );
+    let notes = note_texts(&report);
+    assert_noted(&notes, "the DataLoader passes go round several loaders, one epoch a round, from epoch 3:");
 
     let top = report["suspects"].get(0).unwrap_or_else(|| panic!("no suspects: {:#}", report["verdict"]));
     let own = top["frames"].as_array().expect("frames").iter().find(|f| f["own_code"] == true).expect("own-code frame");
@@ -773,14 +775,8 @@ fn an_evaluation_inside_the_training_loop_leaves_it_the_epochs() {
     let mut expected: Vec<String> = (1..=3).map(|n| format!("DataLoader pass {n}")).collect();
     expected.extend((1..EPOCHS).map(|n| format!("DataLoader pass {n}")));
     assert_eq!(labels(&report, "auto"), expected);
-    let notes: Vec<&str> =
-        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.starts_with("the passes of an outer DataLoader loop close the epochs, whole from epoch 4:")),
-        "{notes:?}"
-    );
+    let notes = note_texts(&report);
+    assert_noted(&notes, "the passes of an outer DataLoader loop close the epochs, whole from epoch 4:");
     // The analysis starts at the end of the first training pass.
     assert_eq!(report["analysis"]["first_analysed_epoch"], 3, "{:#}", report["analysis"]);
     let message = report["verdict"]["message"].as_str().unwrap();
@@ -807,8 +803,7 @@ fn fine_tuning_job(tuning_leaks: bool) -> Value {
     let run = torch_job(&args, &[]);
     assert!(run.stdout().contains("fine-tuning 16:"), "{}", run.stdout());
     let report = report_json(&run.trace);
-    let notes: Vec<&str> =
-        report["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+    let notes = note_texts(&report);
     let prefix = "another DataLoader loop's passes close the epochs, whole from epoch ";
     let from: usize = notes
         .iter()
