@@ -299,6 +299,8 @@ impl Passes {
         }
         let mut started = Place::new(pass, self.passes, now_ns);
         let Some(index) = places.iter().position(|place| place.latest.same_place(&pass)) else {
+            // Its first pass counts among those since the marking loop's latest.
+            started.since_marking = u32::from(self.marking.is_some());
             if self.places_count < PLACES {
                 self.places[self.places_count] = started;
                 self.places_count += 1;
@@ -589,6 +591,14 @@ mod tests {
         let expected =
             [None, Some(None), Some(None), Some(None), Some(None), None, None, None, Some(stopped), Some(None)];
         assert_eq!(timed_cuts(&passes), expected);
+        // The epoch the takeover closes held fine-tuning passes 1 to 3.
+        let mut seen = Passes::default();
+        let labels: Vec<String> = passes
+            .iter()
+            .filter_map(|&(pass, at)| seen.started(pass, at * SECOND, &|_| true))
+            .map(|cut| cut.label())
+            .collect();
+        assert_eq!(labels[4..], ["DataLoader pass 3", "DataLoader pass 4"]);
         let mut passes: Vec<(PassStart, u64)> = (0..5).map(|k| (pass(TRAIN, TRAIN_LOADER), 10 * k)).collect();
         passes.extend((0..3).map(|k| (tune, 45 + 10 * k)));
         assert!(timed_cuts(&passes)[5..].iter().all(Option::is_none));
