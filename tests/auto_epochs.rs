@@ -813,10 +813,17 @@ fn fine_tuning_job(tuning_leaks: bool) -> Value {
     let causes = causes(&report);
     assert!(causes.iter().all(|c| c == "auto" || c == "exit"), "no time slice: {causes:?}");
     assert!(causes.len() - from >= 5, "the fine-tuning's later passes close an epoch each: {causes:?}");
+    // Training's epochs 0 to 4 (epoch 5 held the end of its last pass and
+    // the start of the fine-tuning), then the fine-tuning's.
     let phases = &report["analysis"]["phases"];
-    assert_eq!(phases["last_phase_from_epoch"], from, "{phases:#}");
-    assert_eq!(phases["analysed_phase"], if tuning_leaks { "last" } else { "earlier" }, "{phases:#}");
-    assert_eq!(phases["other_phase_verdict"], "no_growth", "{phases:#}");
+    let (training, tuning) = (&phases[0], &phases[1]);
+    assert_eq!((&training["from_epoch"], &training["to_epoch"]), (&0.into(), &(from - 2).into()), "{phases:#}");
+    assert_eq!((&tuning["from_epoch"], &tuning["to_epoch"]), (&from.into(), &Value::Null), "{phases:#}");
+    let (leaking, healthy) = if tuning_leaks { (tuning, training) } else { (training, tuning) };
+    assert_eq!((&leaking["verdict"], &leaking["analysed"]), (&"heap_leak".into(), &true.into()), "{phases:#}");
+    assert_eq!((&healthy["verdict"], &healthy["analysed"]), (&"no_growth".into(), &false.into()), "{phases:#}");
+    let growth = leaking["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
+    assert!((8 * 65536..8 * (65536 + 128)).contains(&growth), "{phases:#}");
     assert_eq!(report["verdict"]["kind"], "heap_leak");
     report
 }
@@ -832,7 +839,7 @@ fn a_fine_tuning_loop_after_training_is_analysed_apart() {
     let growth = top["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
     assert!((8 * 65536..8 * (65536 + 128)).contains(&growth), "{top:#}");
     // From the end of the epoch that held both.
-    let from = report["analysis"]["phases"]["last_phase_from_epoch"].as_u64().unwrap();
+    let from = report["analysis"]["phases"][1]["from_epoch"].as_u64().unwrap();
     assert_eq!(report["analysis"]["first_analysed_epoch"], from - 1, "{:#}", report["analysis"]);
 }
 
@@ -845,7 +852,8 @@ fn a_training_leak_is_found_over_the_training_before_a_fine_tuning_loop() {
     let growth = report["suspects"][0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
     assert!((8 * 65536..8 * (65536 + 128)).contains(&growth), "{:#}", report["suspects"][0]);
     let message = report["verdict"]["message"].as_str().unwrap();
-    assert!(message.contains("these are the epochs before epoch"), "{message}");
+    assert!(message.contains("; these are epochs 0 to "), "{message}");
+    assert!(message.contains("2 DataLoader loops cut the job's epochs in turn"), "{message}");
 }
 
 /// Passes seen at first, then not, each later one starting with small

@@ -271,13 +271,11 @@ fn report(
     let trace = load_showing(path, &base_options(), progress)?;
     progress.phase("analyzing", 0);
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
-    let (analysis, other_phase) = render::phases::analyze(path, &trace, floor, &mut symbolizer);
+    let (analysis, phases) = render::phases::analyze(path, &trace, floor, &mut symbolizer);
     progress.phase("symbolizing and drawing", 0);
     let mut report = Report::build(&trace, &analysis, &mut symbolizer, top, floor);
-    if let Some(other) = &other_phase {
-        report.verdict_message.push_str(&render::phases::words(&trace, other, &mut symbolizer));
-    }
-    report.other_phase = other_phase;
+    report.verdict_message.push_str(&render::phases::words(&phases));
+    report.phases = phases;
 
     // The flamegraph of leaked bytes: every suspect, weighed by its growth;
     // without suspects, the growth below the noise floor the report sums.

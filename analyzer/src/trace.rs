@@ -472,7 +472,7 @@ pub struct Trace {
 /// also those that close the epochs cut inside the first round of DataLoader
 /// passes that go round several loaders, or inside a pass of an outer loop
 /// found later, and those of a phase whose loop stopped before another's
-/// passes closed the epochs (analysed apart: see [`Trace::phase_change`]),
+/// passes closed the epochs (analysed apart: see [`Trace::phase_starts`]),
 /// which the tracer's notices tell ([`trace_format::PASS_ROUNDS_NOTICE`],
 /// [`trace_format::OUTER_LOOP_NOTICE`],
 /// [`trace_format::MARKING_LOOP_STOPPED_NOTICE`]).
@@ -483,19 +483,25 @@ fn warm_up_snapshots(snapshots: &[Snapshot], notices: &[Notice]) -> usize {
         _ => 0,
     };
     // Epochs that each held part of a period the epochs were cut by later.
-    let before_whole_periods =
-        [trace_format::PASS_ROUNDS_NOTICE, trace_format::OUTER_LOOP_NOTICE, trace_format::MARKING_LOOP_STOPPED_NOTICE]
-            .iter()
-            .filter_map(|prefix| {
-                let epoch = notices.iter().find_map(|notice| {
-                    let rest = notice.text.strip_prefix(prefix)?;
-                    rest.split(':').next()?.parse::<u32>().ok()
-                })?;
-                snapshots.iter().position(|s| s.epoch + 1 == epoch)
-            })
-            .max()
-            .unwrap_or(0);
+    // The first round's and outer loop's; the last phase's.
+    let first_whole = [
+        notice_epochs(notices, trace_format::PASS_ROUNDS_NOTICE).next(),
+        notice_epochs(notices, trace_format::OUTER_LOOP_NOTICE).next(),
+        notice_epochs(notices, trace_format::MARKING_LOOP_STOPPED_NOTICE).last(),
+    ];
+    let before_whole_periods = first_whole
+        .into_iter()
+        .flatten()
+        .filter_map(|epoch| snapshots.iter().position(|s| s.epoch + 1 == epoch))
+        .max()
+        .unwrap_or(0);
     before_first_mark.max(before_whole_periods)
+}
+
+/// The epochs the notices starting with `prefix` name (after the prefix,
+/// before a colon), in order.
+fn notice_epochs<'a>(notices: &'a [Notice], prefix: &'a str) -> impl Iterator<Item = u32> + 'a {
+    notices.iter().filter_map(move |notice| notice.text.strip_prefix(prefix)?.split(':').next()?.parse().ok())
 }
 
 impl Trace {
@@ -522,14 +528,12 @@ impl Trace {
         self.notices.iter().any(|notice| notice.text.starts_with(trace_format::OUTER_LOOP_NOTICE))
     }
 
-    /// The first epoch of the job's last phase: another DataLoader loop's
-    /// passes closed the epochs from the one before it on, after the loop
-    /// that closed them before stopped. The epochs before are analysed apart.
-    pub fn phase_change(&self) -> Option<u32> {
-        self.notices.iter().rev().find_map(|notice| {
-            let rest = notice.text.strip_prefix(trace_format::MARKING_LOOP_STOPPED_NOTICE)?;
-            rest.split(':').next()?.parse().ok()
-        })
+    /// The first whole epoch of each of the job's phases after its first, in
+    /// order: another DataLoader loop's passes closed the epochs from the
+    /// one before it on, after the loop that closed them before stopped.
+    /// Each phase is analysed apart.
+    pub fn phase_starts(&self) -> Vec<u32> {
+        notice_epochs(&self.notices, trace_format::MARKING_LOOP_STOPPED_NOTICE).collect()
     }
 
     /// Where the snapshot closing `epoch` is, if the trace has it.
@@ -588,7 +592,7 @@ pub struct Sampling {
 pub struct LoadOptions {
     pub capture: BTreeSet<usize>,
     /// Read no further than the snapshot at this index (an earlier phase
-    /// of the job, see [`Trace::phase_change`]).
+    /// of the job, see [`Trace::phase_starts`]).
     pub until: Option<usize>,
 }
 

@@ -117,6 +117,14 @@ impl AutoEpochs {
         self.watching() && lock(&self.passes).saw_no_repeated_pass()
     }
 
+    /// At the end, the most passes another loop made since the marking
+    /// loop's latest (too few, or too soon, to take the epochs over), once
+    /// the marking loop is overdue (an evaluation inside its last pass is
+    /// no other loop's).
+    pub fn passes_after_the_marking_loop(&self) -> u32 {
+        lock(&self.passes).after_the_marking_loop(sys::monotonic_ns())
+    }
+
     /// Whether another loop made a pass since the marking loop's latest,
     /// less than `within_ns` ago: passes are seen, and should that loop
     /// repeat, it takes the epochs over.
@@ -281,6 +289,21 @@ impl Place {
 }
 
 impl Passes {
+    /// See [`AutoEpochs::passes_after_the_marking_loop`], at `now_ns`.
+    fn after_the_marking_loop(&self, now_ns: u64) -> u32 {
+        let idle = now_ns.saturating_sub(self.marking_at_ns);
+        match self.marking {
+            Some(marking) if self.longest_marking_gap_ns > 0 && idle > self.longest_marking_gap_ns => self.places
+                [..self.places_count]
+                .iter()
+                .filter(|place| !place.latest.same_place(&marking))
+                .map(|place| place.since_marking)
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
     fn saw_no_repeated_pass(&self) -> bool {
         self.marking.is_none() && self.places_count > 0
     }
@@ -602,6 +625,15 @@ mod tests {
         let mut passes: Vec<(PassStart, u64)> = (0..5).map(|k| (pass(TRAIN, TRAIN_LOADER), 10 * k)).collect();
         passes.extend((0..3).map(|k| (tune, 45 + 10 * k)));
         assert!(timed_cuts(&passes)[5..].iter().all(Option::is_none));
+        // At the end, the three passes it made after training's last are
+        // told, once training is overdue; an evaluation inside training's
+        // last pass, before that, is not.
+        let mut seen = Passes::default();
+        for &(pass, at) in &passes {
+            seen.started(pass, at * SECOND, &|_| true);
+        }
+        assert_eq!(seen.after_the_marking_loop(70 * SECOND), 3);
+        assert_eq!(seen.after_the_marking_loop(48 * SECOND), 0);
     }
 
     fn cuts(passes: &[PassStart]) -> Vec<Option<String>> {

@@ -1126,6 +1126,20 @@ impl Session {
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
 
+    /// At exit, the notice that another loop's passes repeated after the
+    /// marking loop's last, too soon to take the epochs over: they ran in
+    /// the last epochs, the exit's among them, which the analysis leaves out.
+    fn untaken_loop_notice(&self) -> Option<Notice> {
+        let passes = self.auto_epochs.passes_after_the_marking_loop();
+        (passes >= 2).then(|| Notice {
+            elapsed_ns: self.elapsed_ns(),
+            text: format!(
+                "another DataLoader loop made {passes} passes after the last pass of the loop that closed the epochs, too soon to take the epochs over ({MARKING_LOOP_IDLE_GAPS} times the longest time between two of that loop's passes, {}s at least): they ran in the last epoch, which the analysis leaves out; call tracer_mark(label) at the end of each epoch to see what they keep",
+                MARKING_LOOP_IDLE_LEAST_NS / 1_000_000_000
+            ),
+        })
+    }
+
     /// At exit, the notice that passes over DataLoaders were seen but none
     /// repeated, unless Python's objects were traced: a loader that keeps
     /// its workers and does not shuffle may be why.
@@ -1419,6 +1433,7 @@ impl Session {
         }
         if cause.ends_the_process() {
             records.extend(self.unrepeated_passes_notice().map(Record::Notice));
+            records.extend(self.untaken_loop_notice().map(Record::Notice));
             records.extend(self.unended_warm_up_notice(cause).map(Record::Notice));
         }
         // The first snapshot of a process importing torch names millions of

@@ -125,18 +125,24 @@ struct JsonAnalysis<'a> {
     /// The mean bytes between samples, when the analysed epochs were sampled.
     #[serde(skip_serializing_if = "Option::is_none")]
     sample_mean_bytes: Option<u64>,
-    /// A job of two phases (see [`super::phases`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    phases: Option<JsonPhases>,
+    /// A job whose epochs several DataLoader loops cut in turn (see
+    /// [`super::phases`]): its phases, each analysed apart.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    phases: Vec<JsonPhase>,
     below_noise_floor: JsonBelowFloor<'a>,
 }
 
 #[derive(Serialize)]
-struct JsonPhases {
-    last_phase_from_epoch: u32,
-    /// "earlier" or "last".
-    analysed_phase: &'static str,
-    other_phase_verdict: &'static str,
+struct JsonPhase {
+    from_epoch: u32,
+    /// Null for the last phase.
+    to_epoch: Option<u32>,
+    verdict: &'static str,
+    /// The line its leak's verdict names, and the line's growth; null when none.
+    line: Option<String>,
+    growth_bytes_per_epoch: Option<u64>,
+    /// The report's analysis is this phase's.
+    analysed: bool,
 }
 
 #[derive(Serialize)]
@@ -345,11 +351,18 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
             settled_birth_epochs: a.settled.map(|(lo, hi)| [lo, hi]),
             noise_floor_bytes_per_epoch: a.noise_floor,
             sample_mean_bytes: a.sampling.map(|s| s.mean_bytes),
-            phases: report.other_phase.as_ref().map(|other| JsonPhases {
-                last_phase_from_epoch: other.last_phase_from,
-                analysed_phase: if other.shown_is_earlier { "earlier" } else { "last" },
-                other_phase_verdict: other.analysis.verdict.kind.name(),
-            }),
+            phases: report
+                .phases
+                .iter()
+                .map(|phase| JsonPhase {
+                    from_epoch: phase.from,
+                    to_epoch: phase.to,
+                    verdict: phase.verdict.name(),
+                    line: phase.leak.as_ref().map(|(line, _)| line.clone()),
+                    growth_bytes_per_epoch: phase.leak.as_ref().map(|&(_, growth)| growth),
+                    analysed: phase.shown,
+                })
+                .collect(),
             below_noise_floor: JsonBelowFloor {
                 stacks: a.below_floor.stacks,
                 growth_bytes_per_epoch: a.below_floor.growth_bytes_per_epoch,

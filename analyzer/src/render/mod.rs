@@ -93,8 +93,9 @@ pub struct Report<'t> {
     /// When this process is a wrapper (see [`wrapped_program`]): the place
     /// in `descendants` of the program it ran.
     pub program: Option<usize>,
-    /// The phase of a job of two that the analysis shown is not of.
-    pub other_phase: Option<phases::OtherPhase>,
+    /// The phases of a job whose epochs several DataLoader loops cut in
+    /// turn, each analysed apart (none for one loop).
+    pub phases: Vec<phases::Phase>,
 }
 
 /// The innermost frame shown for a stack that made an anonymous mapping.
@@ -178,7 +179,7 @@ impl<'t> Report<'t> {
             descendants,
             other_runs: beside.other_runs,
             program,
-            other_phase: None,
+            phases: Vec::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use super::phases::{self, Phase};
 use super::{names, Drawn, Report, ShownSuspect};
 use crate::analysis::{LineMemory, Survivor, Suspect, VerdictKind};
 use crate::findings::{by_growth, program_trace, DescendantReport, LOOKED_AT};
@@ -247,10 +248,9 @@ fn capped_rows(out: &mut String, heading: &str, rows: Vec<String>, what: &str) {
     }
 }
 
-/// The epoch table; `phases`, when the job had two (see
-/// [`super::phases`]): the first epoch of the last, and whether the
-/// analysed epochs are the earlier one's.
-fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>, phases: Option<(u32, bool)>) {
+/// The epoch table; `phases`, those of a job whose epochs several
+/// DataLoader loops cut in turn (see [`super::phases`]).
+fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>, phases: &[Phase]) {
     let _ = writeln!(out, "\nEpochs");
     let label_width = trace.snapshots.iter().map(|s| shown_label(&s.label).count()).max().unwrap_or(0).clamp(5, 32);
     // Each column is as wide as its header, its widest cell, or the width
@@ -329,7 +329,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         }
         let epoch = trace.snapshots[i].epoch;
         let ends_the_process = trace.snapshots[i].cause.ends_the_process();
-        let note = if let Some(note) = phases.and_then(|phases| phase_note(epoch, phases, ends_the_process)) {
+        let note = if let Some(note) = phases::table_note(phases, epoch, ends_the_process) {
             note
         } else if i > 0 && i < analysed.start && trace.snapshots[i].cause == trace_format::EpochCause::Auto {
             // Only the epochs cut inside a first round of passes over several
@@ -354,22 +354,6 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             ""
         };
         let _ = writeln!(out, "{}{note}", table_row(&columns, &cells));
-    }
-}
-
-/// The note of `epoch` in a job of two phases, the last from `last_from`
-/// on, the analysed one the earlier when `earlier_shown`: the epoch that
-/// held the end of one loop and the start of the other, and those of the
-/// phase analysed apart.
-fn phase_note(epoch: u32, (last_from, earlier_shown): (u32, bool), ends_the_process: bool) -> Option<&'static str> {
-    if epoch + 1 == last_from {
-        Some("  (the end of one DataLoader loop, the start of the next)")
-    } else if earlier_shown && epoch >= last_from && !ends_the_process {
-        Some("  (the next DataLoader loop's, analysed apart)")
-    } else if !earlier_shown && epoch + 1 < last_from {
-        Some("  (the DataLoader loop before, analysed apart)")
-    } else {
-        None
     }
 }
 
@@ -667,8 +651,7 @@ pub fn render(report: &Report<'_>) -> String {
     for w in &report.warnings {
         let _ = writeln!(out, "  warning    {w}");
     }
-    let phases = report.other_phase.as_ref().map(|other| (other.last_phase_from, other.shown_is_earlier));
-    epoch_table(&mut out, trace, a.first..a.first + a.snapshots, phases);
+    epoch_table(&mut out, trace, a.first..a.first + a.snapshots, &report.phases);
 
     if a.verdict.kind != VerdictKind::TooFewEpochs {
         let settled = match a.settled {
@@ -805,19 +788,21 @@ mod tests {
         );
     }
 
-    /// A job of two phases, the last from epoch 6 on: epoch 5 held the end
-    /// of one loop and the start of the next; the other phase's epochs are
-    /// analysed apart, the exit is the exit.
+    /// A job of three phases, from epochs 0, 6 and 9: epochs 5 and 8 held
+    /// the end of one loop and the start of the next; the phases not shown
+    /// are analysed apart, the exit is the exit.
     #[test]
-    fn the_phase_not_shown_is_marked_analysed_apart() {
-        let notes = |earlier_shown: bool| -> Vec<Option<&str>> {
-            (0..8).map(|epoch| phase_note(epoch, (6, earlier_shown), epoch == 7)).collect()
+    fn the_phases_not_shown_are_marked_analysed_apart() {
+        let phase = |from, to, shown| Phase { from, to, verdict: VerdictKind::NoGrowth, leak: None, shown };
+        let notes = |shown: usize| -> Vec<Option<&str>> {
+            let phases = [phase(0, Some(4), shown == 0), phase(6, Some(7), shown == 1), phase(9, None, shown == 2)];
+            (0..12).map(|epoch| phases::table_note(&phases, epoch, epoch == 11)).collect()
         };
-        let before = Some("  (the DataLoader loop before, analysed apart)");
+        let apart = Some("  (another DataLoader loop's, analysed apart)");
         let both = Some("  (the end of one DataLoader loop, the start of the next)");
-        let next = Some("  (the next DataLoader loop's, analysed apart)");
-        assert_eq!(notes(false), [before, before, before, before, before, both, None, None]);
-        assert_eq!(notes(true), [None, None, None, None, None, both, next, None]);
+        assert_eq!(notes(2), [apart, apart, apart, apart, apart, both, apart, apart, both, None, None, None]);
+        assert_eq!(notes(0), [None, None, None, None, None, both, apart, apart, both, apart, apart, None]);
+        assert_eq!(notes(1), [apart, apart, apart, apart, apart, both, None, None, both, apart, apart, None]);
     }
 
     /// One row more than the table shows is shown: a line saying it is not
@@ -834,7 +819,7 @@ mod tests {
         let n = trace.snapshots.len();
         assert_eq!(n, EPOCH_ROWS + 1);
         let mut out = String::new();
-        epoch_table(&mut out, &trace, 1..n - 1, None);
+        epoch_table(&mut out, &trace, 1..n - 1, &[]);
         assert!(!out.contains("not shown"), "{out}");
         assert_eq!(out.lines().skip(3).count(), n, "{out}");
     }
@@ -855,7 +840,7 @@ mod tests {
             s.epoch = (100_000 + i + 1 - n) as u32;
         }
         let mut out = String::new();
-        epoch_table(&mut out, &trace, 1..n - 1, None);
+        epoch_table(&mut out, &trace, 1..n - 1, &[]);
         let lines: Vec<&str> = out.lines().skip(2).collect();
         assert_eq!(lines.len(), EPOCH_ROWS + 2, "{out}");
         assert!(lines[EPOCH_ROWS + 1].starts_with("  100000  exit "), "{out}");
@@ -911,7 +896,7 @@ mod tests {
         let path = write_temp("trace.bin", &sim.bytes());
         let trace = load(&path, &LoadOptions::default()).expect("synthetic trace loads");
         let mut out = String::new();
-        epoch_table(&mut out, &trace, 0..4, None);
+        epoch_table(&mut out, &trace, 0..4, &[]);
         let lines: Vec<&str> = out.lines().skip(2).collect();
         assert!(lines[2].starts_with("      1  ?? bad utf8  mark "), "{out}");
         assert!(lines.iter().all(|l| l.is_ascii()), "one column a character: {out}");
