@@ -786,6 +786,7 @@ fn an_evaluation_inside_the_training_loop_leaves_it_the_epochs() {
     assert!((8 * 65536..8 * (65536 + 128)).contains(&growth), "{:#}", report["suspects"][0]);
     let text = report_text(&run.trace);
     assert!(text.contains("(inside the first pass of the outer DataLoader loop)"), "{text}");
+    assert!(text.contains("(start-up, and the outer DataLoader loop's first pass begun)"), "{text}");
 }
 
 /// Training, then fine-tuning on another loader from another function:

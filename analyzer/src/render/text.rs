@@ -339,6 +339,8 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             } else {
                 "  (before the first whole round of DataLoader passes)"
             }
+        } else if i < analysed.start && trace.outer_loop_found() {
+            "  (start-up, and the outer DataLoader loop's first pass begun)"
         } else if i < analysed.start {
             match trace.snapshots[analysed.start].cause {
                 trace_format::EpochCause::Auto => "  (start-up before the first auto-detected epoch)",
