@@ -1394,11 +1394,14 @@ fn a_program_that_fills_its_address_space_runs_to_its_end_and_the_tracer_stops_r
 /// A program that keeps what it allocated until the memory it may have is
 /// full, then exits: the tracer meets the limit at the exit's snapshot, and
 /// the trace, complete, says in a note that the snapshot may be short.
+/// Whether the snapshot finds room left depends on where the last blocks
+/// fell (each of these limits met it in about two runs of three): nine
+/// limits, so that some run meets it.
 #[test]
 fn a_tracer_out_of_memory_at_the_exit_says_so_in_the_trace() {
     let program = compile("fills_memory.c");
     let mut noted = 0;
-    for headroom_mib in ["32", "64", "128"] {
+    for headroom_mib in ["16", "24", "32", "40", "48", "64", "80", "96", "128"] {
         let run = run_traced(&program, &[headroom_mib, "large"]);
         let context = format!("{headroom_mib} MiB: {}:\n{}{}", run.output.status, run.stdout(), run.stderr());
         assert_eq!((run.output.status.code(), run.stdout().as_str()), (Some(0), "kept\n"), "{context}");
