@@ -201,10 +201,28 @@ pub enum Takeover {
 }
 
 /// How long the marking loop may make no pass, in times the longest time
-/// between two of its passes, and at least, before a loop repeating
-/// meanwhile takes the epochs over: when the default time slices come back.
-pub const MARKING_LOOP_IDLE_GAPS: u64 = 3;
-pub const MARKING_LOOP_IDLE_LEAST_NS: u64 = 5_000_000_000;
+/// between two of its passes, and at least (a pause of a few seconds
+/// between passes of a fraction of one is no sign that it stopped), before
+/// a loop repeating meanwhile takes the epochs over, or, none seen, the
+/// default time slices come back.
+const MARKING_LOOP_IDLE_GAPS: u64 = 3;
+const MARKING_LOOP_IDLE_LEAST_NS: u64 = 5_000_000_000;
+
+/// How long the marking loop, whose passes came at most `longest_gap_ns`
+/// apart, may make none before it is taken to have stopped (see
+/// [`MARKING_LOOP_IDLE_GAPS`]): its passes unseen, or another loop's
+/// running instead.
+pub fn marking_loop_idle_ns(longest_gap_ns: u64) -> u64 {
+    longest_gap_ns.saturating_mul(MARKING_LOOP_IDLE_GAPS).max(MARKING_LOOP_IDLE_LEAST_NS)
+}
+
+/// That rule in words, for the notices that apply it.
+pub fn marking_loop_idle_words() -> String {
+    format!(
+        "{MARKING_LOOP_IDLE_GAPS} times the longest time between two of its passes, {}s at least",
+        MARKING_LOOP_IDLE_LEAST_NS / 1_000_000_000
+    )
+}
 
 impl PassCut {
     /// The label of the epoch it closes.
@@ -366,7 +384,7 @@ impl Passes {
     fn marking_loop_stopped(&self, now_ns: u64) -> bool {
         let longest = self.longest_marking_gap_ns;
         let idle = now_ns.saturating_sub(self.marking_at_ns);
-        longest > 0 && idle > longest.saturating_mul(MARKING_LOOP_IDLE_GAPS).max(MARKING_LOOP_IDLE_LEAST_NS)
+        longest > 0 && idle > marking_loop_idle_ns(longest)
     }
 
     /// The marking loop's pass started at `now_ns`: every place's passes

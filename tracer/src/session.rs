@@ -13,7 +13,7 @@ use trace_format::{
     PARENT_IMAGE_SETTING, RUN_SETTING,
 };
 
-use crate::auto_epochs::{self, AutoEpochs, Takeover, MARKING_LOOP_IDLE_GAPS, MARKING_LOOP_IDLE_LEAST_NS};
+use crate::auto_epochs::{self, marking_loop_idle_ns, marking_loop_idle_words, AutoEpochs, Takeover};
 use crate::config::{
     self, Config, AUTO_EPOCHS_VAR, PARENT_COUNTERS_VAR, PARENT_IMAGE_VAR, PYTHON_OBJECTS_VAR, REPORTED_FAILURE,
     REPORTED_OK, REPORTED_VAR, WARM_UP_SAMPLE_VAR, WORKER_TRACES_VAR,
@@ -47,10 +47,6 @@ const NODES_PER_RECORD: usize = 1 << 16;
 /// allocates rarely looks at each allocation), and at most
 /// [`CLOCK_CHECK_MOST`] apart (a thread making millions a second).
 const CLOCK_CHECK_NS: u64 = 1_000_000;
-/// The shortest slice cut while no DataLoader pass is seen (see
-/// [`Session::watch_for_unseen_passes`]): a pause of a few seconds between
-/// passes of a fraction of one is no sign of unseen passes.
-const UNSEEN_PASS_SLICE_LEAST_NS: u64 = MARKING_LOOP_IDLE_LEAST_NS;
 const CLOCK_CHECK_MOST: u32 = 256;
 /// A recorded allocation of this many bytes or more looks at the coarse
 /// clock whenever it comes (see [`record_allocation`]).
@@ -1134,8 +1130,8 @@ impl Session {
         (passes >= 2).then(|| Notice {
             elapsed_ns: self.elapsed_ns(),
             text: format!(
-                "another DataLoader loop made {passes} passes after the last pass of the loop that closed the epochs, too soon to take the epochs over ({MARKING_LOOP_IDLE_GAPS} times the longest time between two of that loop's passes, {}s at least): they ran in the last epoch, which the analysis leaves out; call tracer_mark(label) at the end of each epoch to see what they keep",
-                MARKING_LOOP_IDLE_LEAST_NS / 1_000_000_000
+                "another DataLoader loop made {passes} passes after the last pass of the loop that closed the epochs, too soon to take the epochs over (that loop idle for {}): they ran in the last epoch, which the analysis leaves out; call tracer_mark(label) at the end of each epoch to see what they keep",
+                marking_loop_idle_words()
             ),
         })
     }
@@ -1176,10 +1172,10 @@ impl Session {
                 closing + 1
             ),
             Takeover::MarkingLoopStopped => format!(
-                "{}{}: the loop whose passes closed them before made none for {MARKING_LOOP_IDLE_GAPS} times the longest time between two of them ({}s at least), while this one repeated (training, then fine-tuning or testing on another loader); epoch {closing} held the end of the one and the start of the other",
+                "{}{}: the loop whose passes closed them before made none for {}, while this one repeated (training, then fine-tuning or testing on another loader); epoch {closing} held the end of the one and the start of the other",
                 trace_format::MARKING_LOOP_STOPPED_NOTICE,
                 closing + 1,
-                MARKING_LOOP_IDLE_LEAST_NS / 1_000_000_000
+                marking_loop_idle_words()
             ),
         };
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
@@ -1362,7 +1358,7 @@ impl Session {
         }
         let slice = match self.longest_pass_gap_ns.load(Ordering::Relaxed) {
             0 => (default_slice * 1e9) as u64,
-            longest => longest.saturating_mul(MARKING_LOOP_IDLE_GAPS).max(UNSEEN_PASS_SLICE_LEAST_NS),
+            longest => marking_loop_idle_ns(longest),
         };
         self.unseen_pass_slice_ns.store(slice, Ordering::Relaxed);
         self.slice_deadline_ns.store(now + slice, Ordering::Relaxed);
