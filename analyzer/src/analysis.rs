@@ -539,6 +539,12 @@ fn rose_by_steps(readings: &[u64]) -> bool {
         && rose_since(readings, (readings.len() / 2).saturating_sub(1))
 }
 
+/// The birth epochs of `suspect`'s survivors within `settled` (first and
+/// last), oldest first.
+fn settled_births(suspect: &Suspect, (lo, hi): (u32, u32)) -> impl DoubleEndedIterator<Item = u32> + '_ {
+    suspect.survivors.iter().map(|v| v.birth_epoch).filter(move |e| (lo..=hi).contains(e))
+}
+
 /// A pile that stopped: its live bytes, its site, and the birth epochs of
 /// its settled survivors, first and last.
 type StoppedPile = (u64, u32, Option<(u32, u32)>);
@@ -1130,7 +1136,7 @@ impl Analysis {
         let middle = lo + (hi - lo) / 2;
         let stopped = self.stopped.map(|stopped| stopped.largest.0);
         let now_and_then = |s: &&Suspect| {
-            let mut settled = s.survivors.iter().map(|v| v.birth_epoch).filter(|e| (lo..=hi).contains(e));
+            let mut settled = settled_births(s, (lo, hi));
             let (Some(first), Some(last)) = (settled.next(), settled.next_back()) else { return false };
             first <= middle
                 && last > middle
@@ -1143,13 +1149,7 @@ impl Analysis {
     /// What the verdict adds of [`Analysis::now_and_then`]'s stack, `named`.
     fn now_and_then_words(&self, named: &str, sometimes: &Suspect) -> String {
         let (lo, hi) = self.settled.unwrap_or_default();
-        let births: Vec<String> = sometimes
-            .survivors
-            .iter()
-            .map(|v| v.birth_epoch)
-            .filter(|e| (lo..=hi).contains(e))
-            .map(|e| e.to_string())
-            .collect();
+        let births: Vec<String> = settled_births(sometimes, (lo, hi)).map(|e| e.to_string()).collect();
         format!(
             "; {named} kept memory born in {} of the {} settled epochs only (epochs {}; {} now): too few to tell a leak that comes now and then from memory kept for a while; a longer run tells",
             births.len(),

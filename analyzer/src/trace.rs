@@ -544,10 +544,7 @@ impl Trace {
     /// The last epoch of a sampled warm-up, when the tracer noted its end:
     /// the survivors born in it and before are estimates.
     pub fn sampled_warm_up_end(&self) -> Option<u32> {
-        self.notices.iter().find_map(|notice| {
-            let rest = notice.text.strip_prefix(trace_format::WARM_UP_ENDED_NOTICE)?;
-            rest.split(':').next()?.parse().ok()
-        })
+        notice_epochs(&self.notices, trace_format::WARM_UP_ENDED_NOTICE).next()
     }
 
     /// How the analysed epochs' allocations were sampled, when they were.

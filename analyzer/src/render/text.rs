@@ -318,6 +318,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
     let epoch_width = columns[0].width;
     let headers: Vec<&str> = columns.iter().map(|c| c.header).collect();
     let _ = writeln!(out, "{}", table_row(&columns, &headers));
+    let outer_loop_found = trace.outer_loop_found();
     for (i, cells) in rows {
         if hides && i == n - EPOCH_ROWS / 2 {
             let _ = writeln!(
@@ -334,12 +335,12 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         } else if i > 0 && i < analysed.start && trace.snapshots[i].cause == trace_format::EpochCause::Auto {
             // Only the epochs cut inside a first round of passes over several
             // loaders, or inside the first pass of an outer loop.
-            if trace.outer_loop_found() {
+            if outer_loop_found {
                 "  (inside the first pass of the outer DataLoader loop)"
             } else {
                 "  (before the first whole round of DataLoader passes)"
             }
-        } else if i < analysed.start && trace.outer_loop_found() {
+        } else if i < analysed.start && outer_loop_found {
             "  (start-up, and the outer DataLoader loop's first pass begun)"
         } else if i < analysed.start {
             match trace.snapshots[analysed.start].cause {
