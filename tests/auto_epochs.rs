@@ -84,6 +84,16 @@ fn assert_noted(notes: &[&str], start: &str) {
     assert!(notes.iter().any(|n| n.starts_with(start)), "no note starting {start:?}: {notes:?}");
 }
 
+/// Runs loader_epochs.py with `args` under the tracer: its epochs are cut
+/// by its training passes and its planted leak is the top suspect.
+fn training_job_cut_by_its_passes(args: &[&str], env: &[(&str, &str)]) -> (TracedRun, Value) {
+    let run = torch_job(args, env);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    (run, report)
+}
+
 /// The line of `tests/python/<name>` that allocates the planted leak.
 fn planted_line(name: &str) -> u64 {
     line_of(&format!("python/{name}"), "KEPT.append(bytearray(64 * 1024))")
@@ -201,10 +211,7 @@ fn top_line_function(report: &Value) -> Option<String> {
 
 #[test]
 fn training_passes_cut_the_epochs_without_workers() {
-    let run = torch_job(&["--workers", "0"], &[]);
-    let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
-    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let (run, report) = training_job_cut_by_its_passes(&["--workers", "0"], &[]);
     let epochs = report["process"]["settings"]["epochs"].as_str().unwrap_or_default();
     assert!(epochs.contains("DataLoader passes until the first mark"), "{epochs}");
 
@@ -218,10 +225,7 @@ fn training_passes_cut_the_epochs_without_workers() {
 /// instruction of the same line: each training pass still closes an epoch.
 #[test]
 fn training_passes_over_enumerate_cut_the_epochs() {
-    let run = torch_job(&["--workers", "0", "--enumerate"], &[]);
-    let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
-    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    training_job_cut_by_its_passes(&["--workers", "0", "--enumerate"], &[]);
 }
 
 /// A new training loader every epoch, made while the one before is alive
@@ -229,10 +233,7 @@ fn training_passes_over_enumerate_cut_the_epochs() {
 /// one loader's do, not one every round over two loaders.
 #[test]
 fn a_new_training_loader_every_epoch_cuts_an_epoch_at_each_pass() {
-    let run = torch_job(&["--workers", "0", "--new-loaders"], &[]);
-    let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
-    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    training_job_cut_by_its_passes(&["--workers", "0", "--new-loaders"], &[]);
 }
 
 /// Also: the first training pass ends the warm-up, sampled by default, and
@@ -240,10 +241,7 @@ fn a_new_training_loader_every_epoch_cuts_an_epoch_at_each_pass() {
 /// one 64 KiB buffer each).
 #[test]
 fn training_passes_cut_the_epochs_with_forked_workers() {
-    let run = torch_job(&["--workers", &WORKERS.to_string()], &[]);
-    let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
-    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let (run, report) = training_job_cut_by_its_passes(&["--workers", &WORKERS.to_string()], &[]);
     // Each pass of both loaders forks its workers.
     assert_workers(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::OnePass);
     assert_code_records_only_for_named_code(&run);
@@ -341,10 +339,7 @@ fn training_passes_cut_the_epochs_when_sampling() {
 /// parent's warm-up, they go on sampling after it.
 #[test]
 fn training_passes_cut_the_epochs_with_persistent_workers() {
-    let run = torch_job(&["--workers", &WORKERS.to_string(), "--persistent"], &[]);
-    let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
-    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let (run, _) = training_job_cut_by_its_passes(&["--workers", &WORKERS.to_string(), "--persistent"], &[]);
     // Two loaders, each with workers of its own for the whole run.
     assert_workers(&run, 2 * WORKERS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::Parents);
     let epochs = report_json(&worker_traces(&run)[0])["process"]["settings"]["epochs"].as_str().unwrap().to_string();
@@ -357,10 +352,7 @@ fn training_passes_cut_the_epochs_with_persistent_workers() {
 #[test]
 fn persistent_passes_without_shuffling_are_seen_through_python_objects() {
     let args = ["--workers", &WORKERS.to_string(), "--persistent", "--no-shuffle"];
-    let run = torch_job(&args, &[("TRACER_PYTHON_OBJECTS", "1")]);
-    let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
-    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let (_, report) = training_job_cut_by_its_passes(&args, &[("TRACER_PYTHON_OBJECTS", "1")]);
     let allocator = report["process"]["settings"]["python_allocator"].as_str().unwrap();
     assert!(allocator.starts_with("pymalloc, its objects traced"), "{allocator}");
     assert!(unrepeated_passes_notes(&report).is_empty(), "{:#}", report["notes"]);
@@ -515,10 +507,7 @@ fn kept_worker_batches_are_ranked_as_shared_memory_at_the_loop() {
 /// Full capture records the workers' every allocation too.
 #[test]
 fn full_capture_records_the_workers_in_full() {
-    let run = torch_job(&["--workers", &WORKERS.to_string()], &[FULL_CAPTURE]);
-    let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
-    assert_top_suspect_is_planted(&report, "loader_epochs.py");
+    let (run, _) = training_job_cut_by_its_passes(&["--workers", &WORKERS.to_string()], &[FULL_CAPTURE]);
     assert_workers(&run, 2 * WORKERS * EPOCHS, "every allocation recorded", WorkerEpochs::OnePass);
 }
 
