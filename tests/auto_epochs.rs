@@ -415,6 +415,42 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
     }
 }
 
+/// Persistent workers of a job whose evaluation every 4 training steps
+/// closed the first epochs (its persistent workers' passes seen through
+/// Python's objects) follow those epochs from inside the first training
+/// pass: each worker's trace names the first of its own epochs to begin at
+/// its parent's first whole one, and its analysis starts there, so that
+/// the Dataset leak grows by a training pass's 64 samples of 16 KiB a
+/// worker and epoch, not by the part of it that the evaluation-cut epochs
+/// held. Sampled every KiB on average: each 16 KiB buffer is sampled.
+#[test]
+fn persistent_workers_are_analysed_from_their_parents_first_whole_epoch() {
+    let args =
+        ["--workers", &WORKERS.to_string(), "--persistent", "--worker-leak", "--steps", "16", "--eval-every", "4"];
+    let run = torch_job(&args, &[("TRACER_PYTHON_OBJECTS", "1"), ("TRACER_SAMPLE_BYTES", "1024")]);
+    let outer_loop = "the passes of an outer DataLoader loop close the epochs, whole from epoch ";
+    assert_noted(&note_texts(&report_json(&run.trace)), outer_loop);
+    let leaking: Vec<(PathBuf, Value)> = worker_traces(&run)
+        .into_iter()
+        .map(|worker| (report_json(&worker), worker))
+        .filter(|(report, _)| top_line_function(report).as_deref() == Some("keep_sample_buffer"))
+        .map(|(report, worker)| (worker, report))
+        .collect();
+    assert_eq!(leaking.len(), WORKERS, "the training loader's workers");
+    for (worker, report) in &leaking {
+        let notes = note_texts(report);
+        let from: u64 = notes
+            .iter()
+            .find_map(|n| n.strip_prefix(outer_loop)?.split(':').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no note of the parent's outer loop in {}: {notes:?}", worker.display()));
+        assert_eq!(report["analysis"]["first_analysed_epoch"], from - 1, "{:#}", report["analysis"]);
+        let growth = report["lines"][0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
+        assert!((64 * 16384..64 * (16384 + 128)).contains(&growth), "{:#}", report["lines"][0]);
+        let text = report_text(worker);
+        assert!(text.contains("(inside the first pass of the outer DataLoader loop)"), "{text}");
+    }
+}
+
 /// Persistent workers that read Python objects made before the fork copy
 /// their parent's pages: their RSS stays flat, their private memory grows
 /// by about 8 MiB an epoch, and their reports say so, with no suspect.

@@ -34,6 +34,7 @@ mod recorder;
 mod room;
 mod sampling;
 mod session;
+mod shared_epochs;
 mod sites;
 mod stacks;
 mod sys;

@@ -24,6 +24,7 @@ use crate::python::{Glance, LoaderFrames, PyStack, Python};
 use crate::recorder::Recorder;
 use crate::room::{self, OutOfMemory};
 use crate::sampling::Sampling;
+use crate::shared_epochs::{self, ParentsRecut, ParentsRecuts, Recut, SharedEpochs};
 use crate::sites::Scope;
 use crate::stacks::{StackId, StackKind, StackTable, WrittenIds};
 use crate::thread_state::Counted;
@@ -105,17 +106,20 @@ struct Session {
     /// The process the session belongs to: a `vfork` child shares this memory
     /// and must leave it alone.
     pid: AtomicU32,
-    /// How many epochs this process closed (its exit aside), in a page its
-    /// forked children share: a DataLoader worker closes one of its own
-    /// each time its parent does.
-    epochs_closed: sys::SharedCounterSlot,
+    /// How many epochs this process closed (its exit aside), and the rest
+    /// of what it shares with its descendants, in a page its forked
+    /// children share: a DataLoader worker closes one of its own each time
+    /// its parent does.
+    shared: shared_epochs::Slot,
     /// `epochs_closed` as the last fork began, read while no thread could
     /// close an epoch: the epochs a forked child has followed as it starts
     /// (its parent may close one between reopening the gate and the child
     /// reading the counter).
     epochs_closed_at_fork: AtomicU32,
-    /// In a DataLoader worker, its parent's `epochs_closed`.
-    parent_epochs_closed: sys::SharedCounterSlot,
+    /// In a DataLoader worker, its parent's `shared`.
+    parents_shared: shared_epochs::Slot,
+    /// In a DataLoader worker, the recuts of its parent's epochs it has told.
+    parents_recuts: ParentsRecuts,
     /// The worker following its parent's epochs is a child that Python's
     /// multiprocessing started (a [`MultiprocessingChild`]), not a forked
     /// DataLoader worker.
@@ -124,14 +128,11 @@ struct Session {
     /// epoch its parent closed since it started), or gave up following its
     /// parent's epochs (it closed one of its own first, by a mark or a pass).
     multiprocessing_settled: AtomicBool,
-    /// Where the children this process spawns find `epochs_closed` (set
+    /// Where the children this process spawns find `shared` (set
     /// as it starts, in a Python process).
     counters_address: OnceLock<sys::SharedCountersAddress>,
     /// How many of the parent's epochs this process has followed.
     parent_epochs_followed: AtomicU32,
-    /// How many DataLoader workers this process forked, in a page they
-    /// share with it: each takes its number as it starts.
-    workers_forked: sys::SharedCounterSlot,
     /// The trace says that later workers write none.
     untraced_workers_noted: AtomicBool,
     /// Whether the trace said that /proc could not be read at a snapshot.
@@ -332,14 +333,14 @@ fn begin(allocators: Allocators) {
         last_pass_ns: AtomicU64::new(0),
         longest_pass_gap_ns: AtomicU64::new(0),
         pid: AtomicU32::new(sys::pid()),
-        epochs_closed: sys::SharedCounterSlot::default(),
+        shared: shared_epochs::Slot::default(),
         epochs_closed_at_fork: AtomicU32::new(0),
-        parent_epochs_closed: sys::SharedCounterSlot::default(),
+        parents_shared: shared_epochs::Slot::default(),
+        parents_recuts: ParentsRecuts::default(),
         multiprocessing_child: AtomicU8::new(MultiprocessingChild::No as u8),
         multiprocessing_settled: AtomicBool::new(false),
         counters_address: OnceLock::new(),
         parent_epochs_followed: AtomicU32::new(0),
-        workers_forked: sys::SharedCounterSlot::default(),
         untraced_workers_noted: AtomicBool::new(false),
         unread_rss_noted: AtomicBool::new(false),
         output: Mutex::new(Output {
@@ -867,7 +868,7 @@ pub fn before_fork() {
     }
     thread_state::set_forking(true);
     gate::close();
-    let closed = session.epochs_closed.get().map_or(0, |closed| closed.load(Ordering::Relaxed));
+    let closed = session.shared().map_or(0, SharedEpochs::closed);
     session.epochs_closed_at_fork.store(closed, Ordering::Relaxed);
 }
 
@@ -922,14 +923,14 @@ fn adopt_child(session: &Session) {
     session.recorder.forked();
     if worker {
         session.multiprocessing_child.store(MultiprocessingChild::No as u8, Ordering::Relaxed);
-        session.become_worker(session.epochs_closed.get());
-    } else if let Some(parents_epochs) = session.epochs_closed.get().filter(|_| multiprocessing_child) {
+        session.become_worker(session.shared());
+    } else if let Some(parent) = session.shared().filter(|_| multiprocessing_child) {
         // Its own slices, until it follows its parent's epochs, start at its
         // fork: the inherited one would end with its parent's, just before
         // the child sees the parent's epoch, and cut an empty epoch.
         session.restart_time_slice();
         let followed = session.epochs_closed_at_fork.load(Ordering::Relaxed);
-        session.follow_multiprocessing_parent(MultiprocessingChild::Forked, parents_epochs, followed);
+        session.follow_multiprocessing_parent(MultiprocessingChild::Forked, parent, followed);
     }
     // What this process closes is for its own children to follow, and its
     // workers are its own to count.
@@ -977,15 +978,15 @@ impl Session {
     }
 
     /// Makes this forked DataLoader worker follow the epochs of its
-    /// parent, which closed as many as `parents_epochs` counts.
-    fn become_worker(&self, parents_epochs: Option<&'static AtomicU32>) {
+    /// parent, whose shared page is `parent`.
+    fn become_worker(&self, parent: Option<SharedEpochs>) {
         self.stop_cutting_own_epochs();
         if !self.config.epoch_seconds_explicit {
             // Unless time slices were asked for, it closes an epoch each time
             // its parent does: a persistent worker (one that lives through
             // many passes) has its growth compared epoch by epoch, a worker
             // of one pass has its exit snapshot.
-            self.watch_parents_epochs(parents_epochs, self.epochs_closed_at_fork.load(Ordering::Relaxed));
+            self.watch_parents_epochs(parent, self.epochs_closed_at_fork.load(Ordering::Relaxed));
         }
     }
 
@@ -1002,14 +1003,17 @@ impl Session {
     }
 
     /// Closes an epoch each time the parent, which counts the epochs it
-    /// closed at `parents_epochs`, closes one past the `followed` first.
+    /// closed at `parent`, closes one past the `followed` first.
     /// Recording each of a worker's allocations, when the user let the
     /// warm-up be sampled, would cost as much again as the parent's own
     /// recording: its samples show what grows in it by tens of KiB an
     /// epoch and more.
-    fn watch_parents_epochs(&self, parents_epochs: Option<&'static AtomicU32>, followed: u32) {
+    fn watch_parents_epochs(&self, parent: Option<SharedEpochs>, followed: u32) {
         self.parent_epochs_followed.store(followed, Ordering::Relaxed);
-        self.parent_epochs_closed.set(parents_epochs);
+        if let Some(parent) = parent {
+            self.parents_recuts.start(parent);
+        }
+        self.parents_shared.set(parent.map(SharedEpochs::words));
         if self.config.sample_warm_up_only {
             self.recorder.sample_for_life();
         }
@@ -1027,31 +1031,26 @@ impl Session {
         if !self.command_line.iter().any(|argument| argument == "--multiprocessing-fork") {
             return;
         }
-        let Some([closed, _]) = parents.and_then(sys::parents_counters::<2>) else { return };
-        self.follow_multiprocessing_parent(MultiprocessingChild::Spawned, closed, closed.load(Ordering::Relaxed));
+        let Some(parent) = parents.and_then(sys::parents_counters).map(SharedEpochs::new) else { return };
+        self.follow_multiprocessing_parent(MultiprocessingChild::Spawned, parent, parent.closed());
     }
 
     /// In a child that Python's multiprocessing started, spawned or forked
     /// (a `Pool`'s workers, a `Process`), whose parent counts the epochs it
-    /// closed at `parents_epochs`, `followed` of them before it started:
+    /// shared page is `parent`, `followed` of its epochs closed before it started:
     /// unless time slices were asked for, it
     /// watches that count, sampled for life, and becomes a worker following
     /// its parent's epochs at the first its parent closes (see
     /// [`Session::follow_parent_epoch`]). Until then it also cuts its own
     /// epochs as any process does, and for good if it closes one by a mark
     /// or a DataLoader pass first (a rank, whose parent waits for it).
-    fn follow_multiprocessing_parent(
-        &self,
-        child: MultiprocessingChild,
-        parents_epochs: &'static AtomicU32,
-        followed: u32,
-    ) {
+    fn follow_multiprocessing_parent(&self, child: MultiprocessingChild, parent: SharedEpochs, followed: u32) {
         if self.config.epoch_seconds_explicit {
             return;
         }
         self.multiprocessing_child.store(child as u8, Ordering::Relaxed);
         self.multiprocessing_settled.store(false, Ordering::Relaxed);
-        self.watch_parents_epochs(Some(parents_epochs), followed);
+        self.watch_parents_epochs(Some(parent), followed);
     }
 
     /// What started this process, as far as following its parent's epochs goes.
@@ -1073,7 +1072,7 @@ impl Session {
         {
             return;
         }
-        self.parent_epochs_closed.set(None);
+        self.parents_shared.set(None);
         self.recorder.sample_warm_up_only();
     }
 
@@ -1082,14 +1081,13 @@ impl Session {
     /// reach too, whose address it hands down in the environment. Falls back
     /// to counters for its forks only.
     fn share_counters_with_descendants(&self) {
-        let shared = if self.python.present() { sys::counters_shared_with_descendants::<2>() } else { None };
-        let Some(([closed, workers], address)) = shared else {
+        let shared = if self.python.present() { sys::counters_shared_with_descendants() } else { None };
+        let Some((counters, address)) = shared else {
             std::env::remove_var(PARENT_COUNTERS_VAR);
             self.share_counters_with_forks();
             return;
         };
-        self.epochs_closed.set(Some(closed));
-        self.workers_forked.set(Some(workers));
+        self.shared.set(Some(counters));
         std::env::set_var(PARENT_COUNTERS_VAR, address.to_env());
         let _ = self.counters_address.set(address);
     }
@@ -1097,24 +1095,23 @@ impl Session {
     /// Gives this process counters of its own that its forked children
     /// share: the epochs it closes, the DataLoader workers it forks.
     fn share_counters_with_forks(&self) {
-        let counters = sys::counters_shared_with_forks::<2>();
-        self.epochs_closed.set(counters.map(|[closed, _]| closed));
-        self.workers_forked.set(counters.map(|[_, workers]| workers));
+        let counters = sys::counters_shared_with_forks();
+        self.shared.set(counters);
     }
 
     /// Called in a newly forked DataLoader worker, or child of Python's
     /// multiprocessing: whether it is one of the workers of its parent that
     /// write traces ([`Config::worker_traces`]).
     fn takes_a_worker_trace(&self) -> bool {
-        let (Some(limit), Some(forked)) = (self.config.worker_traces, self.workers_forked.get()) else { return true };
-        forked.fetch_add(1, Ordering::Relaxed) < limit
+        let (Some(limit), Some(shared)) = (self.config.worker_traces, self.shared()) else { return true };
+        shared.workers_forked().fetch_add(1, Ordering::Relaxed) < limit
     }
 
     /// The notice, once, that this process's DataLoader workers past the
     /// limit write no trace, when some did not.
     fn untraced_workers_notice(&self) -> Option<Notice> {
         let limit = self.config.worker_traces?;
-        let forked = self.workers_forked.get()?.load(Ordering::Relaxed);
+        let forked = self.shared()?.workers_forked().load(Ordering::Relaxed);
         if forked <= limit || self.untraced_workers_noted.swap(true, Ordering::Relaxed) {
             return None;
         }
@@ -1153,9 +1150,10 @@ impl Session {
     /// several loaders: the epochs cut inside that round are not whole.
     fn pass_rounds_notice(&self, closing: u32) -> Option<Notice> {
         let loaders = self.auto_epochs.take_rounds_found()?;
+        self.share_recut(Recut::PassRounds, closing);
         let text = format!(
             "{}{closing}: the passes from one place go round {loaders} loaders, and each pass over the first closes an epoch; the epochs before, from its first round on, each held part of that round",
-            trace_format::PASS_ROUNDS_NOTICE
+            Recut::PassRounds.notice_prefix()
         );
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
@@ -1165,20 +1163,55 @@ impl Session {
     /// before were parts of one of its passes), or of a loop that repeated
     /// after the marking one stopped.
     fn takeover_notice(&self, closing: u32) -> Option<Notice> {
-        let text = match self.auto_epochs.take_takeover()? {
-            Takeover::OuterLoop => format!(
-                "{}{}: another loop's passes began inside each pass of this one (an evaluation every N steps of training), so this loop's passes close the epochs from epoch {closing} on; the epochs before, from the first of the other loop's, each held part of this loop's first pass",
-                trace_format::OUTER_LOOP_NOTICE,
-                closing + 1
+        let first_whole = closing + 1;
+        let (recut, why) = match self.auto_epochs.take_takeover()? {
+            Takeover::OuterLoop => (
+                Recut::OuterLoop,
+                format!("another loop's passes began inside each pass of this one (an evaluation every N steps of training), so this loop's passes close the epochs from epoch {closing} on; the epochs before, from the first of the other loop's, each held part of this loop's first pass"),
             ),
-            Takeover::MarkingLoopStopped => format!(
-                "{}{}: the loop whose passes closed them before made none for {}, while this one repeated (training, then fine-tuning or testing on another loader); epoch {closing} held the end of the one and the start of the other",
-                trace_format::MARKING_LOOP_STOPPED_NOTICE,
-                closing + 1,
-                marking_loop_idle_words()
+            Takeover::MarkingLoopStopped => (
+                Recut::MarkingLoopStopped,
+                format!(
+                    "the loop whose passes closed them before made none for {}, while this one repeated (training, then fine-tuning or testing on another loader); epoch {closing} held the end of the one and the start of the other",
+                    marking_loop_idle_words()
+                ),
             ),
         };
+        self.share_recut(recut, first_whole);
+        let text = format!("{}{first_whole}: {why}", recut.notice_prefix());
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
+    }
+
+    /// Shares with the workers following this process's epochs that they
+    /// are whole from `first_whole` on, after `recut`.
+    fn share_recut(&self, recut: Recut, first_whole: u32) {
+        if let Some(shared) = self.shared() {
+            shared.share_recut(recut, first_whole);
+        }
+    }
+
+    /// In a worker following its parent's epochs, as it closes `closing`:
+    /// the notice of a recut of the parent's that it found, naming the
+    /// first of its own epochs that began at the parent's first whole one
+    /// or later (the analysis of the worker's trace starts there).
+    fn parents_recut_notice(&self, closing: u32, found: &ParentsRecut) -> Notice {
+        let first_whole = if found.closing_is_whole { closing } else { closing + 1 };
+        let text = format!(
+            "{}{first_whole}: this worker follows its parent's epochs, whose trace says so from the parent's epoch {} on, where the worker's epoch {first_whole} is the first to begin",
+            found.recut.notice_prefix(),
+            found.parents_first_whole
+        );
+        Notice { elapsed_ns: self.elapsed_ns(), text }
+    }
+
+    /// The page of counters this process shares with its descendants.
+    fn shared(&self) -> Option<SharedEpochs> {
+        self.shared.get().map(SharedEpochs::new)
+    }
+
+    /// In a worker following its parent's epochs, its parent's page.
+    fn parents_shared(&self) -> Option<SharedEpochs> {
+        self.parents_shared.get().map(SharedEpochs::new)
     }
 
     /// At the end of a process whose warm-up never ended (it closed no
@@ -1201,17 +1234,16 @@ impl Session {
     /// still follows each epoch.
     #[inline]
     fn parent_closed_epoch(&self) -> bool {
-        self.parent_epochs_closed.get().is_some_and(|parents| {
-            parents.load(Ordering::Relaxed) != self.parent_epochs_followed.load(Ordering::Relaxed)
-        })
+        self.parents_shared()
+            .is_some_and(|parent| parent.closed() != self.parent_epochs_followed.load(Ordering::Relaxed))
     }
 
     /// In a DataLoader worker: closes an epoch when its parent closed one
     /// since the worker last allocated (one for several, should the worker
     /// have allocated nothing in between).
     fn follow_parent_epoch(&self) {
-        let Some(parents) = self.parent_epochs_closed.get() else { return };
-        let closed = parents.load(Ordering::Relaxed);
+        let Some(parent) = self.parents_shared() else { return };
+        let closed = parent.closed_with_recuts();
         let followed = self.parent_epochs_followed.load(Ordering::Relaxed);
         if closed != followed
             && self
@@ -1225,9 +1257,11 @@ impl Session {
                 // A multiprocessing child's first: from now on it is a worker.
                 self.stop_cutting_own_epochs();
             }
+            // Where the parent's analysis starts, its own starts too.
+            let recuts = self.parents_recuts.since(parent, followed);
             // Labelled by the parent's index of the epoch it closed last, as
             // its own table numbers it (`closed` counts them from one).
-            self.close_epoch(EpochCause::Parent, format!("parent's epoch {}", closed - 1));
+            self.close_epoch_telling(EpochCause::Parent, format!("parent's epoch {}", closed - 1), &recuts);
         }
     }
 
@@ -1371,10 +1405,16 @@ impl Session {
     /// and writes may fail where the program's call succeeded (every
     /// descriptor taken, /proc absent).
     fn close_epoch(&self, cause: EpochCause, label: String) {
-        sys::keeping_errno(|| own_stack::with_room(|| self.close_epoch_here(cause, label)));
+        self.close_epoch_telling(cause, label, &[]);
     }
 
-    fn close_epoch_here(&self, cause: EpochCause, label: String) {
+    /// Closes an epoch, in a worker telling the recuts of its parent's
+    /// epochs that it found as it followed the parent's.
+    fn close_epoch_telling(&self, cause: EpochCause, label: String, parents_recuts: &[ParentsRecut]) {
+        sys::keeping_errno(|| own_stack::with_room(|| self.close_epoch_here(cause, label, parents_recuts)));
+    }
+
+    fn close_epoch_here(&self, cause: EpochCause, label: String, parents_recuts: &[ParentsRecut]) {
         self.settle_multiprocessing_child_on_own_epoch(cause);
         let mut output = lock(&self.output);
         if output.writer.is_none() && !self.open_child_file(&mut output) {
@@ -1427,6 +1467,7 @@ impl Session {
             records.extend(self.pass_rounds_notice(closing).map(Record::Notice));
             records.extend(self.takeover_notice(closing).map(Record::Notice));
         }
+        records.extend(parents_recuts.iter().map(|recut| Record::Notice(self.parents_recut_notice(closing, recut))));
         if cause.ends_the_process() {
             records.extend(self.unrepeated_passes_notice().map(Record::Notice));
             records.extend(self.untaken_loop_notice().map(Record::Notice));
@@ -1489,8 +1530,8 @@ impl Session {
             writer.write_snapshot(&snapshot, &counters)
         });
         if written && !cause.ends_the_process() {
-            if let Some(closed) = self.epochs_closed.get() {
-                closed.fetch_add(1, Ordering::Relaxed);
+            if let Some(shared) = self.shared() {
+                shared.count_closed();
             }
         }
     }
@@ -1650,7 +1691,7 @@ impl Session {
 
     /// How epochs are cut, as the Process record says.
     fn epochs_setting(&self) -> String {
-        if self.parent_epochs_closed.get().is_some() {
+        if self.parents_shared().is_some() {
             let from_first = if self.multiprocessing_child() != MultiprocessingChild::No {
                 " from the first its parent closes after it started; until then it cuts its own, and keeps to them if it closes one by a mark or a DataLoader pass first"
             } else {

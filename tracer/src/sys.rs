@@ -124,8 +124,7 @@ fn new_mapping(len: usize, protection: libc::c_int, flags: libc::c_int, fd: i32)
 /// `N` counters, 0 at first, that every process forked from this one from
 /// now on shares with it: one page of their own, mapped shared and never
 /// unmapped. `None` when the page cannot be had.
-pub fn counters_shared_with_forks<const N: usize>() -> Option<[&'static AtomicU32; N]> {
-    const { assert!(N * std::mem::size_of::<AtomicU32>() <= 4096, "one page holds the counters") };
+pub fn counters_shared_with_forks<const N: usize>() -> Option<&'static [AtomicU32; N]> {
     let page = map_anonymous(page_size(), libc::MAP_SHARED)?;
     // SAFETY: the page is zeroed, readable and writable, and never unmapped.
     Some(unsafe { counters_in_page(page) })
@@ -137,12 +136,12 @@ pub fn counters_shared_with_forks<const N: usize>() -> Option<[&'static AtomicU3
 /// `page` is a page-aligned mapping of at least 4096 bytes that stays
 /// mapped for the life of the process, readable (and writable where a
 /// counter is ever added to), whose words are only ever accessed atomically.
-unsafe fn counters_in_page<const N: usize>(page: std::ptr::NonNull<u8>) -> [&'static AtomicU32; N] {
+unsafe fn counters_in_page<const N: usize>(page: std::ptr::NonNull<u8>) -> &'static [AtomicU32; N] {
     const { assert!(N * std::mem::size_of::<AtomicU32>() <= 4096, "one page holds the counters") };
-    let first = page.as_ptr().cast::<AtomicU32>();
     // SAFETY: the caller's promise: aligned, mapped for good, only accessed
-    // atomically, and the counters fit (asserted above).
-    std::array::from_fn(|i| unsafe { &*first.add(i) })
+    // atomically (a zeroed word is a valid AtomicU32), and the counters fit
+    // (asserted above).
+    unsafe { &*page.as_ptr().cast::<[AtomicU32; N]>() }
 }
 
 /// The name a page of [`counters_shared_with_descendants`] is made under,
@@ -193,7 +192,7 @@ impl SharedCountersAddress {
 /// and reachable by other descendants at the address returned (see
 /// [`parents_counters`]). The page's descriptor stays open in this process
 /// (closed at exec); forks inherit it. `None` when the kernel refuses.
-pub fn counters_shared_with_descendants<const N: usize>() -> Option<([&'static AtomicU32; N], SharedCountersAddress)> {
+pub fn counters_shared_with_descendants<const N: usize>() -> Option<(&'static [AtomicU32; N], SharedCountersAddress)> {
     let size = page_size();
     // SAFETY: memfd_create with a NUL-terminated name and flags; it makes a
     // new descriptor and touches no memory of ours.
@@ -233,7 +232,7 @@ fn map_file_page(fd: i32, len: usize, protection: libc::c_int) -> Option<std::pt
 /// descriptor now names another file). Nothing but that page is opened:
 /// the descriptor's link must name it before it is opened (never waiting
 /// on what it names) and the file opened must be it.
-pub fn parents_counters<const N: usize>(address: SharedCountersAddress) -> Option<[&'static AtomicU32; N]> {
+pub fn parents_counters<const N: usize>(address: SharedCountersAddress) -> Option<&'static [AtomicU32; N]> {
     // SAFETY: getppid has no preconditions.
     if unsafe { libc::getppid() } as u32 != address.pid {
         return None;
@@ -263,22 +262,28 @@ pub fn parents_counters<const N: usize>(address: SharedCountersAddress) -> Optio
     page.map(|page| unsafe { counters_in_page(page) })
 }
 
-/// Holds one of the counters [`counters_shared_with_forks`] hands out, or
-/// none; replaceable through a shared reference (a forked child swaps its
-/// parent's for a page of its own).
-#[derive(Default)]
-pub struct SharedCounterSlot(AtomicPtr<AtomicU32>);
+/// Holds the counters of a page that [`counters_shared_with_forks`],
+/// [`counters_shared_with_descendants`] or [`parents_counters`] hand out,
+/// or none; replaceable through a shared reference (a forked child swaps
+/// its parent's for a page of its own).
+pub struct SharedCountersSlot<const N: usize>(AtomicPtr<[AtomicU32; N]>);
 
-impl SharedCounterSlot {
-    pub fn set(&self, counter: Option<&'static AtomicU32>) {
-        let pointer = counter.map_or(std::ptr::null_mut(), |c| c as *const AtomicU32 as *mut AtomicU32);
+impl<const N: usize> Default for SharedCountersSlot<N> {
+    fn default() -> Self {
+        SharedCountersSlot(AtomicPtr::new(std::ptr::null_mut()))
+    }
+}
+
+impl<const N: usize> SharedCountersSlot<N> {
+    pub fn set(&self, counters: Option<&'static [AtomicU32; N]>) {
+        let pointer = counters.map_or(std::ptr::null_mut(), |c| c as *const [AtomicU32; N] as *mut [AtomicU32; N]);
         self.0.store(pointer, Ordering::Relaxed);
     }
 
-    pub fn get(&self) -> Option<&'static AtomicU32> {
+    pub fn get(&self) -> Option<&'static [AtomicU32; N]> {
         let pointer = self.0.load(Ordering::Relaxed);
-        // SAFETY: the slot holds null or a pointer from a `&'static AtomicU32`
-        // (`set` takes nothing else): a page that is never unmapped.
+        // SAFETY: the slot holds null or a pointer from a `&'static`
+        // reference (`set` takes nothing else): a page never unmapped.
         unsafe { pointer.as_ref() }
     }
 }
@@ -1019,21 +1024,21 @@ mod tests {
 
     #[test]
     fn a_shared_counter_is_shared_with_a_forked_child() {
-        let [_, counter] = counters_shared_with_forks::<2>().expect("a shared page");
-        let slot = SharedCounterSlot::default();
+        let counters = counters_shared_with_forks::<2>().expect("a shared page");
+        let slot = SharedCountersSlot::default();
         assert!(slot.get().is_none());
-        slot.set(Some(counter));
+        slot.set(Some(counters));
         // SAFETY: the child only touches the shared counter and exits with
         // the raw call, running no destructor or handler of the test harness.
         let child = unsafe { libc::fork() };
         if child == 0 {
-            slot.get().map(|c| c.fetch_add(5, Ordering::Relaxed));
+            slot.get().map(|[_, c]| c.fetch_add(5, Ordering::Relaxed));
             exit_group(0);
         }
         let mut status = 0;
         // SAFETY: waits for the child just forked.
         assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
-        assert_eq!(counter.load(Ordering::Relaxed), 5, "the child's increment is seen by its parent");
+        assert_eq!(counters[1].load(Ordering::Relaxed), 5, "the child's increment is seen by its parent");
     }
 
     #[test]

@@ -329,10 +329,13 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             );
         }
         let epoch = trace.snapshots[i].epoch;
-        let ends_the_process = trace.snapshots[i].cause.ends_the_process();
-        let note = if let Some(note) = phases::table_note(phases, epoch, ends_the_process) {
+        let cause = trace.snapshots[i].cause;
+        // A worker's epochs, its parent's, all began after its fork, inside a pass.
+        let inside_a_pass =
+            (i > 0 && cause == trace_format::EpochCause::Auto) || cause == trace_format::EpochCause::Parent;
+        let note = if let Some(note) = phases::table_note(phases, epoch, cause.ends_the_process()) {
             note
-        } else if i > 0 && i < analysed.start && trace.snapshots[i].cause == trace_format::EpochCause::Auto {
+        } else if i < analysed.start && inside_a_pass {
             // Only the epochs cut inside a first round of passes over several
             // loaders, or inside the first pass of an outer loop.
             if outer_loop_found {
@@ -348,7 +351,7 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
                 _ => "  (start-up before the first mark)",
             }
         } else if i >= analysed.end {
-            if trace.snapshots[i].cause == trace_format::EpochCause::Exec {
+            if cause == trace_format::EpochCause::Exec {
                 "  (not analysed: exec)"
             } else {
                 "  (not analysed: exit)"
