@@ -887,6 +887,15 @@ pub fn births_that_count(by_birth: impl IntoIterator<Item = (u32, u64)>) -> Vec<
 }
 
 impl Analysis {
+    /// The snapshots that close the job's epochs the analysis counts: the
+    /// `snapshots` from the `first` on, but for the exit's own, which those
+    /// keep while there are too few to analyse (its figures shown beside
+    /// theirs) but which never is one.
+    pub fn analysed_snapshots(&self) -> std::ops::Range<usize> {
+        let exit_kept = usize::from(self.exit_recorded && !self.dropped_exit);
+        self.first..self.first + self.snapshots.saturating_sub(exit_kept)
+    }
+
     /// The settled birth epochs a stack's survivors, or a line's, must come
     /// from to pile up: half of them, rounded down, at least 1 (a leak of
     /// every other epoch leaves 3 of 7, whichever epochs they are).
@@ -1278,9 +1287,7 @@ impl Analysis {
                         parent.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
                     ),
                 };
-                // The exit's own epoch, kept while there are too few, is
-                // not one that could be analysed.
-                let analysable = self.snapshots.saturating_sub(usize::from(self.exit_recorded && !self.dropped_exit));
+                let analysable = self.analysed_snapshots().len();
                 format!(
                     "only {analysable} epoch{} to analyze; the leak analysis needs at least {MIN_EPOCHS} (epoch 0 is warm-up and the last two have not had time to free their allocations): {what_to_do}",
                     if analysable == 1 { "" } else { "s" }

@@ -1187,11 +1187,16 @@ fn too_few_epochs() {
     });
     let (_, a) = run(&sim);
     assert_eq!((a.snapshots, a.dropped_exit, a.verdict.kind), (3, false, VerdictKind::TooFewEpochs));
+    // The exit's own, kept to show its figures, is no epoch of the job.
+    assert_eq!(a.analysed_snapshots(), 0..2);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("only 2 epochs to analyze"), "{msg}");
     let sim = scenario(3, |sim, _| {
         sim.alloc_many(1, 100, 1024);
     });
     let (_, a) = run(&sim);
     assert_eq!((a.snapshots, a.dropped_exit, a.verdict.kind), (3, true, VerdictKind::TooFewEpochs));
+    assert_eq!(a.analysed_snapshots(), 0..3);
     let sim = scenario(4, |sim, _| {
         sim.alloc_many(1, 100, 1024);
     });

@@ -340,13 +340,13 @@ pub fn value(report: &Report<'_>) -> serde_json::Value {
                 allocator_free_bytes: s.allocator_free_bytes,
                 rss_file_bytes: s.rss_file_bytes,
                 tracer_bytes: s.tracer_bytes,
-                analysed: (a.first..a.first + a.snapshots).contains(&i),
+                analysed: a.analysed_snapshots().contains(&i),
             })
             .collect(),
         analysis: JsonAnalysis {
             first_analysed_epoch: trace.snapshots[a.first].epoch,
-            analysed_epochs: a.snapshots,
-            exit_epoch_dropped: a.dropped_exit,
+            analysed_epochs: a.analysed_snapshots().len(),
+            exit_epoch_dropped: a.exit_recorded,
             reference_epoch: analysed.then(|| trace.snapshots[a.reference].epoch),
             settled_birth_epochs: a.settled.map(|(lo, hi)| [lo, hi]),
             noise_floor_bytes_per_epoch: a.noise_floor,

@@ -657,7 +657,7 @@ pub fn render(report: &Report<'_>) -> String {
     for w in &report.warnings {
         let _ = writeln!(out, "  warning    {w}");
     }
-    epoch_table(&mut out, trace, a.first..a.first + a.snapshots, &report.phases);
+    epoch_table(&mut out, trace, a.analysed_snapshots(), &report.phases);
 
     if a.verdict.kind != VerdictKind::TooFewEpochs {
         let settled = match a.settled {
