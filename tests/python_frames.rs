@@ -473,3 +473,42 @@ fn a_leak_in_the_programs_own_c_library_is_named_by_its_c_line_called_from_pytho
         "{line:#}"
     );
 }
+
+/// A Python helper of the program's own, in the same file as its callers,
+/// reached from two functions of which one keeps what it gets: the verdict
+/// names the helper's line with the caller the leak came through. When
+/// both keep what they get, the helper is the leak itself, named alone.
+#[test]
+fn a_python_helper_with_several_callers_is_named_with_the_one_that_leaks() {
+    let python = python_interpreter("3.11");
+    let script = python_script("helper_callers.py");
+    let helper = line_of("python/helper_callers.py", "the allocating line");
+    for (args, caller) in [(vec![], Some("the keeping call")), (vec!["--both"], None)] {
+        let mut all = vec![script.to_str().unwrap()];
+        all.extend(args.iter().copied());
+        let run = run_traced(&python, &all).succeeded();
+        let report = report_json(&run.trace);
+        let line = &report["lines"][0];
+        assert_eq!(
+            (&line["frame"]["function"], &line["frame"]["line"]),
+            (&"make_buffer".into(), &helper.into()),
+            "{line:#}"
+        );
+        let verdict = report["verdict"]["message"].as_str().unwrap();
+        let named = format!("make_buffer (helper_callers.py:{helper})");
+        match caller {
+            Some(call) => {
+                let called_from = format!(
+                    "{named}, called from ingest (helper_callers.py:{}), keeps about 256 KiB/epoch",
+                    line_of("python/helper_callers.py", call)
+                );
+                assert!(verdict.starts_with(&called_from), "{verdict}");
+                assert_eq!(line["caller"]["function"], "ingest", "{line:#}");
+            }
+            None => {
+                assert!(verdict.starts_with(&format!("{named} keeps about 512 KiB/epoch")), "{verdict}");
+                assert!(line["caller"].is_null(), "{line:#}");
+            }
+        }
+    }
+}

@@ -229,6 +229,15 @@ fn memory_of_tag(tag: u8) -> Memory {
     }
 }
 
+/// A function whose callers [`Stacks::has_several_callers`] counts: a
+/// native one by its return address, a Python one by its code object's
+/// id (whichever of its lines called on).
+#[derive(Clone, Copy, Debug)]
+pub enum Callee {
+    Native(u64),
+    Python(u64),
+}
+
 /// One node as stored: parent, kind, and the frame packed in a u64 (a native
 /// address, or the interned code index in the high half and the instruction
 /// in the low half).
@@ -293,15 +302,23 @@ impl Stacks {
         }
     }
 
-    /// Whether the native return address `address` is reached from more
-    /// than one caller in the trace's stacks: its nodes' parents are frames
-    /// at different return addresses (or of other kinds).
-    pub fn has_several_callers(&self, address: u64) -> bool {
+    /// Whether `callee` is reached from more than one caller in the
+    /// trace's stacks: its nodes' parents are frames at different return
+    /// addresses, or Python instructions (or of other kinds).
+    pub fn has_several_callers(&self, callee: Callee) -> bool {
+        let is_callee = |tag: u8, value: u64| match callee {
+            Callee::Native(address) => tag == TAG_NATIVE && value == address,
+            Callee::Python(code) => {
+                matches!(tag, TAG_PYTHON | TAG_PYTHON_ENTRY) && self.codes[(value >> 32) as usize] == code
+            }
+        };
+        // Whether a Python frame was entered from C is no other caller.
+        let caller = |(_, tag, value): Packed| (if tag == TAG_PYTHON_ENTRY { TAG_PYTHON } else { tag }, value);
         let dense = (0..self.tag.len()).filter_map(|i| self.lookup(i as u32));
         let mut callers = dense
             .chain(self.sparse.values().copied())
-            .filter(|&(_, tag, value)| tag == TAG_NATIVE && value == address)
-            .map(|(parent, _, _)| self.lookup(parent).map(|(_, tag, value)| (tag, value)));
+            .filter(|&(_, tag, value)| is_callee(tag, value))
+            .map(|(parent, _, _)| self.lookup(parent).map(caller));
         let Some(first) = callers.next() else { return false };
         callers.any(|caller| caller != first)
     }

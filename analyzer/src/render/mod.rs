@@ -20,7 +20,7 @@ use crate::analysis::{
 use crate::lines::{self, LeakLine, SHARE_OF_A_LINE};
 use crate::sites::SiteKeys;
 use crate::symbolize::{Frame, Symbolizer};
-use crate::trace::{Memory, Trace};
+use crate::trace::{Callee, Memory, Trace};
 
 /// A suspect with its stack symbolized (trimmed, innermost first).
 #[derive(Debug, Clone)]
@@ -526,21 +526,27 @@ fn python_caller(frames: &[Frame]) -> Option<&Frame> {
     own.find(|f| f.python && (!first.python || f.file != first.file))
 }
 
-/// The caller of `own`, a native function of the program's own that the
-/// trace reaches from several callers (a helper allocating for three
-/// functions, one of which keeps what it gets), when every stack of the
-/// line (`stacks`) came through that one: the line the leak came through,
-/// which holds it as much as the helper does. A helper leaking through
-/// each of its callers is the leak itself.
+/// The caller of `own`, a function of the program's own that the trace
+/// reaches from several callers (a helper allocating for three functions,
+/// one of which keeps what it gets), when every stack of the line
+/// (`stacks`) came through that one: the line the leak came through, which
+/// holds it as much as the helper does. A helper leaking through each of
+/// its callers is the leak itself. A native helper's caller is the native
+/// frame outside it, a Python helper's the Python frame outside it (a
+/// Python helper of another file's caller is [`python_caller`]).
 fn helper_caller<'a>(own: &Frame, stacks: impl Iterator<Item = &'a [Frame]>, trace: &Trace) -> Option<&'a Frame> {
-    if own.python || own.inlined {
+    if own.inlined {
         return None;
     }
+    let callee = if own.python { Callee::Python(own.address) } else { Callee::Native(own.address) };
     let caller_in = |frames: &'a [Frame]| {
-        let at = frames.iter().position(|f| f.address == own.address && f.function == own.function && !f.inlined)?;
-        frames.get(at + 1).filter(|f| f.own_code && !f.python)
+        let is_own = |f: &Frame| f.address == own.address && f.function == own.function && f.python == own.python;
+        let at = frames.iter().position(|f| is_own(f) && !f.inlined)?;
+        let caller = if own.python { frames[at + 1..].iter().find(|f| f.python)? } else { frames.get(at + 1)? };
+        (caller.own_code && caller.python == own.python).then_some(caller)
     };
-    common_caller(stacks, caller_in, |caller| caller.address).filter(|_| trace.stacks.has_several_callers(own.address))
+    common_caller(stacks, caller_in, |caller| (caller.address, caller.line))
+        .filter(|_| trace.stacks.has_several_callers(callee))
 }
 
 /// The caller `caller_in` finds in the first of `stacks`, when it finds
