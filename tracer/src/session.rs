@@ -111,7 +111,7 @@ struct Session {
     /// children share: a DataLoader worker closes one of its own each time
     /// its parent does.
     shared: shared_epochs::Slot,
-    /// `epochs_closed` as the last fork began, read while no thread could
+    /// `shared`'s count of closed epochs as the last fork began, read while no thread could
     /// close an epoch: the epochs a forked child has followed as it starts
     /// (its parent may close one between reopening the gate and the child
     /// reading the counter).
