@@ -759,29 +759,59 @@ fn forked_pool_workers_past_the_limit_write_no_trace() {
 /// (tests/python/eval_rounds.py): one epoch a round of evaluation, not one a
 /// loader, and the analysis starts with the first whole round, so the
 /// planted line leaks its 64 buffers of 16 KiB (and their headers) an epoch.
-#[test]
-fn evaluation_rounds_over_several_loaders_cut_one_epoch_each() {
+/// Evaluation rounds over 4 loaders, every 64 steps of a training that
+/// streams from one endless pass, with a leak in the training steps or in
+/// the evaluation's batches: either grows by its whole round's worth an
+/// epoch from the first whole round on.
+fn evaluation_rounds_job(evaluation_leaks: bool) {
     const ROUNDS: usize = 8;
-    let run = run_traced_with(&venv_python(), &[python_script("eval_rounds.py").to_str().expect("UTF-8 path")], &[]);
+    let mut args = vec![python_script("eval_rounds.py").to_str().expect("UTF-8 path").to_string()];
+    if evaluation_leaks {
+        args.push("--evaluation-leaks".into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = run_traced_with(&venv_python(), &args, &[]);
     assert!(run.output.status.success(), "eval_rounds.py failed:\n{}\n{}", run.stdout(), run.stderr());
     assert!(run.stdout().contains(&format!("round {ROUNDS}:")), "{}", run.stdout());
     let report = report_json(&run.trace);
-    // The first round's second and third loaders cut an epoch each before
-    // the first loader came again; every round after, one.
+    // The first round's second to fourth loaders cut an epoch each, the
+    // last of them held by the epoch the first loader's next pass closes;
+    // every round after, one, numbered by the round it held.
     let mut expected: Vec<String> = (1..=3).map(|n| format!("DataLoader pass {n}")).collect();
-    expected.extend((4..=ROUNDS + 2).map(|n| format!("DataLoader round {n} (4 loaders)")));
+    expected.extend((1..ROUNDS).map(|n| format!("DataLoader round {n} (4 loaders)")));
     assert_eq!(labels(&report, "auto"), expected);
-    assert_eq!(report["analysis"]["first_analysed_epoch"], 2, "{:#}", report["analysis"]);
+    assert_eq!(report["analysis"]["first_analysed_epoch"], 3, "{:#}", report["analysis"]);
     let notes = note_texts(&report);
-    assert_noted(&notes, "the DataLoader passes go round several loaders, one epoch a round, from epoch 3:");
+    assert_noted(&notes, "the DataLoader passes go round several loaders, one epoch a round, from epoch 4:");
 
+    let (function, line) = if evaluation_leaks {
+        ("keep_evaluation_buffer", "KEPT.append(bytearray(16384))")
+    } else {
+        ("keep_step_buffer", "KEPT.append(bytearray(16 * 1024))")
+    };
     let top = report["suspects"].get(0).unwrap_or_else(|| panic!("no suspects: {:#}", report["verdict"]));
     let own = top["frames"].as_array().expect("frames").iter().find(|f| f["own_code"] == true).expect("own-code frame");
     assert!(own["file"].as_str().unwrap_or_default().ends_with("eval_rounds.py"), "{own}");
-    assert_eq!(own["line"], line_of("python/eval_rounds.py", "KEPT.append(bytearray(16 * 1024))"), "{own}");
+    assert_eq!(
+        (&own["function"], &own["line"]),
+        (&function.into(), &line_of("python/eval_rounds.py", line).into()),
+        "{own}"
+    );
+    // 64 training steps a round, or 4 loaders of 4 batches.
+    let buffers = if evaluation_leaks { 16 } else { 64 };
     let growth = top["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
-    assert!((64 * 16384..64 * (16384 + 128)).contains(&growth), "{top:#}");
+    assert!((buffers * 16384..buffers * (16384 + 128)).contains(&growth), "{top:#}");
     assert_eq!(report["verdict"]["kind"], "heap_leak");
+}
+
+#[test]
+fn evaluation_rounds_over_several_loaders_cut_one_epoch_each() {
+    evaluation_rounds_job(false);
+}
+
+#[test]
+fn a_leak_of_the_evaluation_rounds_grows_by_a_whole_round_an_epoch() {
+    evaluation_rounds_job(true);
 }
 
 /// An evaluation every two steps from inside the training loop (as

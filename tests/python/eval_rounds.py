@@ -4,9 +4,10 @@ The training data is an endless IterableDataset: one long DataLoader pass
 that never repeats. Every --every steps, evaluate() iterates several
 validation loaders (--loaders) from one line, so the evaluation's passes
 go round those loaders. Every training step keeps a 16 KiB buffer for good
-(`keep_step_buffer`).
+(`keep_step_buffer`); with --evaluation-leaks, every evaluation batch does
+instead (`keep_evaluation_buffer`), 4 a loader and round.
 
-Usage: eval_rounds.py [--rounds N] [--every N] [--loaders N]
+Usage: eval_rounds.py [--rounds N] [--every N] [--loaders N] [--evaluation-leaks]
 """
 
 import argparse
@@ -17,6 +18,7 @@ from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 FEATURES = 16
 KEPT = []
+EVALUATION_LEAKS = False
 
 
 class Stream(IterableDataset):
@@ -26,7 +28,12 @@ class Stream(IterableDataset):
 
 
 def keep_step_buffer():
-    KEPT.append(bytearray(16 * 1024))
+    if not EVALUATION_LEAKS:
+        KEPT.append(bytearray(16 * 1024))
+
+
+def keep_evaluation_buffer():
+    KEPT.append(bytearray(16384))
 
 
 def evaluate(loaders, model):
@@ -35,6 +42,8 @@ def evaluate(loaders, model):
         for loader in loaders:
             for (batch,) in loader:
                 total += model(batch).sum().item()
+                if EVALUATION_LEAKS:
+                    keep_evaluation_buffer()
     return total
 
 
@@ -43,7 +52,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=8, help="evaluations")
     parser.add_argument("--every", type=int, default=64, help="training steps between evaluations")
     parser.add_argument("--loaders", type=int, default=4, help="validation loaders")
+    parser.add_argument("--evaluation-leaks", action="store_true", help="the evaluation leaks, not the training")
     args = parser.parse_args()
+    global EVALUATION_LEAKS
+    EVALUATION_LEAKS = args.evaluation_leaks
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

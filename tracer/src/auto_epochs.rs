@@ -175,9 +175,10 @@ fn next_state(current: u64, frames: LoaderFrames) -> (u64, Option<PassStart>) {
 /// An epoch closed by a pass from the place that marks the epochs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PassCut {
-    /// The number, among the marking loop's passes, of the pass that ran
-    /// in the epoch it closes (one loader's, or a round's).
-    pub closed: u32,
+    /// The number, among the marking loop's passes (or its rounds, when it
+    /// goes round loaders), of the pass (or round) that ran in the epoch
+    /// it closes.
+    pub number: u32,
     /// Loaders the place goes round (1 when it iterates one loader, or
     /// builds a new one for each pass).
     pub loaders: usize,
@@ -228,8 +229,8 @@ impl PassCut {
     /// The label of the epoch it closes.
     pub fn label(&self) -> String {
         match self.loaders {
-            0 | 1 => format!("DataLoader pass {}", self.closed),
-            loaders => format!("DataLoader round {} ({loaders} loaders)", self.closed),
+            0 | 1 => format!("DataLoader pass {}", self.number),
+            loaders => format!("DataLoader round {} ({loaders} loaders)", self.number),
         }
     }
 }
@@ -250,6 +251,9 @@ struct Passes {
     closed: u32,
     /// A round over more than two loaders was found.
     rounds_found: bool,
+    /// The number, among the marking place's rounds, of the round that ran
+    /// in the epoch its latest pass closed, when it goes round loaders.
+    rounds_closed: u32,
     /// Passes started, from every place.
     passes: u64,
     /// When the marking loop's latest pass started, and the longest time
@@ -409,6 +413,7 @@ impl Passes {
         self.longest_marking_gap_ns = 0;
         self.marking_passed(now_ns);
         self.round = Round::default();
+        self.rounds_closed = 0;
         self.round.begins_round(first.loader, alive);
         let closes = self.round.begins_round(pass.loader, alive);
         self.close_if(closes, taken_over)
@@ -422,7 +427,10 @@ impl Passes {
         let loaders = self.round.loaders();
         let rounds_found = loaders > 2 && !self.rounds_found;
         self.rounds_found |= rounds_found;
-        Some(PassCut { closed: self.closed, loaders, rounds_found, taken_over })
+        // The epoch that ends the first round found held its last pass.
+        self.rounds_closed = if rounds_found { 1 } else { self.rounds_closed + 1 };
+        let number = if loaders > 1 { self.rounds_closed } else { self.closed };
+        Some(PassCut { number, loaders, rounds_found, taken_over })
     }
 }
 
@@ -699,9 +707,11 @@ mod tests {
         let passes: Vec<PassStart> = round.iter().cycle().take(4 * 4).copied().collect();
         // The first round cannot be told from loaders built for each pass
         // until the first loader comes again.
+        // The epochs are numbered by the rounds they held from then on, the
+        // first round's last pass in the one its end closes.
         let mut expected = vec![None, Some("DataLoader pass 1".into()), Some("DataLoader pass 2".into())];
         expected.push(Some("DataLoader pass 3".into()));
-        for n in 4..=6 {
+        for n in 1..=3 {
             expected.extend([Some(format!("DataLoader round {n} (4 loaders)")), None, None, None]);
         }
         assert_eq!(cuts(&passes), expected);

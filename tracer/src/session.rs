@@ -1150,9 +1150,10 @@ impl Session {
     /// several loaders: the epochs cut inside that round are not whole.
     fn pass_rounds_notice(&self, closing: u32) -> Option<Notice> {
         let loaders = self.auto_epochs.take_rounds_found()?;
-        self.share_recut(Recut::PassRounds, closing);
+        let first_whole = closing + 1;
+        self.share_recut(Recut::PassRounds, first_whole);
         let text = format!(
-            "{}{closing}: the passes from one place go round {loaders} loaders, and each pass over the first closes an epoch; the epochs before, from its first round on, each held part of that round",
+            "{}{first_whole}: the passes from one place go round {loaders} loaders, and each pass over the first closes an epoch; the epochs before, from its first round on, each held part of that round (epoch {closing} its last loader's pass)",
             Recut::PassRounds.notice_prefix()
         );
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
@@ -1193,9 +1194,9 @@ impl Session {
     /// In a worker following its parent's epochs, as it closes `closing`:
     /// the notice of a recut of the parent's that it found, naming the
     /// first of its own epochs that began at the parent's first whole one
-    /// or later (the analysis of the worker's trace starts there).
+    /// or later, its next (the analysis of the worker's trace starts there).
     fn parents_recut_notice(&self, closing: u32, found: &ParentsRecut) -> Notice {
-        let first_whole = if found.closing_is_whole { closing } else { closing + 1 };
+        let first_whole = closing + 1;
         let text = format!(
             "{}{first_whole}: this worker follows its parent's epochs, whose trace says so from the parent's epoch {} on, where the worker's epoch {first_whole} is the first to begin",
             found.recut.notice_prefix(),
@@ -1258,7 +1259,7 @@ impl Session {
                 self.stop_cutting_own_epochs();
             }
             // Where the parent's analysis starts, its own starts too.
-            let recuts = self.parents_recuts.since(parent, followed);
+            let recuts = self.parents_recuts.since(parent);
             // Labelled by the parent's index of the epoch it closed last, as
             // its own table numbers it (`closed` counts them from one).
             self.close_epoch_telling(EpochCause::Parent, format!("parent's epoch {}", closed - 1), &recuts);

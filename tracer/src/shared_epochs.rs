@@ -97,16 +97,15 @@ impl SharedEpochs {
 }
 
 /// A recut of its parent's that a worker following its parent's epochs
-/// found as it closed one of its own.
+/// found as it closed one of its own. Shared before the parent counted the
+/// epoch before its first whole one closed, it is found by the worker's
+/// first epoch to follow that one or a later one: the worker's next epoch
+/// is its first whole one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParentsRecut {
     pub recut: Recut,
     /// The parent's first whole epoch since.
     pub parents_first_whole: u32,
-    /// The worker's epoch closing is whole too: it began when the parent
-    /// had closed as many epochs as that one's index or more. Otherwise
-    /// the worker's next epoch is its first whole one.
-    pub closing_is_whole: bool,
 }
 
 /// The parent's recuts a worker has seen (see [`ParentsRecuts::since`]).
@@ -124,19 +123,14 @@ impl ParentsRecuts {
         }
     }
 
-    /// The recuts `parent` shared since the worker last looked, as it
-    /// closes an epoch that began when the parent had closed `began_at`
-    /// epochs; to be called after [`SharedEpochs::closed_with_recuts`].
-    /// Should two of a kind come between two looks, the latest is told.
-    pub fn since(&self, parent: SharedEpochs, began_at: u32) -> Vec<ParentsRecut> {
+    /// The recuts `parent` shared since the worker last looked; to be
+    /// called after [`SharedEpochs::closed_with_recuts`]. Should two of a
+    /// kind come between two looks, the latest is told.
+    pub fn since(&self, parent: SharedEpochs) -> Vec<ParentsRecut> {
         let recuts = Recut::ALL.iter().zip(&self.seen).zip(parent.recuts());
         recuts
             .filter(|((_, seen), now)| *now != 0 && seen.swap(*now, Ordering::Relaxed) != *now)
-            .map(|((&recut, _), now)| ParentsRecut {
-                recut,
-                parents_first_whole: now - 1,
-                closing_is_whole: began_at >= now - 1,
-            })
+            .map(|((&recut, _), now)| ParentsRecut { recut, parents_first_whole: now - 1 })
             .collect()
     }
 }
@@ -156,36 +150,20 @@ mod tests {
         let seen = ParentsRecuts::default();
         // A recut before the worker started is not its concern.
         seen.start(parent);
-        assert_eq!(seen.since(parent, 3), vec![]);
+        assert_eq!(seen.since(parent), vec![]);
         // The outer loop's pass closing the parent's epoch 5 shares that
         // its epochs are whole from 6 on, then counts the epoch closed.
         parent.share_recut(Recut::OuterLoop, 6);
-        let found = seen.since(parent, 4);
-        assert_eq!(
-            found,
-            vec![ParentsRecut { recut: Recut::OuterLoop, parents_first_whole: 6, closing_is_whole: false }]
-        );
-        assert_eq!(seen.since(parent, 6), vec![], "told once");
-        // A later one of the same kind, found by an epoch begun after it.
-        parent.share_recut(Recut::OuterLoop, 9);
+        parent.count_closed();
+        assert_eq!(parent.closed_with_recuts(), 1);
+        assert_eq!(seen.since(parent), vec![ParentsRecut { recut: Recut::OuterLoop, parents_first_whole: 6 }]);
+        assert_eq!(seen.since(parent), vec![], "told once");
+        // Two of a kind between two looks: the latest.
+        parent.share_recut(Recut::MarkingLoopStopped, 9);
         parent.share_recut(Recut::MarkingLoopStopped, 12);
-        let found = seen.since(parent, 10);
-        assert_eq!(found.len(), 2);
-        assert!(found[0].closing_is_whole, "began at the parent's epoch 10, after 9: {found:?}");
-        assert!(!found[1].closing_is_whole, "began before the parent's epoch 12: {found:?}");
-    }
-
-    #[test]
-    fn a_round_recut_names_the_epoch_it_closes() {
-        // The pass closing the parent's epoch 4 ends the first round: the
-        // epoch it closes is whole. A worker epoch begun when the parent
-        // had closed 4 epochs (0 to 3) follows just that one.
-        let parent = page();
-        let seen = ParentsRecuts::default();
-        seen.start(parent);
-        parent.share_recut(Recut::PassRounds, 4);
-        assert!(seen.since(parent, 4)[0].closing_is_whole);
-        parent.share_recut(Recut::PassRounds, 7);
-        assert!(!seen.since(parent, 6)[0].closing_is_whole, "began in the parent's epoch 6, part of a round");
+        assert_eq!(
+            seen.since(parent),
+            vec![ParentsRecut { recut: Recut::MarkingLoopStopped, parents_first_whole: 12 }]
+        );
     }
 }
