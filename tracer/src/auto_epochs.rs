@@ -196,8 +196,8 @@ pub enum Takeover {
     /// the epochs it closed were parts of one of this loop's.
     OuterLoop = 0,
     /// The loop that marked the epochs made no pass for a long while, and
-    /// this one repeated meanwhile (training, then fine-tuning on another
-    /// loader).
+    /// this one, begun after its last, repeated meanwhile (training, then
+    /// fine-tuning on another loader).
     MarkingLoopStopped = 1,
 }
 
@@ -275,6 +275,8 @@ struct Place {
     /// The number of its latest pass among all places' passes, and when it started.
     serial: u64,
     at_ns: u64,
+    /// The number of its first pass among all places' passes.
+    first_serial: u64,
     inner: [(PassStart, u32); INNER_PLACES],
     inner_count: usize,
     /// Its passes since the marking loop's latest.
@@ -290,7 +292,7 @@ const INNER_PASSES_OF_AN_OUTER_LOOP: u32 = 2;
 
 impl Place {
     fn new(pass: PassStart, serial: u64, at_ns: u64) -> Place {
-        Place { latest: pass, serial, at_ns, ..Place::default() }
+        Place { latest: pass, serial, at_ns, first_serial: serial, ..Place::default() }
     }
 
     /// Passes from `place` counted inside this place's latest pass.
@@ -315,15 +317,28 @@ impl Passes {
     fn after_the_marking_loop(&self, now_ns: u64) -> u32 {
         let idle = now_ns.saturating_sub(self.marking_at_ns);
         match self.marking {
-            Some(marking) if self.longest_marking_gap_ns > 0 && idle > self.longest_marking_gap_ns => self.places
+            Some(_) if self.longest_marking_gap_ns > 0 && idle > self.longest_marking_gap_ns => self.places
                 [..self.places_count]
                 .iter()
-                .filter(|place| !place.latest.same_place(&marking))
+                .filter(|place| self.began_after_the_marking_loop(place))
                 .map(|place| place.since_marking)
                 .max()
                 .unwrap_or(0),
             _ => 0,
         }
+    }
+
+    /// Whether `place` made its first pass after the marking loop's latest:
+    /// a loop that ran beside the marking one before (an evaluation after
+    /// each training pass, or every N steps inside it) goes on with it, and
+    /// only a loop begun since (fine-tuning, testing) is another phase.
+    fn began_after_the_marking_loop(&self, place: &Place) -> bool {
+        let Some(marking) = self.marking else { return false };
+        let marking_serial = self.places[..self.places_count]
+            .iter()
+            .find(|other| other.latest.same_place(&marking))
+            .map_or(0, |other| other.serial);
+        place.first_serial > marking_serial
     }
 
     fn saw_no_repeated_pass(&self) -> bool {
@@ -353,6 +368,8 @@ impl Passes {
             return None;
         };
         started.since_marking = self.places[index].since_marking + 1;
+        started.first_serial = self.places[index].first_serial;
+        let began_after_the_marking_loop = self.began_after_the_marking_loop(&started);
         let previous = std::mem::replace(&mut self.places[index], started);
         match self.marking {
             Some(marking) if marking.same_place(&pass) => {
@@ -371,7 +388,11 @@ impl Passes {
                 self.closed = 0;
                 self.mark_from(previous.latest, pass, now_ns, alive, Some(Takeover::OuterLoop))
             }
-            Some(_) if self.places[index].since_marking >= 2 && self.marking_loop_stopped(now_ns) => {
+            Some(_)
+                if self.places[index].since_marking >= 2
+                    && began_after_the_marking_loop
+                    && self.marking_loop_stopped(now_ns) =>
+            {
                 // Its passes before this one ran in the epoch this one closes.
                 self.closed = self.places[index].since_marking - 2;
                 self.mark_from(previous.latest, pass, now_ns, alive, Some(Takeover::MarkingLoopStopped))
@@ -660,6 +681,33 @@ mod tests {
         }
         assert_eq!(seen.after_the_marking_loop(70 * SECOND), 3);
         assert_eq!(seen.after_the_marking_loop(48 * SECOND), 0);
+    }
+
+    /// A loop that ran beside the marking one before its latest pass (an
+    /// evaluation every N steps of the training it took the epochs from)
+    /// goes on with it: a training pass three times as long as any before
+    /// (a long checkpoint) leaves the epochs to the training, and the
+    /// evaluations inside its last pass are no other phase at the end.
+    #[test]
+    fn a_loop_that_ran_beside_the_marking_one_is_no_later_phase() {
+        let (train, eval) = (training(), evaluation_every_n_steps());
+        // Passes 10 s apart, four evaluations in each; then one of 60 s.
+        let mut passes = Vec::new();
+        for k in 0..4 {
+            passes.push((train, 10 * k));
+            passes.extend((1..=4).map(|e| (eval, 10 * k + 2 * e)));
+        }
+        passes.push((train, 40));
+        passes.extend((1..=20).map(|e| (eval, 40 + 3 * e)));
+        passes.push((train, 100));
+        let found: Vec<Option<Takeover>> = timed_cuts(&passes).into_iter().flatten().collect();
+        assert_eq!(found, [None, None, None, Some(Takeover::OuterLoop), None, None, None, None], "{found:?}");
+        let mut seen = Passes::default();
+        for &(pass, at) in &passes {
+            seen.started(pass, at * SECOND, &|_| true);
+        }
+        seen.started(eval, 105 * SECOND, &|_| true);
+        assert_eq!(seen.after_the_marking_loop(130 * SECOND), 0, "the evaluation goes on with the training");
     }
 
     fn cuts(passes: &[PassStart]) -> Vec<Option<String>> {
