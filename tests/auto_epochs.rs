@@ -451,6 +451,57 @@ fn persistent_workers_are_analysed_from_their_parents_first_whole_epoch() {
     }
 }
 
+/// Persistent workers of a job that trains, then fine-tunes on another
+/// loader, follow its two phases: the training loader's workers, whose
+/// Dataset leaks, are idle through the fine-tuning, which they follow in
+/// one epoch. Each worker's report shows the phase with its finding (the
+/// training, at a pass's 32 samples of 16 KiB a worker), or with epochs
+/// enough to tell (the healthy evaluation workers' no_growth); the
+/// parent's report names the leaking workers' findings.
+#[test]
+fn persistent_workers_through_a_fine_tuning_phase_report_their_training_phase() {
+    let args = ["--workers", &WORKERS.to_string(), "--persistent", "--worker-leak", "--fine-tune", "16"];
+    let run = torch_job(&args, &[("TRACER_PYTHON_OBJECTS", "1"), ("TRACER_SAMPLE_BYTES", "1024")]);
+    let report = report_json(&run.trace);
+    assert_noted(&note_texts(&report), "another DataLoader loop's passes close the epochs, whole from epoch ");
+    assert_eq!(descendant_findings(&report), vec!["heap_leak"; WORKERS], "{:#}", report["descendant_traces"]);
+    let workers: Vec<Value> = worker_traces(&run).iter().map(|worker| report_json(worker)).collect();
+    let (leaking, healthy): (Vec<&Value>, Vec<&Value>) =
+        workers.iter().partition(|worker| top_line_function(worker).as_deref() == Some("keep_sample_buffer"));
+    assert_eq!((leaking.len(), healthy.len()), (WORKERS, WORKERS), "training and evaluation workers");
+    for worker in leaking {
+        assert_eq!(worker["verdict"]["kind"], "heap_leak");
+        let growth = worker["lines"][0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
+        assert!((32 * 16384..32 * (16384 + 128)).contains(&growth), "{:#}", worker["lines"][0]);
+        let phases = &worker["analysis"]["phases"];
+        assert_eq!(phases[0]["from_epoch"], worker["epochs"][0]["index"], "a worker's first epoch: {phases:#}");
+        assert_eq!(phases[0]["analysed"], true, "{phases:#}");
+    }
+    for worker in healthy {
+        assert_eq!(worker["verdict"]["kind"], "no_growth", "{:#}", worker["verdict"]);
+    }
+}
+
+/// A training job whose outer loop took the epochs over after its
+/// evaluations closed the first ones, and that ran too few training passes
+/// for an analysis, is the program all the same: its verdict is its own,
+/// with its advice, not that of one of its workers (which follow its
+/// epochs, and would send the reader back to it).
+#[test]
+fn a_job_left_with_too_few_whole_epochs_is_no_wrapper_of_its_workers() {
+    let script = python_script("loader_epochs.py");
+    let args = [script.to_str().unwrap(), "--workers", "2", "--persistent", "--eval-every", "4", "--epochs", "3"];
+    let run = run_traced_with(&venv_python(), &args, &[("TRACER_PYTHON_OBJECTS", "1")]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let report = report_json(&run.trace);
+    assert_noted(&note_texts(&report), "the passes of an outer DataLoader loop close the epochs, whole from epoch ");
+    let verdict = &report["verdict"];
+    assert_eq!(verdict["kind"], "too_few_epochs", "{verdict:#}");
+    let message = verdict["message"].as_str().unwrap();
+    assert!(message.contains("the epochs were cut where DataLoader passes began"), "{message}");
+    assert!(!message.contains("is a wrapper"), "{message}");
+}
+
 /// Persistent workers that read Python objects made before the fork copy
 /// their parent's pages: their RSS stays flat, their private memory grows
 /// by about 8 MiB an epoch, and their reports say so, with no suspect.

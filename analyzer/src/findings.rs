@@ -9,7 +9,7 @@ use trace_format::{Record, RecordReader};
 
 use crate::analysis::{NoiseFloor, VerdictKind, MIN_EPOCHS};
 use crate::format::bytes;
-use crate::render::{analyze_by_line, top_line};
+use crate::render::{phases, top_line};
 use crate::symbolize::Symbolizer;
 use crate::trace::{load, Descendant, LoadOptions};
 
@@ -210,7 +210,9 @@ struct OwnVerdict {
 fn own_verdict(path: &Path, floor: NoiseFloor) -> Option<OwnVerdict> {
     let trace = load(path, &LoadOptions::default()).ok()?;
     let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
-    let analysis = analyze_by_line(&trace, floor, &mut symbolizer);
+    // Its own report's analysis: a worker following a parent whose epochs
+    // several loops cut in turn shows the phase its leak grew in.
+    let (analysis, _) = phases::analyze(path, &trace, floor, &mut symbolizer);
     let top = top_line(&trace, &analysis, &mut symbolizer);
     let v = &analysis.verdict;
     let found = |kind: VerdictKind| -> Option<(String, u64)> {

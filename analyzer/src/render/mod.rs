@@ -14,8 +14,8 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 
 use crate::analysis::{
-    analyze, births_that_count, with_caller, Analysis, Culprit, KnownAs, NoiseFloor, Pile, Survivor, Suspect,
-    VerdictKind, STACKS_BY_LINE,
+    analyze, births_that_count, with_caller, Analysis, Culprit, EpochSource, KnownAs, NoiseFloor, Pile, Survivor,
+    Suspect, VerdictKind, STACKS_BY_LINE,
 };
 use crate::lines::{self, LeakLine, SHARE_OF_A_LINE};
 use crate::sites::SiteKeys;
@@ -208,13 +208,15 @@ impl<'t> Report<'t> {
     }
 }
 
-/// The program a wrapper ran: a process with too few epochs of its own
-/// (`timeout`, `/usr/bin/time`, a launcher script, a launcher that does
-/// its work in processes it starts) whose descendant, the one
+/// The program a wrapper ran: a process with too few epochs of its own,
+/// cut by time alone (`timeout`, `/usr/bin/time`, a launcher script, a
+/// launcher that does its work in processes it starts) whose descendant, the one
 /// [`program_trace`](crate::findings::program_trace) picks, has the epochs
 /// an analysis needs. Its place in `descendants`.
 fn wrapped_program(analysis: &Analysis, descendants: &[crate::findings::DescendantReport]) -> Option<usize> {
-    if analysis.verdict.kind != VerdictKind::TooFewEpochs {
+    // A process that cut epochs by its own marks or DataLoader passes is
+    // the program, however few of them it ran (or the analysis could use).
+    if analysis.verdict.kind != VerdictKind::TooFewEpochs || analysis.epochs_from != EpochSource::Program {
         return None;
     }
     let program = crate::findings::program_trace(descendants).filter(|d| d.verdict.is_some())?;

@@ -21,7 +21,7 @@ const PHASES: usize = 8;
 /// One phase of a job of several, as the report tells of it.
 #[derive(Debug, Clone)]
 pub struct Phase {
-    /// Its first whole epoch (0 for the first phase).
+    /// Its first whole epoch (the trace's first for the first phase).
     pub from: u32,
     /// Its last epoch; `None` for the last phase, which runs to the end.
     pub to: Option<u32>,
@@ -34,7 +34,8 @@ pub struct Phase {
 
 /// The analysis a report of `trace` (read from `path`) shows, and the
 /// job's phases when it had several (none otherwise): the last phase's
-/// analysis, unless it found no leak and an earlier one did (the latest).
+/// analysis, unless it found no leak and an earlier one did (the latest),
+/// or it had too few epochs to tell and an earlier one had enough.
 pub fn analyze(
     path: &Path,
     trace: &Trace,
@@ -48,8 +49,10 @@ pub fn analyze(
     }
     // Latest first: (first whole epoch, last epoch, analysis).
     let mut analyses = vec![(*starts.last().unwrap_or(&0), None, last)];
+    // A forked worker's first epoch is its parent's at its fork.
+    let first_epoch = trace.snapshots.first().map_or(0, |s| s.epoch);
     for (k, &next) in starts.iter().enumerate().rev().take(PHASES - 1) {
-        let from = if k == 0 { 0 } else { starts[k - 1] };
+        let from = if k == 0 { first_epoch } else { starts[k - 1] };
         // Up to the epoch before the one that held the end of its loop.
         let Some(to) = next.checked_sub(2).filter(|&to| to >= from) else { continue };
         let Some(until) = trace.snapshot_of(to) else { continue };
@@ -57,7 +60,15 @@ pub fn analyze(
         analyses.push((from, Some(to), super::analyze_by_line(&prefix, floor, symbolizer)));
     }
     let leaks = |a: &Analysis| a.verdict.kind == VerdictKind::HeapLeak;
-    let shown = analyses.iter().position(|(_, _, a)| leaks(a)).unwrap_or(0);
+    // The latest phase with a leak, else the latest with epochs enough to
+    // tell (a persistent worker of the training loader idles through the
+    // fine-tuning, which it follows in one epoch).
+    let told = |a: &Analysis| a.verdict.kind != VerdictKind::TooFewEpochs;
+    let shown = analyses
+        .iter()
+        .position(|(_, _, a)| leaks(a))
+        .or_else(|| analyses.iter().position(|(_, _, a)| told(a)))
+        .unwrap_or(0);
     let mut phases: Vec<Phase> = analyses
         .iter()
         .enumerate()
@@ -112,7 +123,7 @@ pub fn words(phases: &[Phase]) -> String {
 /// epoch between two, or one of a phase not shown (but the exit's).
 pub fn table_note(phases: &[Phase], epoch: u32, ends_the_process: bool) -> Option<&'static str> {
     let shown = phases.iter().find(|phase| phase.shown)?;
-    if phases.iter().any(|phase| phase.from > 0 && epoch + 1 == phase.from) {
+    if phases.iter().skip(1).any(|phase| epoch + 1 == phase.from) {
         return Some("  (the end of one DataLoader loop, the start of the next)");
     }
     let in_shown = epoch >= shown.from && shown.to.is_none_or(|to| epoch <= to);
