@@ -1378,15 +1378,22 @@ impl Analysis {
                     // Freed memory the allocator kept is resident, counted
                     // in the RSS and in none of the live bytes.
                     let kept_free = v.allocator_free_growth().clamp(0, rest);
+                    // Pages of mapped files (a worker reading its dataset)
+                    // are resident too, and in no live bytes.
+                    let files = v.file_growth().clamp(0, rest);
+                    let rest_words = if files > FILE_GROWTH_NAMED {
+                        format!("{}, {} of it pages of mapped files", signed(rest), signed(files))
+                    } else {
+                        signed(rest)
+                    };
                     let outside = if 4 * kept_free >= rest {
                         format!(
-                            "the rest ({}) is freed memory {} kept ({} of it, the `malloc free` column) and memory outside what the tracer sees",
-                            signed(rest),
+                            "the rest ({rest_words}) is freed memory {} kept ({} of it, the `malloc free` column) and memory outside what the tracer sees",
                             v.allocator.retention_words().0,
                             signed(kept_free)
                         )
                     } else {
-                        format!("the rest ({}) is outside what the tracer sees", signed(rest))
+                        format!("the rest ({rest_words}) is outside what the tracer sees")
                     };
                     msg.push_str(&format!(
                         "; {}, much more than the heap and mappings: {outside}",

@@ -1604,7 +1604,16 @@ fn a_leak_with_much_more_rss_growth_says_the_rest_is_outside_the_heap() {
     assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
     let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "f")));
     assert!(msg.contains("outside what the tracer sees"), "{msg}");
-    assert!(!msg.contains("malloc free"), "{msg}");
+    assert!(!msg.contains("malloc free") && !msg.contains("pages of mapped files"), "{msg}");
+
+    // Pages of mapped files make part of that rest: said, with how much.
+    let sim = leaking_epochs(|sim, _| {
+        sim.rss_extra += 64 << 20;
+        sim.file_pages += 32 << 20;
+    });
+    let (_, a) = run(&sim);
+    let msg = a.verdict_message(Some(Culprit::suspect(&a.suspects[0], "f")));
+    assert!(msg.contains(" of it pages of mapped files) is outside what the tracer sees"), "{msg}");
 
     // Freed memory malloc kept makes much of that rest: said, with how much.
     let sim = leaking_epochs(|sim, _| {
