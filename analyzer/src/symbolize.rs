@@ -110,9 +110,10 @@ pub enum OwnCode {
 }
 
 /// Whether `path` is a runtime library or interpreter, never the program's
-/// own code: the C/C++ runtime, the Python interpreter, and the native
-/// libraries PyTorch ships (its wheel's `torch/lib`, its `_C` extension, the
-/// CUDA and OpenMP runtimes).
+/// own code: the C/C++ runtime, the Python interpreter and its standard
+/// library's extension modules (`lib-dynload`: `_pickle`, `_ctypes`), and
+/// the native libraries PyTorch ships (its wheel's `torch/lib`, its `_C`
+/// extension, the CUDA and OpenMP runtimes).
 pub fn is_runtime_module(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     const PREFIXES: &[&str] = &[
@@ -160,7 +161,7 @@ pub fn is_runtime_module(path: &str) -> bool {
         "libcupti",
         "libnvidia-",
     ];
-    const DIRECTORIES: &[&str] = &["/torch/lib/", "/torch/_C.", "/torch/_C/", "/nvidia/"];
+    const DIRECTORIES: &[&str] = &["/lib-dynload/", "/torch/lib/", "/torch/_C.", "/torch/_C/", "/nvidia/"];
     PREFIXES.iter().any(|p| name.starts_with(p)) || DIRECTORIES.iter().any(|d| path.contains(d))
 }
 
@@ -590,6 +591,8 @@ mod tests {
             "/usr/local/cuda/lib64/libcudart.so.12",
             "/opt/intel/lib/libiomp5.so",
             "/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9",
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/lib-dynload/_pickle.cpython-311-x86_64-linux-gnu.so",
+            "/usr/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so",
         ] {
             assert!(is_runtime_module(path), "{path}");
         }
