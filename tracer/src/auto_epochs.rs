@@ -196,8 +196,8 @@ pub enum Takeover {
     /// the epochs it closed were parts of one of this loop's.
     OuterLoop = 0,
     /// The loop that marked the epochs made no pass for a long while, and
-    /// this one, begun after its last, repeated meanwhile (training, then
-    /// fine-tuning on another loader).
+    /// this one, which made none between two of its passes, repeated
+    /// meanwhile (training, then fine-tuning on another loader).
     MarkingLoopStopped = 1,
 }
 
@@ -275,8 +275,10 @@ struct Place {
     /// The number of its latest pass among all places' passes, and when it started.
     serial: u64,
     at_ns: u64,
-    /// The number of its first pass among all places' passes.
-    first_serial: u64,
+    /// It made passes between two of the marking loop's: a loop that
+    /// goes on beside it (an evaluation after each training pass, or every
+    /// N steps inside one), no later phase of the job.
+    beside_marking: bool,
     inner: [(PassStart, u32); INNER_PLACES],
     inner_count: usize,
     /// Its passes since the marking loop's latest.
@@ -292,7 +294,7 @@ const INNER_PASSES_OF_AN_OUTER_LOOP: u32 = 2;
 
 impl Place {
     fn new(pass: PassStart, serial: u64, at_ns: u64) -> Place {
-        Place { latest: pass, serial, at_ns, first_serial: serial, ..Place::default() }
+        Place { latest: pass, serial, at_ns, ..Place::default() }
     }
 
     /// Passes from `place` counted inside this place's latest pass.
@@ -320,25 +322,12 @@ impl Passes {
             Some(_) if self.longest_marking_gap_ns > 0 && idle > self.longest_marking_gap_ns => self.places
                 [..self.places_count]
                 .iter()
-                .filter(|place| self.began_after_the_marking_loop(place))
+                .filter(|place| !place.beside_marking)
                 .map(|place| place.since_marking)
                 .max()
                 .unwrap_or(0),
             _ => 0,
         }
-    }
-
-    /// Whether `place` made its first pass after the marking loop's latest:
-    /// a loop that ran beside the marking one before (an evaluation after
-    /// each training pass, or every N steps inside it) goes on with it, and
-    /// only a loop begun since (fine-tuning, testing) is another phase.
-    fn began_after_the_marking_loop(&self, place: &Place) -> bool {
-        let Some(marking) = self.marking else { return false };
-        let marking_serial = self.places[..self.places_count]
-            .iter()
-            .find(|other| other.latest.same_place(&marking))
-            .map_or(0, |other| other.serial);
-        place.first_serial > marking_serial
     }
 
     fn saw_no_repeated_pass(&self) -> bool {
@@ -368,14 +357,16 @@ impl Passes {
             return None;
         };
         started.since_marking = self.places[index].since_marking + 1;
-        started.first_serial = self.places[index].first_serial;
-        let began_after_the_marking_loop = self.began_after_the_marking_loop(&started);
+        started.beside_marking = self.places[index].beside_marking;
         let previous = std::mem::replace(&mut self.places[index], started);
         match self.marking {
             Some(marking) if marking.same_place(&pass) => {
                 self.marking = Some(pass);
                 let gap = now_ns.saturating_sub(self.marking_at_ns);
                 self.longest_marking_gap_ns = self.longest_marking_gap_ns.max(gap);
+                for place in &mut self.places[..self.places_count] {
+                    place.beside_marking |= place.since_marking > 0;
+                }
                 self.marking_passed(now_ns);
                 let closes = self.round.begins_round(pass.loader, alive);
                 self.close_if(closes, None)
@@ -390,7 +381,7 @@ impl Passes {
             }
             Some(_)
                 if self.places[index].since_marking >= 2
-                    && began_after_the_marking_loop
+                    && !self.places[index].beside_marking
                     && self.marking_loop_stopped(now_ns) =>
             {
                 // Its passes before this one ran in the epoch this one closes.
@@ -432,6 +423,10 @@ impl Passes {
     ) -> Option<PassCut> {
         self.marking = Some(pass);
         self.longest_marking_gap_ns = 0;
+        // Nothing has run beside the new marking loop yet.
+        for place in &mut self.places[..self.places_count] {
+            place.beside_marking = false;
+        }
         self.marking_passed(now_ns);
         self.round = Round::default();
         self.rounds_closed = 0;
@@ -661,6 +656,11 @@ mod tests {
         let expected =
             [None, Some(None), Some(None), Some(None), Some(None), None, None, None, Some(stopped), Some(None)];
         assert_eq!(timed_cuts(&passes), expected);
+        // A fine-tuning loader looked at once before the training (a batch
+        // printed) is no loop beside it all the same.
+        let mut peeked = vec![(tune, 0)];
+        peeked.extend(passes.iter().map(|&(pass, at)| (pass, at + 1)));
+        assert_eq!(timed_cuts(&peeked)[1..], expected);
         // The epoch the takeover closes held fine-tuning passes 1 to 3.
         let mut seen = Passes::default();
         let labels: Vec<String> = passes
