@@ -500,6 +500,8 @@ fn a_job_left_with_too_few_whole_epochs_is_no_wrapper_of_its_workers() {
     let message = verdict["message"].as_str().unwrap();
     assert!(message.contains("the epochs were cut where DataLoader passes began"), "{message}");
     assert!(!message.contains("is a wrapper"), "{message}");
+    let text = report_text(&run.trace);
+    assert!(!text.contains("if the program ran under a wrapper"), "{text}");
 }
 
 /// Persistent workers that read Python objects made before the fork copy
