@@ -423,10 +423,13 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
 /// the Dataset leak grows by a training pass's 64 samples of 16 KiB a
 /// worker and epoch, not by the part of it that the evaluation-cut epochs
 /// held. Sampled every KiB on average: each 16 KiB buffer is sampled.
-#[test]
-fn persistent_workers_are_analysed_from_their_parents_first_whole_epoch() {
-    let args =
-        ["--workers", &WORKERS.to_string(), "--persistent", "--worker-leak", "--steps", "16", "--eval-every", "4"];
+/// Workers forked, or spawned (which read their parent's page through
+/// /proc, and whose first epoch holds their own start-up).
+fn persistent_workers_analysed_from_their_parents_first_whole_epoch(spawn: bool) {
+    let mut args = vec!["--workers", "2", "--persistent", "--worker-leak", "--steps", "16", "--eval-every", "4"];
+    if spawn {
+        args.push("--spawn");
+    }
     let run = torch_job(&args, &[("TRACER_PYTHON_OBJECTS", "1"), ("TRACER_SAMPLE_BYTES", "1024")]);
     let outer_loop = "the passes of an outer DataLoader loop close the epochs, whole from epoch ";
     assert_noted(&note_texts(&report_json(&run.trace)), outer_loop);
@@ -447,8 +450,20 @@ fn persistent_workers_are_analysed_from_their_parents_first_whole_epoch() {
         let growth = report["lines"][0]["growth_bytes_per_epoch"].as_u64().unwrap_or_default();
         assert!((64 * 16384..64 * (16384 + 128)).contains(&growth), "{:#}", report["lines"][0]);
         let text = report_text(worker);
-        assert!(text.contains("(inside the first pass of the outer DataLoader loop)"), "{text}");
+        assert!(text.contains("  (inside the first pass of the outer DataLoader loop)"), "{text}");
+        let start_up = text.contains("  (its start-up, inside the first pass of the outer DataLoader loop)");
+        assert_eq!(start_up, spawn, "{text}");
     }
+}
+
+#[test]
+fn persistent_workers_are_analysed_from_their_parents_first_whole_epoch() {
+    persistent_workers_analysed_from_their_parents_first_whole_epoch(false);
+}
+
+#[test]
+fn spawned_persistent_workers_are_analysed_from_their_parents_first_whole_epoch() {
+    persistent_workers_analysed_from_their_parents_first_whole_epoch(true);
 }
 
 /// Persistent workers of a job that trains, then fine-tunes on another

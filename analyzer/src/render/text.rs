@@ -333,15 +333,18 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
         // A worker's epochs, its parent's, all began after its fork, inside a pass.
         let inside_a_pass =
             (i > 0 && cause == trace_format::EpochCause::Auto) || cause == trace_format::EpochCause::Parent;
+        // A spawned worker's first epoch holds its interpreter's start-up.
+        let spawned_start = i == 0 && cause == trace_format::EpochCause::Parent && trace.process.forked_from.is_none();
         let note = if let Some(note) = phases::table_note(phases, epoch, cause.ends_the_process()) {
             note
         } else if i < analysed.start && inside_a_pass {
             // Only the epochs cut inside a first round of passes over several
             // loaders, or inside the first pass of an outer loop.
-            if outer_loop_found {
-                "  (inside the first pass of the outer DataLoader loop)"
-            } else {
-                "  (before the first whole round of DataLoader passes)"
+            match (outer_loop_found, spawned_start) {
+                (true, false) => "  (inside the first pass of the outer DataLoader loop)",
+                (true, true) => "  (its start-up, inside the first pass of the outer DataLoader loop)",
+                (false, false) => "  (before the first whole round of DataLoader passes)",
+                (false, true) => "  (its start-up, before the first whole round of DataLoader passes)",
             }
         } else if i < analysed.start && outer_loop_found {
             "  (start-up, and the outer DataLoader loop's first pass begun)"
