@@ -967,6 +967,23 @@ fn a_fine_tuning_loop_after_training_is_analysed_apart() {
     assert_eq!(report["analysis"]["first_analysed_epoch"], from - 1, "{:#}", report["analysis"]);
 }
 
+/// A fine-tuning (or testing) phase that takes the epochs over with its
+/// last passes leaves itself too few epochs to analyse: the verdict says
+/// so, with what the training's epochs found, rather than that the job
+/// is clean (its leak is the fine-tuning's).
+#[test]
+fn a_short_last_phase_reads_too_few_epochs() {
+    let args = ["--workers", "0", "--fine-tune", "8", "--tune-step-wait", "0.1", "--tuning-leaks"];
+    let run = torch_job(&args, &[]);
+    let report = report_json(&run.trace);
+    assert_noted(&note_texts(&report), "another DataLoader loop's passes close the epochs, whole from epoch ");
+    let verdict = &report["verdict"];
+    assert_eq!(verdict["kind"], "too_few_epochs", "{verdict:#}");
+    let message = verdict["message"].as_str().unwrap();
+    assert!(message.contains("2 DataLoader loops cut the job's epochs in turn"), "{message}");
+    assert!(message.contains(", no leak"), "the training's finding: {message}");
+}
+
 /// A leak of the training alone, then a long fine-tuning (or testing)
 /// phase that keeps nothing: the training's epochs find it.
 #[test]

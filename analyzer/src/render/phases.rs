@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use super::ByLine;
-use crate::analysis::{Analysis, NoiseFloor, VerdictKind, STACKS_BY_LINE};
+use crate::analysis::{Analysis, EpochSource, NoiseFloor, VerdictKind, STACKS_BY_LINE};
 use crate::format::bytes;
 use crate::symbolize::Symbolizer;
 use crate::trace::{load, LoadOptions, Trace};
@@ -35,7 +35,8 @@ pub struct Phase {
 /// The analysis a report of `trace` (read from `path`) shows, and the
 /// job's phases when it had several (none otherwise): the last phase's
 /// analysis, unless it found no leak and an earlier one did (the latest),
-/// or it had too few epochs to tell and an earlier one had enough.
+/// or, in a worker following its parent's epochs, it had too few epochs to
+/// tell and an earlier one had enough.
 pub fn analyze(
     path: &Path,
     trace: &Trace,
@@ -60,14 +61,17 @@ pub fn analyze(
         analyses.push((from, Some(to), super::analyze_by_line(&prefix, floor, symbolizer)));
     }
     let leaks = |a: &Analysis| a.verdict.kind == VerdictKind::HeapLeak;
-    // The latest phase with a leak, else the latest with epochs enough to
-    // tell (a persistent worker of the training loader idles through the
-    // fine-tuning, which it follows in one epoch).
+    // The latest phase with a leak; else, in a worker following its
+    // parent's epochs, the latest with epochs enough to tell: a persistent
+    // worker of the training loader idles through the fine-tuning, which
+    // it follows in one epoch. A process's own phase of too few epochs (a
+    // short test at the end) is what its verdict says, not another's.
     let told = |a: &Analysis| a.verdict.kind != VerdictKind::TooFewEpochs;
+    let follows_parent = matches!(analyses[0].2.epochs_from, EpochSource::ParentsEpochs { .. });
     let shown = analyses
         .iter()
         .position(|(_, _, a)| leaks(a))
-        .or_else(|| analyses.iter().position(|(_, _, a)| told(a)))
+        .or_else(|| analyses.iter().position(|(_, _, a)| follows_parent && told(a)))
         .unwrap_or(0);
     let mut phases: Vec<Phase> = analyses
         .iter()
