@@ -1150,13 +1150,10 @@ impl Session {
     /// several loaders: the epochs cut inside that round are not whole.
     fn pass_rounds_notice(&self, closing: u32) -> Option<Notice> {
         let loaders = self.auto_epochs.take_rounds_found()?;
-        let first_whole = closing + 1;
-        self.share_recut(Recut::PassRounds, first_whole);
-        let text = format!(
-            "{}{first_whole}: the passes from one place go round {loaders} loaders, and each pass over the first closes an epoch; the epochs before, from its first round on, each held part of that round (epoch {closing} its last loader's pass)",
-            Recut::PassRounds.notice_prefix()
+        let why = format!(
+            "the passes from one place go round {loaders} loaders, and each pass over the first closes an epoch; the epochs before, from its first round on, each held part of that round (epoch {closing} its last loader's pass)"
         );
-        Some(Notice { elapsed_ns: self.elapsed_ns(), text })
+        Some(self.shared_recut_notice(Recut::PassRounds, closing, &why))
     }
 
     /// When the pass closing epoch `closing` is the first of another loop's
@@ -1164,7 +1161,6 @@ impl Session {
     /// before were parts of one of its passes), or of a loop that repeated
     /// after the marking one stopped.
     fn takeover_notice(&self, closing: u32) -> Option<Notice> {
-        let first_whole = closing + 1;
         let (recut, why) = match self.auto_epochs.take_takeover()? {
             Takeover::OuterLoop => (
                 Recut::OuterLoop,
@@ -1178,17 +1174,24 @@ impl Session {
                 ),
             ),
         };
-        self.share_recut(recut, first_whole);
-        let text = format!("{}{first_whole}: {why}", recut.notice_prefix());
-        Some(Notice { elapsed_ns: self.elapsed_ns(), text })
+        Some(self.shared_recut_notice(recut, closing, &why))
     }
 
-    /// Shares with the workers following this process's epochs that they
-    /// are whole from `first_whole` on, after `recut`.
-    fn share_recut(&self, recut: Recut, first_whole: u32) {
+    /// The notice of `recut` (`why` it came), which the pass closing epoch
+    /// `closing` made: the epochs are whole from the next on, as this
+    /// process shares with the workers following its epochs.
+    fn shared_recut_notice(&self, recut: Recut, closing: u32, why: &str) -> Notice {
         if let Some(shared) = self.shared() {
-            shared.share_recut(recut, first_whole);
+            shared.share_recut(recut, closing + 1);
         }
+        self.recut_notice(recut, closing, why)
+    }
+
+    /// The notice that, after `recut`, the epochs are whole from the one
+    /// after `closing` on; `why` follows.
+    fn recut_notice(&self, recut: Recut, closing: u32, why: &str) -> Notice {
+        let text = format!("{}{}: {why}", recut.notice_prefix(), closing + 1);
+        Notice { elapsed_ns: self.elapsed_ns(), text }
     }
 
     /// In a worker following its parent's epochs, as it closes `closing`:
@@ -1196,13 +1199,12 @@ impl Session {
     /// first of its own epochs that began at the parent's first whole one
     /// or later, its next (the analysis of the worker's trace starts there).
     fn parents_recut_notice(&self, closing: u32, found: &ParentsRecut) -> Notice {
-        let first_whole = closing + 1;
-        let text = format!(
-            "{}{first_whole}: this worker follows its parent's epochs, whose trace says so from the parent's epoch {} on, where the worker's epoch {first_whole} is the first to begin",
-            found.recut.notice_prefix(),
-            found.parents_first_whole
+        let why = format!(
+            "this worker follows its parent's epochs, whose trace says so from the parent's epoch {} on, where the worker's epoch {} is the first to begin",
+            found.parents_first_whole,
+            closing + 1
         );
-        Notice { elapsed_ns: self.elapsed_ns(), text }
+        self.recut_notice(found.recut, closing, &why)
     }
 
     /// The page of counters this process shares with its descendants.
