@@ -214,13 +214,19 @@ impl<'t> Report<'t> {
 /// [`program_trace`](crate::findings::program_trace) picks, has the epochs
 /// an analysis needs. Its place in `descendants`.
 fn wrapped_program(analysis: &Analysis, descendants: &[crate::findings::DescendantReport]) -> Option<usize> {
-    // A process that cut epochs by its own marks or DataLoader passes is
-    // the program, however few of them it ran (or the analysis could use).
-    if analysis.verdict.kind != VerdictKind::TooFewEpochs || analysis.epochs_from != EpochSource::Program {
+    if !may_be_a_wrapper(analysis) {
         return None;
     }
     let program = crate::findings::program_trace(descendants).filter(|d| d.verdict.is_some())?;
     descendants.iter().position(|d| std::ptr::eq(d, program))
+}
+
+/// Whether the process `analysis` is of may be a wrapper: it ran too few
+/// epochs, all time slices. A process that cut epochs by its own marks or
+/// DataLoader passes is the program, however few of them it ran (or the
+/// analysis could use).
+pub fn may_be_a_wrapper(analysis: &Analysis) -> bool {
+    analysis.verdict.kind == VerdictKind::TooFewEpochs && analysis.epochs_from == EpochSource::Program
 }
 
 /// The verdict on a wrapper: that it is one, and the verdict of the

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::phases::{self, Phase};
 use super::{names, Drawn, Report, ShownSuspect};
-use crate::analysis::{EpochSource, LineMemory, Survivor, Suspect, VerdictKind};
+use crate::analysis::{LineMemory, Survivor, Suspect, VerdictKind};
 use crate::findings::{by_growth, program_trace, DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
 use crate::lines::LeakLine;
@@ -716,8 +716,7 @@ pub fn render(report: &Report<'_>) -> String {
     let _ = writeln!(out, "\nVerdict ({}): {}", report.verdict_kind().name(), report.verdict_message);
     if a.verdict.kind == VerdictKind::TooFewEpochs && report.program.is_none() {
         let beside = report.descendants.iter().find(|d| d.trace.started_beside);
-        // Only a process cut by time alone may be a wrapper (see `wrapped_program`).
-        let wrapped = || (a.epochs_from == EpochSource::Program).then(|| program_trace(&report.descendants)).flatten();
+        let wrapped = || super::may_be_a_wrapper(a).then(|| program_trace(&report.descendants)).flatten();
         if let Some(other) = beside.or_else(wrapped) {
             let why = if other.trace.started_beside {
                 "another traced process started beside this one (the other end of a pipeline?) wrote its own trace"
