@@ -84,6 +84,13 @@ fn assert_noted(notes: &[&str], start: &str) {
     assert!(notes.iter().any(|n| n.starts_with(start)), "no note starting {start:?}: {notes:?}");
 }
 
+/// The message of `report`'s verdict, which is too_few_epochs.
+fn too_few_epochs_message(report: &Value) -> &str {
+    let verdict = &report["verdict"];
+    assert_eq!(verdict["kind"], "too_few_epochs", "{verdict:#}");
+    verdict["message"].as_str().expect("a verdict message")
+}
+
 /// Runs loader_epochs.py with `args` under the tracer: its epochs are cut
 /// by its training passes and its planted leak is the top suspect.
 fn training_job_cut_by_its_passes(args: &[&str], env: &[(&str, &str)]) -> (TracedRun, Value) {
@@ -510,9 +517,7 @@ fn a_job_left_with_too_few_whole_epochs_is_no_wrapper_of_its_workers() {
     assert!(run.output.status.success(), "{}", run.stderr());
     let report = report_json(&run.trace);
     assert_noted(&note_texts(&report), "the passes of an outer DataLoader loop close the epochs, whole from epoch ");
-    let verdict = &report["verdict"];
-    assert_eq!(verdict["kind"], "too_few_epochs", "{verdict:#}");
-    let message = verdict["message"].as_str().unwrap();
+    let message = too_few_epochs_message(&report);
     assert!(message.contains("the epochs were cut where DataLoader passes began"), "{message}");
     assert!(!message.contains("is a wrapper"), "{message}");
     let text = report_text(&run.trace);
@@ -977,9 +982,7 @@ fn a_short_last_phase_reads_too_few_epochs() {
     let run = torch_job(&args, &[]);
     let report = report_json(&run.trace);
     assert_noted(&note_texts(&report), "another DataLoader loop's passes close the epochs, whole from epoch ");
-    let verdict = &report["verdict"];
-    assert_eq!(verdict["kind"], "too_few_epochs", "{verdict:#}");
-    let message = verdict["message"].as_str().unwrap();
+    let message = too_few_epochs_message(&report);
     assert!(message.contains("2 DataLoader loops cut the job's epochs in turn"), "{message}");
     assert!(message.contains(", no leak"), "the training's finding: {message}");
 }
