@@ -499,6 +499,7 @@ const FRAMEHOP_CACHE_ENTRIES: u64 = 509;
 /// the steady state of a PyTorch training loop loading its own batches,
 /// sixteen missed 1.5% of lookups (on conflicts), thirty-two 0.2%.
 const CACHES_PER_SLOT: usize = 32;
+const _: () = assert!(CACHES_PER_SLOT.is_power_of_two());
 
 /// Several framehop caches used as one larger cache: the cache an address
 /// goes to is picked by the address bits that framehop's own slot choice
@@ -509,13 +510,17 @@ pub struct RuleCaches {
 }
 
 impl RuleCaches {
+    /// `count`: a power of two, so that picking a cache is a mask, not a
+    /// division (one per frame unwound, where a `div` was a tenth of a
+    /// capture's own time).
     fn new(count: usize) -> RuleCaches {
+        debug_assert!(count.is_power_of_two());
         RuleCaches { rules: (0..count).map(|_| RuleCache::new_in()).collect(), recent_objects: RecentObjects::EMPTY }
     }
 
     /// The cache that holds the rule for `address`, if any does.
     pub fn for_address(&mut self, address: u64) -> &mut RuleCache {
-        let index = (address / FRAMEHOP_CACHE_ENTRIES) as usize % self.rules.len();
+        let index = (address / FRAMEHOP_CACHE_ENTRIES) as usize & (self.rules.len() - 1);
         &mut self.rules[index]
     }
 }
