@@ -235,6 +235,19 @@ fn training_passes_over_enumerate_cut_the_epochs() {
     training_job_cut_by_its_passes(&["--workers", "0", "--enumerate"], &[]);
 }
 
+/// A framework's data fetcher reaches `DataLoader.__iter__` through
+/// wrappers whose `iter()` calls CPython 3.11 specializes once they are
+/// warm, two of them between the same two passes (Lightning's fit loop
+/// does so, twenty frames deep): the frames the training passes start from
+/// move, and each pass still closes an epoch.
+#[test]
+fn training_passes_through_wrappers_whose_calls_specialize_cut_the_epochs() {
+    let run = run_job(&venv_python(), "framework_passes.py", &[], &[]);
+    let report = report_json(&run.trace);
+    assert_cut_by_training_passes(&report);
+    assert_top_suspect_is_planted(&report, "framework_passes.py");
+}
+
 /// A new training loader every epoch, made while the one before is alive
 /// and taking its address in turn: each of its passes closes an epoch, as
 /// one loader's do, not one every round over two loaders.

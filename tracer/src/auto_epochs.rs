@@ -527,8 +527,10 @@ mod tests {
     const EVAL_LOADER: u64 = 0x2000;
     const WARM_UP_LOADER: u64 = 0x3000;
 
+    /// A pass from `place`, a function called from its first instruction.
     fn pass(place: u64, loader: u64) -> PassStart {
-        PassStart { place, near_places: [place, place], loader, ..PassStart::default() }
+        let outer = crate::python::OuterFrames::of(&[crate::python::pack(place, 0, false)]);
+        PassStart { place, loader, outer }
     }
 
     /// A pass started from `frames`, innermost first, each `(code, instruction)`.
@@ -557,7 +559,7 @@ mod tests {
     }
 
     fn validation_after_training() -> PassStart {
-        pass_from(EVAL, EVAL_LOADER, &[(EVALUATE, 6), (MAIN, 22), MODULE])
+        pass_from(EVAL, EVAL_LOADER, &[(EVALUATE, 6), (MAIN, 30), MODULE])
     }
 
     fn test_every_few_epochs() -> PassStart {
@@ -597,7 +599,7 @@ mod tests {
             .collect();
         assert_eq!(found, [None, None, Some(Takeover::OuterLoop), None, None]);
         // Two evaluations every N steps, from two lines in turn: the first marks until the training repeats.
-        let test = pass_from(EVAL + 1, 0x5000, &[(EVALUATE, 6), (TRAIN_EPOCH, 32), (MAIN, 20), MODULE]);
+        let test = pass_from(EVAL + 1, 0x5000, &[(EVALUATE, 6), (TRAIN_EPOCH, 36), (MAIN, 20), MODULE]);
         let passes = [train, eval, test, eval, test, train, eval, test, eval, test, train];
         let closing: Vec<bool> = cuts(&passes).iter().map(Option::is_some).collect();
         assert_eq!(closing, [false, false, false, true, false, true, false, false, false, false, true]);
@@ -621,8 +623,8 @@ mod tests {
         // Two training lines taking turns (even epochs on one, odd ones on
         // the other), a validation after each: one run of it after each.
         let even = pass_from(TRAIN, TRAIN_LOADER, &[(MAIN, 20), MODULE]);
-        let odd = pass_from(TRAIN + 1, TRAIN_LOADER, &[(MAIN, 22), MODULE]);
-        let eval = pass_from(EVAL, EVAL_LOADER, &[(EVALUATE, 6), (MAIN, 24), MODULE]);
+        let odd = pass_from(TRAIN + 1, TRAIN_LOADER, &[(MAIN, 26), MODULE]);
+        let eval = pass_from(EVAL, EVAL_LOADER, &[(EVALUATE, 6), (MAIN, 32), MODULE]);
         let passes = [even, eval, odd, eval, even, eval, odd, eval, even, eval];
         let closing: Vec<bool> = cuts(&passes).iter().map(Option::is_some).collect();
         assert_eq!(closing, [false, false, false, true, false, true, false, true, false, true]);
@@ -803,16 +805,26 @@ mod tests {
 
     /// `for i, x in enumerate(loader)` on 3.11: the first passes call
     /// `DataLoader.__iter__` from another instruction of the line than the
-    /// later ones, once the call is specialized: near places are the same
-    /// place, and the training loop repeats first, each of its passes
-    /// closing an epoch, not the evaluation's. A place near neither is
-    /// another (a statistics pass over the same loader on the line before).
+    /// later ones, once the call is specialized, and a framework's deeper
+    /// path has frame after frame moved over its first epochs: passes whose
+    /// frames moved by two code units are the same place, and the training
+    /// loop repeats first, each of its passes closing an epoch, not the
+    /// evaluation's. A call further away is another place (a statistics
+    /// pass over the same loader on the line before).
     #[test]
-    fn a_loop_whose_call_was_specialized_is_the_same_place() {
-        let moved = |place, near_places, loader| PassStart { place, near_places, loader, ..PassStart::default() };
-        let (train_first, train) = (moved(0x11, [0x10, 0x15], TRAIN_LOADER), moved(0x12, [0x16, 0x15], TRAIN_LOADER));
-        let (eval_first, eval) = (moved(0x21, [0x20, 0x25], EVAL_LOADER), moved(0x22, [0x20, 0x26], EVAL_LOADER));
-        let passes = [train_first, eval_first, train, eval_first, train, eval, train, eval];
+    fn a_loop_whose_calls_were_specialized_is_the_same_place() {
+        // Each with a key of its own, as frames at other instructions have.
+        let train_at = |epoch: u32, fit: u32| {
+            let place = TRAIN << 16 | u64::from(epoch << 8 | fit);
+            pass_from(place, TRAIN_LOADER, &[(TRAIN_EPOCH, epoch), (MAIN + 10, fit), (MAIN, 14), MODULE])
+        };
+        let eval_at = |evaluate: u32| {
+            pass_from(EVAL << 16 | u64::from(evaluate), EVAL_LOADER, &[(EVALUATE, evaluate), (MAIN, 40), MODULE])
+        };
+        // One frame moved, then another (each by two units, in turn).
+        let (train_first, train_moved, train) = (train_at(10, 20), train_at(8, 20), train_at(8, 18));
+        let (eval_first, eval) = (eval_at(6), eval_at(4));
+        let passes = [train_first, eval_first, train_moved, eval_first, train, eval, train, eval];
         let expected = [
             None,
             None,
@@ -824,9 +836,12 @@ mod tests {
             None,
         ];
         assert_eq!(cuts(&passes), labels(&expected));
-        let stats = moved(0x13, [0x17, 0x18], TRAIN_LOADER);
+        let stats = train_at(4, 20);
         let expected = [None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2")];
-        assert_eq!(cuts(&[stats, train, stats, train, stats]), labels(&expected));
+        assert_eq!(cuts(&[stats, train_first, stats, train_moved, stats]), labels(&expected));
+        // The moved frames are not where the two paths part.
+        assert!(!train.outer.start_after(&train_first.outer));
+        assert!(eval.outer.start_after(&train_first.outer));
     }
 
     #[test]

@@ -49,49 +49,58 @@ pub enum LoaderFrames {
 /// A pass over a DataLoader: where it starts from and which loader it iterates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PassStart {
-    /// The key of the place it starts from (never 0 or `u64::MAX`).
+    /// The key of the frames it starts from, exactly (never 0 or `u64::MAX`).
     pub place: u64,
-    /// The keys of the place with each frame's instruction rounded to a
-    /// block of [`NEAR_UNITS`] code units, and to one starting half a block
-    /// later (see [`PassStart::same_place`]).
-    pub near_places: [u64; 2],
     /// The address of the loader object, an identity (read only to tell
     /// whether a loader met before is still alive); 0 when it could not
     /// be read.
     pub loader: u64,
-    /// The frames it starts from, to tell a pass started inside another's loop.
+    /// The frames it starts from: to tell passes from one place (see
+    /// [`PassStart::same_place`]) and a pass started inside another's loop.
     pub outer: OuterFrames,
 }
 
-/// Calls this many code units apart or less are taken for one call that
-/// moved (see [`PassStart::same_place`]).
-const NEAR_UNITS: u32 = 4;
+/// Calls this many code units apart or less, in the same function, are
+/// taken for one call that moved (see [`PassStart::same_place`]).
+const MOVED_UNITS: u32 = 2;
 
 impl PassStart {
-    /// Whether `other` starts from the same place: the same frames at the
-    /// same instructions, or at instructions at most half a block apart
-    /// (two instructions that close are in one block of one of the two
-    /// roundings; the same ones are in the same block of both). The specializing interpreter of 3.11 calls from another
-    /// instruction of the same line once it specialized the call
-    /// (`enumerate(loader)`: CALL calls `DataLoader.__iter__` until the
+    /// Whether `other` starts from the same place: the same functions, each
+    /// called from the same instruction or from one at most [`MOVED_UNITS`]
+    /// away. The specializing interpreter of 3.11 calls from another
+    /// instruction of the same line once it specialized a call (`for batch
+    /// in enumerate(loader)`: CALL calls `DataLoader.__iter__` until the
     /// PRECALL two code units before it is specialized, which then calls
-    /// it itself), so that a loop's first passes and its later ones would
-    /// be two places; two loops, even on lines next to each other, are
-    /// further apart than that.
+    /// it itself), and so in any frame of the path, at its own time (a
+    /// framework's loop, whose path to `DataLoader.__iter__` is twenty
+    /// frames deep, has frame after frame moved over its first epochs):
+    /// the passes from one loop would otherwise be several places. Two
+    /// calls, even on lines next to each other, are further apart.
     pub fn same_place(&self, other: &PassStart) -> bool {
-        self.near_places.iter().zip(other.near_places).any(|(&a, b)| a == b)
+        self.place == other.place || self.outer.near(&other.outer)
     }
 }
 
+/// Whether two packed frames are the same function called from the same
+/// instruction, or from one at most [`MOVED_UNITS`] away.
+fn near_frames(a: u64, b: u64) -> bool {
+    let (a, b) = (super::unpack(a), super::unpack(b));
+    a.code == b.code && a.entry == b.entry && a.instruction.abs_diff(b.instruction) <= MOVED_UNITS
+}
+
 /// Frames kept of where a pass starts, counted from the outermost.
-const OUTER_FRAMES: usize = 24;
+const OUTER_FRAMES: usize = 32;
 
 /// The packed frames outside a pass's `DataLoader.__iter__` frame,
-/// outermost first; the outermost [`OUTER_FRAMES`] of a deeper stack.
+/// outermost first; the outermost [`OUTER_FRAMES`] of a deeper stack, and
+/// the key of the others.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OuterFrames {
     words: [u64; OUTER_FRAMES],
     len: usize,
+    /// The key of the frames inside the kept ones (0 when there are none),
+    /// which are compared exactly.
+    rest: u64,
 }
 
 impl OuterFrames {
@@ -102,7 +111,17 @@ impl OuterFrames {
             *slot = word;
         }
         outer.len = frames.len().min(OUTER_FRAMES);
+        let rest = &frames[..frames.len() - outer.len];
+        outer.rest = if rest.is_empty() { 0 } else { pass_key(rest) };
         outer
+    }
+
+    /// Whether `other` holds the same frames, each called from the same
+    /// instruction or from one moved by specialization ([`near_frames`]).
+    fn near(&self, other: &OuterFrames) -> bool {
+        self.len == other.len
+            && self.rest == other.rest
+            && self.words[..self.len].iter().zip(&other.words[..self.len]).all(|(&a, &b)| near_frames(a, b))
     }
 
     /// Whether the pass started from these frames was called, in the
@@ -110,9 +129,10 @@ impl OuterFrames {
     /// after the one that started `earlier`: code that runs after that pass
     /// started, inside its loop (an evaluation every N steps of training,
     /// in the training function or in a function it calls) or after it.
+    /// Frames that only moved by specialization are not where they part.
     pub fn start_after(&self, earlier: &OuterFrames) -> bool {
         let shared = self.len.min(earlier.len);
-        let Some(at) = (0..shared).find(|&i| self.words[i] != earlier.words[i]) else {
+        let Some(at) = (0..shared).find(|&i| !near_frames(self.words[i], earlier.words[i])) else {
             return false;
         };
         let (mine, theirs) = (super::unpack(self.words[at]), super::unpack(earlier.words[at]));
@@ -262,18 +282,6 @@ pub fn pass_key(outer_frames: &[u64]) -> u64 {
     key_of(outer_frames.iter().copied())
 }
 
-/// The keys of the place a pass starts from with each frame's instruction
-/// rounded to a block of [`NEAR_UNITS`] code units, from the first and from
-/// half a block on (see [`PassStart::same_place`]).
-pub fn near_keys(outer_frames: &[u64]) -> [u64; 2] {
-    [0, NEAR_UNITS / 2].map(|shift| {
-        key_of(outer_frames.iter().flat_map(|&word| {
-            let frame = super::unpack(word);
-            [frame.code, u64::from((frame.instruction + shift) / NEAR_UNITS)]
-        }))
-    })
-}
-
 fn key_of(words: impl Iterator<Item = u64>) -> u64 {
     let mut hasher = WordHasher::default();
     words.for_each(|word| hasher.write_u64(word));
@@ -375,13 +383,41 @@ mod tests {
         let test = frames(&[(4, 10), (5, 12), MODULE]);
         assert!(!frames(&[(3, 30), (5, 12), MODULE]).start_after(&test));
         // From a later line of the function the training was called from.
-        assert!(frames(&[(9, 99), (1, 41)]).start_after(&train));
+        assert!(frames(&[(9, 99), (1, 48)]).start_after(&train));
+        // Not from an instruction that only moved as the interpreter
+        // specialized a call: then where the frames part is further in.
+        assert!(!frames(&[(9, 99), (1, 42)]).start_after(&train));
+        assert!(frames(&[(2, 30), (1, 38)]).start_after(&train));
         // A stack deeper than the frames kept is compared on its outermost ones.
         let deep: Vec<(u64, u32)> = (0..40).map(|i| (100 + i, 1)).collect();
         let mut deeper = deep.clone();
-        deeper[39] = (139, 2);
+        deeper[39] = (139, 9);
         assert!(frames(&deeper).start_after(&frames(&deep)));
         assert!(!frames(&deep).start_after(&frames(&deep)));
+    }
+
+    #[test]
+    fn passes_whose_calls_moved_by_specialization_are_one_place() {
+        let pass = |codes: &[(u64, u32)]| {
+            let words: Vec<u64> = codes.iter().map(|&(code, at)| super::super::pack(code, at, false)).collect();
+            PassStart { place: pass_key(&words), loader: 0, outer: OuterFrames::of(&words) }
+        };
+        let first = pass(&[(5, 56), (4, 15), (3, 308), (2, 90), (1, 40)]);
+        // Three frames moved two code units back, each at its own time.
+        assert!(first.same_place(&pass(&[(5, 54), (4, 13), (3, 306), (2, 90), (1, 40)])));
+        // Another call in the same function, another function, a frame more.
+        assert!(!first.same_place(&pass(&[(5, 56), (4, 15), (3, 308), (2, 84), (1, 40)])));
+        assert!(!first.same_place(&pass(&[(6, 56), (4, 15), (3, 308), (2, 90), (1, 40)])));
+        assert!(!first.same_place(&pass(&[(7, 2), (5, 56), (4, 15), (3, 308), (2, 90), (1, 40)])));
+        // Past the frames kept, the inner ones are compared exactly.
+        let deep = |inner: u32, outer: u32| {
+            let mut codes: Vec<(u64, u32)> = (0..40).map(|i| (100 + i, 10)).collect();
+            codes[0].1 = inner;
+            codes[39].1 = outer;
+            pass(&codes)
+        };
+        assert!(deep(10, 10).same_place(&deep(10, 12)));
+        assert!(!deep(10, 10).same_place(&deep(12, 10)));
     }
 
     #[test]

@@ -90,7 +90,6 @@ impl PyStack {
             (true, None) => LoaderFrames::Absent,
             (true, Some(at)) => LoaderFrames::Present(PassStart {
                 place: data_loader::pass_key(&self.words()[at + 1..]),
-                near_places: data_loader::near_keys(&self.words()[at + 1..]),
                 loader: self.loader_object,
                 outer: data_loader::OuterFrames::of(&self.words()[at + 1..]),
             }),
