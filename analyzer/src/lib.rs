@@ -19,6 +19,7 @@ pub mod demangle;
 pub mod error;
 pub mod findings;
 pub mod format;
+pub mod install_dirs;
 pub mod lines;
 pub mod merge;
 pub mod modules;

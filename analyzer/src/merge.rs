@@ -237,7 +237,7 @@ pub fn python_file_kind(file: &str) -> PythonFile {
         ["/site-packages/", "/dist-packages/", "/lib/python3.", "/lib64/python3.", "/lib/python2.", "/lib/pypy"]
             .iter()
             .any(|p| file.contains(p));
-    if library {
+    if library || crate::install_dirs::is_under_an_installation(file) {
         PythonFile::Library
     } else {
         PythonFile::Own
