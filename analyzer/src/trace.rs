@@ -494,11 +494,16 @@ pub struct Trace {
 /// [`trace_format::OUTER_LOOP_NOTICE`],
 /// [`trace_format::MARKING_LOOP_STOPPED_NOTICE`]).
 fn warm_up_snapshots(snapshots: &[Snapshot], notices: &[Notice]) -> usize {
-    // Time slices ended by the first mark or auto-detected epoch.
-    let before_first_mark = match snapshots.iter().position(|s| s.cause != EpochCause::Timer) {
-        Some(first) if first > 0 && matches!(snapshots[first].cause, EpochCause::Mark | EpochCause::Auto) => first,
-        _ => 0,
+    // Time slices ended by the first auto-detected epoch; time slices and
+    // auto-detected epochs (a DataLoader's passes, or an evaluation's
+    // every N steps) ended by the first mark: from there the program cuts
+    // its epochs itself, and the epochs before were of other lengths.
+    let ended_by = |cut_before: &[EpochCause], cause: EpochCause| {
+        let first = snapshots.iter().position(|s| !cut_before.contains(&s.cause));
+        first.filter(|&first| first > 0 && snapshots[first].cause == cause).unwrap_or(0)
     };
+    let before_first_mark = ended_by(&[EpochCause::Timer], EpochCause::Auto)
+        .max(ended_by(&[EpochCause::Timer, EpochCause::Auto], EpochCause::Mark));
     // Epochs that each held part of a period the epochs were cut by later.
     // The first round's and outer loop's; the last phase's.
     let first_whole = [

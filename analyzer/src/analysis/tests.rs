@@ -1782,6 +1782,30 @@ fn time_slices_before_the_first_mark_are_start_up() {
 }
 
 #[test]
+fn passes_cut_before_the_first_mark_are_start_up() {
+    // A time slice, then three quarter-epochs cut by an evaluation every N
+    // steps, each keeping a quarter of what an epoch keeps, then four epochs
+    // the program marks: the rate is a marked epoch's.
+    let mut sim = Sim::new("/usr/bin/python3");
+    sim.alloc_many(9, 1000, 4096);
+    sim.snapshot(trace_format::EpochCause::Timer, "10s");
+    for pass in 1..=3 {
+        sim.alloc_many(1, 25, 1024);
+        sim.snapshot(trace_format::EpochCause::Auto, &format!("DataLoader pass {pass}"));
+    }
+    for e in 0..4 {
+        sim.alloc_many(1, 100, 1024);
+        sim.mark(&format!("epoch {}", e + 1));
+    }
+    sim.exit();
+    let (trace, a) = run(&sim);
+    assert_eq!(trace.warm_up_snapshots(), 4);
+    assert_eq!((a.first, a.snapshots, a.reference), (4, 4, 7));
+    assert_eq!(suspect_stacks(&a), vec![1]);
+    assert_eq!(a.suspects[0].growth_bytes_per_epoch, 100 * 1024);
+}
+
+#[test]
 fn a_run_cut_only_by_time_starts_at_epoch_0() {
     let mut sim = Sim::new("/opt/app/train");
     for e in 0..8 {
