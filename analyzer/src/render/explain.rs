@@ -94,7 +94,7 @@ pub fn python_frames_note(trace: &Trace) -> Option<String> {
 }
 
 /// What a mapping suspect made by pymalloc's arena allocator is.
-const PYMALLOC_ARENAS: Explanation = Explanation {
+pub(crate) const PYMALLOC_ARENAS: Explanation = Explanation {
     what: "pymalloc arenas",
     detail: "this memory holds Python objects of 512 bytes or less; an arena is charged to the line whose object needed it, often a line that makes many short-lived objects, while objects that other lines keep fill it; run with TRACER_PYTHON_OBJECTS=1 to trace the objects themselves (sampled by bytes)",
     incidental_site: true,

@@ -486,7 +486,11 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect], trace: &Trace) 
         live_bytes: line.live_bytes,
         suspects: line.ranks.len(),
         memory: line.memory,
-        known_as: best.explanation.map(|e| KnownAs { what: e.what, rank: best.rank, incidental: e.incidental_site }),
+        known_as: line_known_as(line, suspects).map(|e| KnownAs {
+            what: e.what,
+            rank: best.rank,
+            incidental: e.incidental_site,
+        }),
         born: line
             .ranks
             .iter()
@@ -495,6 +499,22 @@ fn culprit<'a>(line: &'a LeakLine, suspects: &'a [ShownSuspect], trace: &Trace) 
             .collect(),
         growth_since: line.growth_span.since,
     }
+}
+
+/// What `line`'s memory is, as its best suspect's explanation says, when
+/// the suspects it explains keep half of the line's growth at least: a
+/// pymalloc arena that a line leaking tensors happened to open is not what
+/// that line keeps.
+fn line_known_as(line: &LeakLine, suspects: &[ShownSuspect]) -> Option<&'static explain::Explanation> {
+    let explanation = suspects[line.ranks[0] - 1].explanation?;
+    let explained: u64 = line
+        .ranks
+        .iter()
+        .map(|&rank| &suspects[rank - 1])
+        .filter(|s| s.explanation.is_some_and(|e| e.what == explanation.what))
+        .map(|s| s.suspect.growth_bytes_per_epoch)
+        .sum();
+    (2 * explained >= line.growth_bytes_per_epoch).then_some(explanation)
 }
 
 /// The line that called `line`'s frame, when every stack of the line came
@@ -717,6 +737,33 @@ mod tests {
         assert_eq!(settled_births_that_count(survivors.iter(), settled), [9, 10, 11]);
         let even: Vec<Survivor> = (1..=11).map(|birth_epoch| Survivor { birth_epoch, count: 1, bytes: 4096 }).collect();
         assert_eq!(settled_births_that_count(even.iter(), settled), (1..=11).collect::<Vec<_>>());
+    }
+
+    /// A line's memory is what its best suspect is known as only where
+    /// such suspects keep half of its growth: a pymalloc arena opened by
+    /// a line that keeps tensors is the line's least part.
+    #[test]
+    fn a_line_is_known_as_its_best_suspects_memory_only_where_that_is_most_of_it() {
+        let frame = Frame { own_code: true, python: true, ..Frame::named(0, "compute_loss".into()) };
+        let shown = |rank: usize, growth: u64, explanation| {
+            let mut shown = suspect_at(frame.clone());
+            (shown.rank, shown.suspect.growth_bytes_per_epoch, shown.explanation) = (rank, growth, explanation);
+            shown
+        };
+        let arenas = Some(&explain::PYMALLOC_ARENAS);
+        let line_of = |suspects: &[ShownSuspect]| LeakLine {
+            frame: Some(frame.clone()),
+            growth_bytes_per_epoch: suspects.iter().map(|s| s.suspect.growth_bytes_per_epoch).sum(),
+            growth_span: GrowthSpan { epochs: 5, since: 1 },
+            live_bytes: 0,
+            live_count: 0,
+            memory: LineMemory::Mixed,
+            ranks: (1..=suspects.len()).collect(),
+        };
+        let mostly_tensors = [shown(1, 256 << 10, arenas), shown(2, 200 << 10, None), shown(3, 200 << 10, None)];
+        assert!(line_known_as(&line_of(&mostly_tensors), &mostly_tensors).is_none());
+        let mostly_arenas = [shown(1, 256 << 10, arenas), shown(2, 200 << 10, None), shown(3, 100 << 10, arenas)];
+        assert_eq!(line_known_as(&line_of(&mostly_arenas), &mostly_arenas).map(|e| e.what), Some("pymalloc arenas"));
     }
 
     #[test]
