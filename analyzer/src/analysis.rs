@@ -1301,8 +1301,11 @@ impl Analysis {
                     top.memory.words().map(|words| format!("of {words} ")).unwrap_or_default(),
                 );
                 let through = if top.suspects > 1 { format!(" through {} stacks", top.suspects) } else { String::new() };
+                // Other lines may keep as much again (a kept loss's graph:
+                // each of the forward's lines keeps its activations).
                 let in_all = if self.suspects.len() > top.suspects {
-                    format!(", {} suspects in all", self.suspects.len())
+                    let all: u64 = self.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum();
+                    format!(", {} suspects in all keeping about {}/epoch", self.suspects.len(), bytes(all))
                 } else {
                     String::new()
                 };

@@ -91,7 +91,9 @@ fn a_culprit_summing_several_suspects_says_through_how_many_stacks() {
     let heap = LineMemory::Only(Memory::Heap);
     let msg = a.verdict_message(Some(line(2, heap)));
     assert!(msg.starts_with("keep_history keeps about 200 KiB/epoch alive ("), "{msg}");
-    assert!(msg.contains(" now) through 2 stacks, 3 suspects in all; "), "{msg}");
+    let all: u64 = a.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum();
+    let in_all = format!(" now) through 2 stacks, 3 suspects in all keeping about {}/epoch; ", bytes(all));
+    assert!(msg.contains(&in_all), "{msg}");
     let msg = a.verdict_message(Some(line(3, heap)));
     assert!(msg.contains(" now) through 3 stacks; "), "every suspect is the line's: {msg}");
     let msg = a.verdict_message(Some(line(2, LineMemory::Mixed)));
