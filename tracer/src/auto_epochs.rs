@@ -283,6 +283,8 @@ struct Place {
     inner_count: usize,
     /// Its passes since the marking loop's latest.
     since_marking: u32,
+    /// Its passes.
+    passes: u32,
 }
 
 /// Places whose passes inside another's a place counts.
@@ -294,7 +296,7 @@ const INNER_PASSES_OF_AN_OUTER_LOOP: u32 = 2;
 
 impl Place {
     fn new(pass: PassStart, serial: u64, at_ns: u64) -> Place {
-        Place { latest: pass, serial, at_ns, ..Place::default() }
+        Place { latest: pass, serial, at_ns, passes: 1, ..Place::default() }
     }
 
     /// Passes from `place` counted inside this place's latest pass.
@@ -348,15 +350,29 @@ impl Passes {
         }
         let mut started = Place::new(pass, self.passes, now_ns);
         let Some(index) = places.iter().position(|place| place.latest.same_place(&pass)) else {
+            // A loop whose first pass another place started: a framework
+            // that makes the first epoch's iterator where it sets the loop
+            // up, and each later one where an epoch starts (Lightning's fit
+            // loop). The pass just before, that place's only one, went over
+            // the same loader: it was this loop's first, and this one
+            // repeats it.
+            let first = places
+                .iter()
+                .find(|place| {
+                    place.serial + 1 == self.passes && place.passes == 1 && place.latest.loader == pass.loader
+                })
+                .filter(|_| self.marking.is_none() && pass.loader != 0)
+                .map(|place| place.latest);
             // Its first pass counts among those since the marking loop's latest.
             started.since_marking = u32::from(self.marking.is_some());
             if self.places_count < PLACES {
                 self.places[self.places_count] = started;
                 self.places_count += 1;
             }
-            return None;
+            return first.and_then(|first| self.mark_from(first, pass, now_ns, alive, None));
         };
         started.since_marking = self.places[index].since_marking + 1;
+        started.passes = self.places[index].passes + 1;
         started.beside_marking = self.places[index].beside_marking;
         let previous = std::mem::replace(&mut self.places[index], started);
         match self.marking {
@@ -836,12 +852,41 @@ mod tests {
             None,
         ];
         assert_eq!(cuts(&passes), labels(&expected));
+        // The training loop's first pass, right after the statistics pass
+        // over its loader, repeats it (see the next test); the statistics
+        // passes from then on cut nothing.
         let stats = train_at(4, 20);
-        let expected = [None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2")];
+        let expected = [None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2"), None];
         assert_eq!(cuts(&[stats, train_first, stats, train_moved, stats]), labels(&expected));
         // The moved frames are not where the two paths part.
         assert!(!train.outer.start_after(&train_first.outer));
         assert!(eval.outer.start_after(&train_first.outer));
+    }
+
+    /// Lightning's fit loop makes the first epoch's iterator where it sets
+    /// the loop up, and each later one where an epoch starts: the loop's
+    /// first pass from its own place repeats the pass just before over the
+    /// same loader, and closes the first epoch. Not after another pass in
+    /// between, over another loader, or a place that made passes before.
+    #[test]
+    fn a_loops_first_pass_over_the_loader_set_up_just_before_repeats_it() {
+        let set_up = pass_from(WARM_UP, TRAIN_LOADER, &[(MAIN + 20, 8), (MAIN, 12), MODULE]);
+        let train = training();
+        let expected = [None, Some("DataLoader pass 1"), Some("DataLoader pass 2"), Some("DataLoader pass 3")];
+        assert_eq!(cuts(&[set_up, train, train, train]), labels(&expected));
+        // A validation after each epoch, its sanity pass before it all: the
+        // validation repeats first, at its second pass, as before.
+        let sanity = pass_from(WARM_UP + 1, EVAL_LOADER, &[(EVALUATE, 6), (MAIN + 30, 4), (MAIN, 10), MODULE]);
+        let validation = validation_after_training();
+        let passes = [sanity, set_up, validation, train, validation, train, validation];
+        let expected = [None, None, None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2")];
+        assert_eq!(cuts(&passes), labels(&expected));
+        // Another loader's pass in between, or a loader not read: no repeat.
+        let other = pass_from(EVAL + 5, EVAL_LOADER, &[(MAIN + 40, 8), (MAIN, 16), MODULE]);
+        assert_eq!(cuts(&[set_up, other, train, train]), labels(&[None, None, None, Some("DataLoader pass 1")]));
+        let unread = |p: PassStart| PassStart { loader: 0, ..p };
+        let passes = [unread(set_up), unread(train), unread(train)];
+        assert_eq!(cuts(&passes), labels(&[None, None, Some("DataLoader pass 1")]));
     }
 
     #[test]
