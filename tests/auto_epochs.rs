@@ -450,7 +450,12 @@ fn persistent_workers_analysed_from_their_parents_first_whole_epoch(spawn: bool)
     if spawn {
         args.push("--spawn");
     }
-    let run = torch_job(&args, &[("TRACER_PYTHON_OBJECTS", "1"), ("TRACER_SAMPLE_BYTES", "1024")]);
+    // No time slices: a spawned worker's start-up (an interpreter and
+    // torch imported) can outlast the default 10 s on a loaded machine, and
+    // would then close an epoch of its own before it follows its parent's.
+    // Turned off, they are not asked for: the workers follow all the same.
+    let env = [("TRACER_PYTHON_OBJECTS", "1"), ("TRACER_SAMPLE_BYTES", "1024"), ("TRACER_EPOCH_SECONDS", "0")];
+    let run = torch_job(&args, &env);
     let outer_loop = "the passes of an outer DataLoader loop close the epochs, whole from epoch ";
     assert_noted(&note_texts(&report_json(&run.trace)), outer_loop);
     let leaking: Vec<(PathBuf, Value)> = worker_traces(&run)

@@ -128,6 +128,13 @@ pub struct Config {
 }
 
 impl Config {
+    /// Time slices of a length of their own were asked for: a worker then
+    /// cuts its own instead of following its parent's epochs.
+    /// `TRACER_EPOCH_SECONDS=0`, which turns slices off, asks for none.
+    pub fn asks_for_time_slices(&self) -> bool {
+        self.epoch_seconds_explicit && self.epoch_seconds.is_some()
+    }
+
     pub fn from_env() -> Config {
         let mut warnings = Vec::new();
         let inherited = env::var_os(INHERITED_OUTPUT_VAR).filter(|v| !v.is_empty());

@@ -981,7 +981,7 @@ impl Session {
     /// parent, whose shared page is `parent`.
     fn become_worker(&self, parent: Option<SharedEpochs>) {
         self.stop_cutting_own_epochs();
-        if !self.config.epoch_seconds_explicit {
+        if !self.config.asks_for_time_slices() {
             // Unless time slices were asked for, it closes an epoch each time
             // its parent does: a persistent worker (one that lives through
             // many passes) has its growth compared epoch by epoch, a worker
@@ -1045,7 +1045,7 @@ impl Session {
     /// epochs as any process does, and for good if it closes one by a mark
     /// or a DataLoader pass first (a rank, whose parent waits for it).
     fn follow_multiprocessing_parent(&self, child: MultiprocessingChild, parent: SharedEpochs, followed: u32) {
-        if self.config.epoch_seconds_explicit {
+        if self.config.asks_for_time_slices() {
             return;
         }
         self.multiprocessing_child.store(child as u8, Ordering::Relaxed);
