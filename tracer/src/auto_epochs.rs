@@ -353,23 +353,34 @@ impl Passes {
             // A loop whose first pass another place started: a framework
             // that makes the first epoch's iterator where it sets the loop
             // up, and each later one where an epoch starts (Lightning's fit
-            // loop). The pass just before, that place's only one, went over
-            // the same loader: it was this loop's first, and this one
-            // repeats it.
+            // loop). The latest pass over the same loader, that place's
+            // only one, was this loop's first, and this one repeats it:
+            // when it was the pass just before, with no loop marking the
+            // epochs yet, or when the marking loop ran again and again
+            // inside it (an evaluation every N steps), as a repeat's would.
             let first = places
                 .iter()
-                .find(|place| {
-                    place.serial + 1 == self.passes && place.passes == 1 && place.latest.loader == pass.loader
+                .filter(|place| pass.loader != 0 && place.latest.loader == pass.loader)
+                .max_by_key(|place| place.serial)
+                .filter(|place| place.passes == 1)
+                .filter(|place| match self.marking {
+                    None => place.serial + 1 == self.passes,
+                    Some(marking) => place.inner_passes(&marking) >= INNER_PASSES_OF_AN_OUTER_LOOP,
                 })
-                .filter(|_| self.marking.is_none() && pass.loader != 0)
                 .map(|place| place.latest);
+            let taken_over = self.marking.map(|_| Takeover::OuterLoop);
             // Its first pass counts among those since the marking loop's latest.
             started.since_marking = u32::from(self.marking.is_some());
             if self.places_count < PLACES {
                 self.places[self.places_count] = started;
                 self.places_count += 1;
             }
-            return first.and_then(|first| self.mark_from(first, pass, now_ns, alive, None));
+            let first = first?;
+            if taken_over.is_some() {
+                // Its first pass ran in the epoch this one closes.
+                self.closed = 0;
+            }
+            return self.mark_from(first, pass, now_ns, alive, taken_over);
         };
         started.since_marking = self.places[index].since_marking + 1;
         started.passes = self.places[index].passes + 1;
@@ -887,6 +898,38 @@ mod tests {
         let unread = |p: PassStart| PassStart { loader: 0, ..p };
         let passes = [unread(set_up), unread(train), unread(train)];
         assert_eq!(cuts(&passes), labels(&[None, None, Some("DataLoader pass 1")]));
+    }
+
+    /// Lightning's fit loop with an evaluation every quarter epoch: the
+    /// evaluation repeats first, inside the training's first pass (made
+    /// where the loop is set up), and closes epochs until the training
+    /// loop's first pass from its own place, which repeats that one and
+    /// takes the epochs over, as its second pass from one place would.
+    #[test]
+    fn an_outer_loop_set_up_elsewhere_takes_the_epochs_at_its_second_pass() {
+        let (fit, setup, sanity_loop, epoch_loop) = (60, 61, 62, 63);
+        let sanity = pass_from(EVAL + 1, EVAL_LOADER, &[(EVALUATE, 6), (sanity_loop, 4), (fit, 8), (MAIN, 12), MODULE]);
+        let set_up = pass_from(TRAIN + 1, TRAIN_LOADER, &[(setup, 4), (fit, 10), (MAIN, 12), MODULE]);
+        let train = pass_from(TRAIN, TRAIN_LOADER, &[(epoch_loop, 6), (fit, 30), (MAIN, 12), MODULE]);
+        let eval = pass_from(EVAL, EVAL_LOADER, &[(EVALUATE, 6), (epoch_loop, 40), (fit, 30), (MAIN, 12), MODULE]);
+        let mut passes = vec![sanity, set_up, eval, eval, eval, eval];
+        for _ in 0..3 {
+            passes.extend([train, eval, eval, eval, eval]);
+        }
+        let (p1, p2, p3) = (Some("DataLoader pass 1"), Some("DataLoader pass 2"), Some("DataLoader pass 3"));
+        let expected = [None, None, None, p1, p2, p3, p1, None, None, None, None, p2, None, None, None, None]
+            .into_iter()
+            .chain([p3, None, None, None, None]);
+        assert_eq!(cuts(&passes), labels(&expected.collect::<Vec<_>>()));
+        let mut seen = Passes::default();
+        let takeovers: Vec<usize> = passes
+            .iter()
+            .zip(0..)
+            .filter_map(|(&pass, at)| Some((seen.started(pass, at * SECOND, &|_| true)?, at)))
+            .filter(|(cut, _)| cut.taken_over == Some(Takeover::OuterLoop))
+            .map(|(_, at)| at as usize)
+            .collect();
+        assert_eq!(takeovers, [6], "the training loop's first pass from its own place");
     }
 
     #[test]
