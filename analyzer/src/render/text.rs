@@ -335,8 +335,14 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             (i > 0 && cause == trace_format::EpochCause::Auto) || cause == trace_format::EpochCause::Parent;
         // A spawned worker's first epoch holds its interpreter's start-up.
         let spawned_start = i == 0 && cause == trace_format::EpochCause::Parent && trace.process.forked_from.is_none();
+        // The program marks its epochs from the analysis's first on: what
+        // was cut before it, passes included, is start-up.
+        let marks_from_start =
+            trace.snapshots.get(analysed.start).is_some_and(|s| s.cause == trace_format::EpochCause::Mark);
         let note = if let Some(note) = phases::table_note(phases, epoch, cause.ends_the_process()) {
             note
+        } else if i < analysed.start && marks_from_start {
+            "  (start-up before the first mark)"
         } else if i < analysed.start && inside_a_pass {
             // Only the epochs cut inside a first round of passes over several
             // loaders, or inside the first pass of an outer loop.
