@@ -1886,10 +1886,17 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
                 // snapshot has not grown since (made once, or grown and
                 // stopped), nor has one made after the first snapshot, when
                 // no site's block was there, and settled since: a block made
-                // once, an arena opened.
-                let made_once = s
-                    .births
-                    .is_some_and(|(lo, hi)| lo == hi && (made_by_middle(hi) || (live_before == 0 && hi <= settled_hi)));
+                // once, an arena opened. Nor has a mapping the site held
+                // none of at the first snapshot or the middle one, made in
+                // the last epochs (a pymalloc arena opened late): a heap
+                // block made there may be a buffer's newest copy whose older
+                // ones came from another stack, a mapping is made whole.
+                let mapped_late = trace.stacks.memory(stack) != Memory::Heap
+                    && live_before == 0
+                    && !held_at_middle.contains_key(&stack);
+                let made_once = s.births.is_some_and(|(lo, hi)| {
+                    lo == hi && (made_by_middle(hi) || (live_before == 0 && hi <= settled_hi) || mapped_late)
+                });
                 // Sampled, a block is seen at each of its copies only when
                 // it is several samples large: a small one, sampled once,
                 // is no block made larger.

@@ -903,6 +903,29 @@ fn a_block_made_once_is_not_grown_in_place() {
     assert!(a.steady_growth_promoted);
 }
 
+/// A mapping first made in one of the last, unsettled epochs, the site
+/// holding nothing before (a pymalloc arena opened late), shows no growth:
+/// it is no block made larger epoch after epoch. A heap block made there
+/// may be a buffer's newest copy, grown through another stack before.
+#[test]
+fn a_mapping_first_made_in_an_unsettled_epoch_is_not_grown_in_place() {
+    for made_at in [6, 7] {
+        let mut sim = Sim::new("/opt/app/train");
+        sim.mapping_stack(2, vec![0x40_1000]);
+        for e in 0..8 {
+            sim.alloc_many(1, 100, 1024);
+            if e == made_at {
+                sim.alloc(2, 1 << 20);
+            }
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        let (_, a) = run(&sim);
+        assert!(a.grown_in_place.is_empty(), "made at {made_at}: {:?}", a.grown_in_place);
+        assert_eq!(suspect_stacks(&a), [1], "made at {made_at}");
+    }
+}
+
 /// Garbage a cycle collector frees every tenth epoch, but for one object
 /// of each round: the odd survivors of the rounds before are no pile with
 /// the garbage of the round to come. A leak beside it still is one.
