@@ -304,6 +304,13 @@ impl Place {
         self.inner[..self.inner_count].iter().find(|(inner, _)| inner.same_place(place)).map_or(0, |&(_, n)| n)
     }
 
+    /// Whether the loop marking the epochs from `marking` ran again and
+    /// again inside this place's latest pass: this place's loop is the
+    /// outer one (training, with an evaluation every N steps).
+    fn held_the_marking_loop(&self, marking: &PassStart) -> bool {
+        self.inner_passes(marking) >= INNER_PASSES_OF_AN_OUTER_LOOP
+    }
+
     fn count_inner(&mut self, pass: &PassStart) {
         match self.inner[..self.inner_count].iter_mut().find(|(inner, _)| inner.same_place(pass)) {
             Some((_, n)) => *n += 1,
@@ -365,10 +372,9 @@ impl Passes {
                 .filter(|place| place.passes == 1)
                 .filter(|place| match self.marking {
                     None => place.serial + 1 == self.passes,
-                    Some(marking) => place.inner_passes(&marking) >= INNER_PASSES_OF_AN_OUTER_LOOP,
+                    Some(marking) => place.held_the_marking_loop(&marking),
                 })
                 .map(|place| place.latest);
-            let taken_over = self.marking.map(|_| Takeover::OuterLoop);
             // Its first pass counts among those since the marking loop's latest.
             started.since_marking = u32::from(self.marking.is_some());
             if self.places_count < PLACES {
@@ -376,11 +382,10 @@ impl Passes {
                 self.places_count += 1;
             }
             let first = first?;
-            if taken_over.is_some() {
-                // Its first pass ran in the epoch this one closes.
-                self.closed = 0;
-            }
-            return self.mark_from(first, pass, now_ns, alive, taken_over);
+            return match self.marking {
+                None => self.mark_from(first, pass, now_ns, alive, None),
+                Some(_) => self.outer_loop_takes_over(first, pass, now_ns, alive),
+            };
         };
         started.since_marking = self.places[index].since_marking + 1;
         started.passes = self.places[index].passes + 1;
@@ -398,13 +403,8 @@ impl Passes {
                 let closes = self.round.begins_round(pass.loader, alive);
                 self.close_if(closes, None)
             }
-            // The marking loop ran again and again inside this place's
-            // previous pass: this is the outer loop (training, with an
-            // evaluation every N steps), which marks the epochs from now on.
-            Some(marking) if previous.inner_passes(&marking) >= INNER_PASSES_OF_AN_OUTER_LOOP => {
-                // Its first pass ran in the epoch this one closes.
-                self.closed = 0;
-                self.mark_from(previous.latest, pass, now_ns, alive, Some(Takeover::OuterLoop))
+            Some(marking) if previous.held_the_marking_loop(&marking) => {
+                self.outer_loop_takes_over(previous.latest, pass, now_ns, alive)
             }
             Some(_)
                 if self.places[index].since_marking >= 2
@@ -437,6 +437,21 @@ impl Passes {
         for place in &mut self.places[..self.places_count] {
             place.since_marking = 0;
         }
+    }
+
+    /// The loop that started `first` and now `pass` (at `now_ns`), inside
+    /// whose first pass the marking loop ran again and again, is the outer
+    /// loop, which marks the epochs from now on.
+    fn outer_loop_takes_over(
+        &mut self,
+        first: PassStart,
+        pass: PassStart,
+        now_ns: u64,
+        alive: &dyn Fn(u64) -> bool,
+    ) -> Option<PassCut> {
+        // Its first pass ran in the epoch this one closes.
+        self.closed = 0;
+        self.mark_from(first, pass, now_ns, alive, Some(Takeover::OuterLoop))
     }
 
     /// The place that started `first` and now `pass` (at `now_ns`) marks the epochs.
