@@ -1053,6 +1053,11 @@ impl Analysis {
     /// The verdict in words; `culprit` is what a leak verdict names, the
     /// top suspect (unnamed) when `None`, and for growth below the floor
     /// the line the stacks below it keep the most through.
+    /// What the suspects keep an epoch, all together.
+    pub fn suspects_growth(&self) -> u64 {
+        self.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum()
+    }
+
     pub fn verdict_message(&self, culprit: Option<Culprit<'_>>) -> String {
         let mut message = self.verdict_words(culprit);
         if let Some(hint) = self.sparse_samples_hint() {
@@ -1304,8 +1309,8 @@ impl Analysis {
                 // Other lines may keep as much again (a kept loss's graph:
                 // each of the forward's lines keeps its activations).
                 let in_all = if self.suspects.len() > top.suspects {
-                    let all: u64 = self.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum();
-                    format!(", {} suspects in all keeping about {}/epoch", self.suspects.len(), bytes(all))
+                    let all = bytes(self.suspects_growth());
+                    format!(", {} suspects in all keeping about {all}/epoch", self.suspects.len())
                 } else {
                     String::new()
                 };

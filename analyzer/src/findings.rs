@@ -220,7 +220,7 @@ fn own_verdict(path: &Path, floor: NoiseFloor) -> Option<OwnVerdict> {
             // The line the verdict names, which a faster cache beside it may outgrow.
             let line_growth = top.as_ref().map_or(analysis.suspects[0].growth_bytes_per_epoch, |&(_, growth)| growth);
             let top = bytes(line_growth);
-            let all: u64 = analysis.suspects.iter().map(|s| s.growth_bytes_per_epoch).sum();
+            let all = analysis.suspects_growth();
             let summary = match analysis.suspects.len() {
                 1 => format!("1 suspect, +{top}/epoch"),
                 n => format!("{n} suspects, +{}/epoch in all, the leaking line +{top}/epoch", bytes(all)),
