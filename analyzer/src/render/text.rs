@@ -319,6 +319,10 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
     let headers: Vec<&str> = columns.iter().map(|c| c.header).collect();
     let _ = writeln!(out, "{}", table_row(&columns, &headers));
     let outer_loop_found = trace.outer_loop_found();
+    // The program marks its epochs from the analysis's first on: what was
+    // cut before it, passes included, is start-up.
+    let marks_from_start =
+        trace.snapshots.get(analysed.start).is_some_and(|s| s.cause == trace_format::EpochCause::Mark);
     for (i, cells) in rows {
         if hides && i == n - EPOCH_ROWS / 2 {
             let _ = writeln!(
@@ -335,10 +339,6 @@ fn epoch_table(out: &mut String, trace: &Trace, analysed: std::ops::Range<usize>
             (i > 0 && cause == trace_format::EpochCause::Auto) || cause == trace_format::EpochCause::Parent;
         // A spawned worker's first epoch holds its interpreter's start-up.
         let spawned_start = i == 0 && cause == trace_format::EpochCause::Parent && trace.process.forked_from.is_none();
-        // The program marks its epochs from the analysis's first on: what
-        // was cut before it, passes included, is start-up.
-        let marks_from_start =
-            trace.snapshots.get(analysed.start).is_some_and(|s| s.cause == trace_format::EpochCause::Mark);
         let note = if let Some(note) = phases::table_note(phases, epoch, cause.ends_the_process()) {
             note
         } else if i < analysed.start && marks_from_start {
