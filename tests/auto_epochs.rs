@@ -443,13 +443,13 @@ fn a_leak_in_persistent_workers_is_ranked_in_their_own_traces() {
 /// the Dataset leak grows by a training pass's 64 samples of 16 KiB a
 /// worker and epoch, not by the part of it that the evaluation-cut epochs
 /// held. Sampled every KiB on average: each 16 KiB buffer is sampled.
-/// Workers forked, or spawned (which read their parent's page through
-/// /proc, and whose first epoch holds their own start-up).
-fn persistent_workers_analysed_from_their_parents_first_whole_epoch(spawn: bool) {
-    let mut args = vec!["--workers", "2", "--persistent", "--worker-leak", "--steps", "16", "--eval-every", "4"];
-    if spawn {
-        args.push("--spawn");
-    }
+/// Workers forked by the job (`start_method` "fork"), spawned (which read
+/// their parent's page through /proc, and whose first epoch holds their own
+/// start-up), or forked by a forkserver (which reads the job's page through
+/// /proc for them).
+fn persistent_workers_analysed_from_their_parents_first_whole_epoch(start_method: &str) {
+    let args = ["--workers", "2", "--persistent", "--worker-leak", "--steps", "16", "--eval-every", "4"];
+    let args = [&args[..], &["--start-method", start_method]].concat();
     // No time slices: a spawned worker's start-up (an interpreter and
     // torch imported) can outlast the default 10 s on a loaded machine, and
     // would then close an epoch of its own before it follows its parent's.
@@ -477,18 +477,23 @@ fn persistent_workers_analysed_from_their_parents_first_whole_epoch(spawn: bool)
         let text = report_text(worker);
         assert!(text.contains("  (inside the first pass of the outer DataLoader loop)"), "{text}");
         let start_up = text.contains("  (its start-up, inside the first pass of the outer DataLoader loop)");
-        assert_eq!(start_up, spawn, "{text}");
+        assert_eq!(start_up, start_method == "spawn", "{text}");
     }
 }
 
 #[test]
 fn persistent_workers_are_analysed_from_their_parents_first_whole_epoch() {
-    persistent_workers_analysed_from_their_parents_first_whole_epoch(false);
+    persistent_workers_analysed_from_their_parents_first_whole_epoch("fork");
 }
 
 #[test]
 fn spawned_persistent_workers_are_analysed_from_their_parents_first_whole_epoch() {
-    persistent_workers_analysed_from_their_parents_first_whole_epoch(true);
+    persistent_workers_analysed_from_their_parents_first_whole_epoch("spawn");
+}
+
+#[test]
+fn forkserver_persistent_workers_are_analysed_from_their_parents_first_whole_epoch() {
+    persistent_workers_analysed_from_their_parents_first_whole_epoch("forkserver");
 }
 
 /// Persistent workers of a job that trains, then fine-tunes on another
@@ -781,6 +786,41 @@ fn spawned_persistent_workers_follow_their_parents_epochs() {
         MARKS,
         ("Leaky.__getitem__", name, leak_line),
     );
+}
+
+/// A loader whose persistent workers a forkserver forks
+/// (`multiprocessing_context="forkserver"`): the server, started by the
+/// job, hands the job's page to its forks, which follow the job's marked
+/// epochs as spawned workers do; their reports rank the Dataset's leak
+/// first, the job's points at them, and the server's own report speaks of
+/// itself alone (no wrapper of the job's workers).
+#[test]
+fn forkserver_persistent_workers_follow_their_parents_epochs() {
+    const MARKS: usize = 8;
+    let name = "spawn_loader_epochs.py";
+    let run = run_job(&venv_python(), name, &["forkserver"], &[]);
+    let leak_line = line_of(&format!("python/{name}"), "self.kept.append(bytearray(64 * 1024))");
+    let from_server = |trace: &PathBuf| {
+        let process = report_json(trace)["process"].clone();
+        let cmdline = process["cmdline"].as_array().cloned().unwrap_or_default();
+        let server = cmdline.iter().any(|a| a.as_str().is_some_and(|a| a.contains("multiprocessing.forkserver")));
+        (server, process["forked_from"].is_u64())
+    };
+    let (forked, servers): (Vec<PathBuf>, Vec<PathBuf>) =
+        worker_traces(&run).into_iter().filter(|trace| from_server(trace).0).partition(|trace| from_server(trace).1);
+    assert_eq!(forked.len(), WORKERS, "{:?}", run.trace_files());
+    assert_workers_found_their_leak(
+        &run,
+        &forked,
+        "multiprocessing child of a forkserver",
+        MARKS,
+        ("Leaky.__getitem__", name, leak_line),
+    );
+    let [server] = &servers[..] else { panic!("one forkserver: {servers:?}") };
+    let report = report_json(server);
+    assert_eq!(report["verdict"]["kind"], "too_few_epochs", "{:#}", report["verdict"]);
+    let message = report["verdict"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("this is of this process alone"), "{message}");
 }
 
 /// A spawned child whose parent closes no epoch (a launcher waiting for

@@ -94,16 +94,19 @@ impl DescendantReport {
 }
 
 impl DescendantReport {
-    /// A process multiprocessing starts for itself beside the workers (its
-    /// resource tracker, a forkserver): it runs the whole job, and holds
-    /// none of the program's memory.
-    /// The children a forkserver forks share its command line, but are the
-    /// program's workers.
     fn is_multiprocessing_helper(&self) -> bool {
-        const HELPERS: [&str; 2] = ["multiprocessing.resource_tracker", "multiprocessing.forkserver"];
-        self.trace.forked_from.is_none()
-            && self.trace.cmdline.iter().any(|argument| HELPERS.iter().any(|helper| argument.contains(helper)))
+        is_multiprocessing_helper(&self.trace.cmdline, self.trace.forked_from)
     }
+}
+
+/// Whether a process, by its command line and the process it was forked
+/// from, is one multiprocessing starts for itself beside the workers (its
+/// resource tracker, a forkserver): it runs the whole job, and holds none
+/// of the program's memory. The children a forkserver forks share its
+/// command line, but are the program's workers.
+pub fn is_multiprocessing_helper(cmdline: &[String], forked_from: Option<u32>) -> bool {
+    const HELPERS: [&str; 2] = ["multiprocessing.resource_tracker", "multiprocessing.forkserver"];
+    forked_from.is_none() && cmdline.iter().any(|argument| HELPERS.iter().any(|helper| argument.contains(helper)))
 }
 
 /// The descendants' traces, the first [`LOOKED_AT`] analysed.

@@ -29,14 +29,16 @@ N steps, from inside its loop (as trainers with an evaluation interval do).
 With --fine-tune N the job then fine-tunes the model for N passes over
 another loader, each step sleeping --tune-step-wait seconds; with
 --tuning-leaks its steps keep a 64 KiB buffer for good (`keep_tuning_buffer`)
-and the training steps none. With --spawn the loaders' workers are started
-with multiprocessing's `spawn` method (fresh interpreters), not forked.
+and the training steps none. With --start-method spawn the loaders' workers
+are started with multiprocessing's `spawn` method (fresh interpreters), with
+--start-method forkserver by its `forkserver` method (forked by a server
+process the job starts, a fresh interpreter itself), not forked from the job.
 
 Usage: loader_epochs.py [--epochs N] [--steps N] [--workers N] [--persistent]
                         [--worker-leak] [--read-parent-objects] [--keep-batches] [--mark]
                         [--no-shuffle] [--first-pass-wait S] [--new-loaders] [--enumerate]
                         [--eval-every N] [--fine-tune N] [--tune-step-wait S] [--tuning-leaks]
-                        [--spawn]
+                        [--start-method fork|spawn|forkserver]
 """
 
 import argparse
@@ -157,7 +159,8 @@ def main():
     parser.add_argument("--fine-tune", type=int, default=0, help="passes of fine-tuning after the training")
     parser.add_argument("--tune-step-wait", type=float, default=0.05, help="seconds each fine-tuning step waits")
     parser.add_argument("--tuning-leaks", action="store_true", help="the fine-tuning leaks, not the training")
-    parser.add_argument("--spawn", action="store_true", help="spawn the loaders' workers (needs --workers)")
+    parser.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default="fork",
+                        help="how multiprocessing starts the loaders' workers (needs --workers)")
     args = parser.parse_args()
     global ENUMERATE, TUNING_LEAKS
     ENUMERATE = args.enumerate
@@ -168,8 +171,8 @@ def main():
     model = torch.nn.Linear(FEATURES, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     workers = {"num_workers": args.workers, "persistent_workers": args.persistent}
-    if args.spawn:
-        workers["multiprocessing_context"] = "spawn"
+    if args.start_method != "fork":
+        workers["multiprocessing_context"] = args.start_method
     parent_objects = list(range(1000, 1000 + PARENT_OBJECTS)) if args.read_parent_objects else None
     width = 16384 if args.keep_batches else FEATURES
     train_data = Numbers(args.steps * BATCH, leak=args.worker_leak, parent_objects=parent_objects, width=width,

@@ -4,12 +4,13 @@ in the workers.
 The loader keeps its two workers for the whole run (persistent_workers=True)
 and starts them with the `spawn` method (multiprocessing_context="spawn",
 the usual choice with CUDA): each is a fresh interpreter, not a fork of this
-process. Every sample the Dataset hands out keeps a 64 KiB buffer in the
+process. Given `forkserver`, it starts them with that method instead: each
+is a fork of a server process, a fresh interpreter that this job starts. Every sample the Dataset hands out keeps a 64 KiB buffer in the
 worker that made it (`Leaky.__getitem__`), 2 MiB per worker and epoch. The
 job marks the end of each of its 8 epochs with tracer_mark
 (scripts/tracer_mark.py).
 
-Usage: spawn_loader_epochs.py
+Usage: spawn_loader_epochs.py [spawn|forkserver]
 """
 
 import pathlib
@@ -38,12 +39,13 @@ class Leaky(Dataset):
 
 
 def main():
+    start_method = sys.argv[1] if len(sys.argv) > 1 else "spawn"
     loader = DataLoader(
         Leaky(),
         batch_size=8,
         shuffle=True,
         num_workers=2,
-        multiprocessing_context="spawn",
+        multiprocessing_context=start_method,
         persistent_workers=True,
     )
     for epoch in range(1, EPOCHS + 1):

@@ -20,7 +20,7 @@ use crate::config::{
 };
 use crate::mappings::{self, Locked, Mappings};
 use crate::modules::{self, ModuleMap};
-use crate::python::{Glance, LoaderFrames, PyStack, Python};
+use crate::python::{self, Glance, LoaderFrames, PyStack, Python, Started};
 use crate::recorder::Recorder;
 use crate::room::{self, OutOfMemory};
 use crate::sampling::Sampling;
@@ -74,6 +74,9 @@ enum MultiprocessingChild {
     Spawned,
     /// Forked by the `fork` start method (`Popen._launch`).
     Forked,
+    /// Forked by a forkserver: it follows the epochs of the process that
+    /// started the server.
+    ForkServed,
 }
 
 struct Session {
@@ -118,6 +121,9 @@ struct Session {
     epochs_closed_at_fork: AtomicU32,
     /// In a DataLoader worker, its parent's `shared`.
     parents_shared: shared_epochs::Slot,
+    /// In a multiprocessing forkserver, the `shared` of the process that
+    /// started it, whose epochs the children it forks follow.
+    forkserver_parent: shared_epochs::Slot,
     /// In a DataLoader worker, the recuts of its parent's epochs it has told.
     parents_recuts: ParentsRecuts,
     /// The worker following its parent's epochs is a child that Python's
@@ -336,6 +342,7 @@ fn begin(allocators: Allocators) {
         shared: shared_epochs::Slot::default(),
         epochs_closed_at_fork: AtomicU32::new(0),
         parents_shared: shared_epochs::Slot::default(),
+        forkserver_parent: shared_epochs::Slot::default(),
         parents_recuts: ParentsRecuts::default(),
         multiprocessing_child: AtomicU8::new(MultiprocessingChild::No as u8),
         multiprocessing_settled: AtomicBool::new(false),
@@ -363,7 +370,7 @@ fn begin(allocators: Allocators) {
     }
     let session = SESSION.get().expect("just set");
     session.share_counters_with_descendants();
-    session.follow_spawning_parent(parents_counters);
+    session.follow_starting_parent(parents_counters);
     let started = {
         let mut output = lock(&session.output);
         session.write_preamble(&mut output)
@@ -868,7 +875,7 @@ pub fn before_fork() {
     }
     thread_state::set_forking(true);
     gate::close();
-    let closed = session.shared().map_or(0, SharedEpochs::closed);
+    let closed = session.epochs_forks_follow().map_or(0, SharedEpochs::closed);
     session.epochs_closed_at_fork.store(closed, Ordering::Relaxed);
 }
 
@@ -907,13 +914,22 @@ fn adopt_child(session: &Session) {
     // walk finds the loader also when the program's marks turned the pass
     // detection off.
     let inside_parents_pass = auto_epochs::forked_inside_parents_pass();
-    let (worker, multiprocessing_child) = session
+    // A forkserver forks only children of the process that started it.
+    let forkserver_parent = session.forkserver_parent.get().map(SharedEpochs::new);
+    session.forkserver_parent.set(None);
+    let (worker, forked_by_multiprocessing) = session
         .with_python_frames(|python_frames| {
             let worker = inside_parents_pass || matches!(python_frames.loader_frames(), LoaderFrames::Present(_));
             (worker, !worker && session.python.forked_by_multiprocessing(python_frames))
         })
         .unwrap_or((inside_parents_pass, false));
-    if (worker || multiprocessing_child) && !session.takes_a_worker_trace() {
+    let multiprocessing_child = match forkserver_parent {
+        Some(parent) if !worker => Some((MultiprocessingChild::ForkServed, parent)),
+        _ => {
+            session.shared().filter(|_| forked_by_multiprocessing).map(|parent| (MultiprocessingChild::Forked, parent))
+        }
+    };
+    if (worker || multiprocessing_child.is_some()) && !session.takes_a_worker_trace() {
         // Its parent's next snapshot says so; the worker runs untraced,
         // and its copy of the parent's descriptor is closed.
         STATE.store(STOPPED, Ordering::Release);
@@ -924,13 +940,13 @@ fn adopt_child(session: &Session) {
     if worker {
         session.multiprocessing_child.store(MultiprocessingChild::No as u8, Ordering::Relaxed);
         session.become_worker(session.shared());
-    } else if let Some(parent) = session.shared().filter(|_| multiprocessing_child) {
+    } else if let Some((kind, parent)) = multiprocessing_child {
         // Its own slices, until it follows its parent's epochs, start at its
         // fork: the inherited one would end with its parent's, just before
         // the child sees the parent's epoch, and cut an empty epoch.
         session.restart_time_slice();
         let followed = session.epochs_closed_at_fork.load(Ordering::Relaxed);
-        session.follow_multiprocessing_parent(MultiprocessingChild::Forked, parent, followed);
+        session.follow_multiprocessing_parent(kind, parent, followed);
     }
     // What this process closes is for its own children to follow, and its
     // workers are its own to count.
@@ -1019,20 +1035,24 @@ impl Session {
         }
     }
 
-    /// As it starts, in a child that Python's multiprocessing spawned (a
-    /// fresh interpreter run with `--multiprocessing-fork`: a DataLoader's
+    /// As it starts, in a process that Python's multiprocessing started as
+    /// a fresh interpreter, when it finds its parent's counters at `parents`
+    /// (see [`sys::parents_counters`]). A spawned child (a DataLoader's
     /// workers with `multiprocessing_context="spawn"`, a spawned `Pool`'s,
     /// but also the ranks of `torch.multiprocessing.spawn`, which run
-    /// training loops of their own): when it finds its parent's counter at
-    /// `parents` (see [`sys::parents_counters`]), it follows it as
-    /// [`Session::follow_multiprocessing_parent`] says. Otherwise it cuts
-    /// its own epochs.
-    fn follow_spawning_parent(&self, parents: Option<sys::SharedCountersAddress>) {
-        if !self.command_line.iter().any(|argument| argument == "--multiprocessing-fork") {
-            return;
-        }
+    /// training loops of their own) follows them as
+    /// [`Session::follow_multiprocessing_parent`] says. A forkserver keeps
+    /// them for the children it forks (it only waits for requests itself).
+    /// Otherwise the process cuts its own epochs.
+    fn follow_starting_parent(&self, parents: Option<sys::SharedCountersAddress>) {
+        let Some(started) = python::started_as(&self.command_line) else { return };
         let Some(parent) = parents.and_then(sys::parents_counters).map(SharedEpochs::new) else { return };
-        self.follow_multiprocessing_parent(MultiprocessingChild::Spawned, parent, parent.closed());
+        match started {
+            Started::Spawned => {
+                self.follow_multiprocessing_parent(MultiprocessingChild::Spawned, parent, parent.closed())
+            }
+            Started::ForkServer => self.forkserver_parent.set(Some(parent.words())),
+        }
     }
 
     /// In a child that Python's multiprocessing started, spawned or forked
@@ -1058,6 +1078,7 @@ impl Session {
         match self.multiprocessing_child.load(Ordering::Relaxed) {
             x if x == MultiprocessingChild::Spawned as u8 => MultiprocessingChild::Spawned,
             x if x == MultiprocessingChild::Forked as u8 => MultiprocessingChild::Forked,
+            x if x == MultiprocessingChild::ForkServed as u8 => MultiprocessingChild::ForkServed,
             _ => MultiprocessingChild::No,
         }
     }
@@ -1215,6 +1236,12 @@ impl Session {
     /// In a worker following its parent's epochs, its parent's page.
     fn parents_shared(&self) -> Option<SharedEpochs> {
         self.parents_shared.get().map(SharedEpochs::new)
+    }
+
+    /// The page whose epochs this process's forked children follow: its
+    /// own, or in a forkserver that of the process that started it.
+    fn epochs_forks_follow(&self) -> Option<SharedEpochs> {
+        self.forkserver_parent.get().map(SharedEpochs::new).or_else(|| self.shared())
     }
 
     /// At the end of a process whose warm-up never ended (it closed no
@@ -1688,6 +1715,9 @@ impl Session {
         match self.multiprocessing_child() {
             MultiprocessingChild::Spawned => "spawned multiprocessing child",
             MultiprocessingChild::Forked => "forked multiprocessing child",
+            MultiprocessingChild::ForkServed => {
+                "multiprocessing child of a forkserver (its parent here: the process that started the server)"
+            }
             MultiprocessingChild::No => "forked DataLoader worker",
         }
     }

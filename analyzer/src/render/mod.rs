@@ -159,7 +159,7 @@ impl<'t> Report<'t> {
         let ranked = ByLine::rank(trace, analysis, symbolizer, top.max(STACKS_BY_LINE));
         let beside = crate::trace::descendant_traces(&trace.path);
         let descendants = crate::findings::look_at(beside.traces, floor);
-        let program = wrapped_program(analysis, &descendants);
+        let program = wrapped_program(trace, analysis, &descendants);
         let verdict_message = match program {
             Some(program) => wrapper_verdict(trace, analysis, &descendants[program]),
             None => analysis.verdict_message(ranked.culprit(trace)) + &descendants_found(analysis, &descendants),
@@ -213,20 +213,26 @@ impl<'t> Report<'t> {
 /// launcher that does its work in processes it starts) whose descendant, the one
 /// [`program_trace`](crate::findings::program_trace) picks, has the epochs
 /// an analysis needs. Its place in `descendants`.
-fn wrapped_program(analysis: &Analysis, descendants: &[crate::findings::DescendantReport]) -> Option<usize> {
-    if !may_be_a_wrapper(analysis) {
+fn wrapped_program(
+    trace: &Trace,
+    analysis: &Analysis,
+    descendants: &[crate::findings::DescendantReport],
+) -> Option<usize> {
+    if !may_be_a_wrapper(trace, analysis) {
         return None;
     }
     let program = crate::findings::program_trace(descendants).filter(|d| d.verdict.is_some())?;
     descendants.iter().position(|d| std::ptr::eq(d, program))
 }
 
-/// Whether the process `analysis` is of may be a wrapper: it ran too few
+/// Whether the process of `trace` may be a wrapper: it ran too few
 /// epochs, all time slices. A process that cut epochs by its own marks or
 /// DataLoader passes is the program, however few of them it ran (or the
-/// analysis could use).
-pub fn may_be_a_wrapper(analysis: &Analysis) -> bool {
-    analysis.verdict.kind == VerdictKind::TooFewEpochs && analysis.epochs_from == EpochSource::Program
+/// analysis could use); a forkserver only forks the program's workers.
+pub fn may_be_a_wrapper(trace: &Trace, analysis: &Analysis) -> bool {
+    analysis.verdict.kind == VerdictKind::TooFewEpochs
+        && analysis.epochs_from == EpochSource::Program
+        && !crate::findings::is_multiprocessing_helper(&trace.process.cmdline, trace.process.forked_from)
 }
 
 /// The verdict on a wrapper: that it is one, and the verdict of the

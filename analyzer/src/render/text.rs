@@ -722,7 +722,7 @@ pub fn render(report: &Report<'_>) -> String {
     let _ = writeln!(out, "\nVerdict ({}): {}", report.verdict_kind().name(), report.verdict_message);
     if a.verdict.kind == VerdictKind::TooFewEpochs && report.program.is_none() {
         let beside = report.descendants.iter().find(|d| d.trace.started_beside);
-        let wrapped = || super::may_be_a_wrapper(a).then(|| program_trace(&report.descendants)).flatten();
+        let wrapped = || super::may_be_a_wrapper(report.trace, a).then(|| program_trace(&report.descendants)).flatten();
         if let Some(other) = beside.or_else(wrapped) {
             let why = if other.trace.started_beside {
                 "another traced process started beside this one (the other end of a pipeline?) wrote its own trace"

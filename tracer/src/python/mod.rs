@@ -40,6 +40,7 @@ use self::codes::{CodeTable, FrameKey, Types, WalkCache};
 pub use self::data_loader::OuterFrames;
 pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames, PassStart};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
+pub use self::multiprocessing::{started_as, Started};
 use crate::config::{PYTHON_FRAMES_VAR, PYTHON_OBJECTS_VAR as OBJECTS_VAR};
 use crate::sys;
 use crate::thread_state;
