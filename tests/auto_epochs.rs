@@ -61,15 +61,19 @@ fn labels(report: &Value, cause: &str) -> Vec<String> {
 
 /// Start-up time slices, then one auto-detected epoch per training pass from
 /// the second on (the first pass is where the loader is found to repeat),
+/// labelled with `function`, the one the training loop runs in, where that
+/// tells it from the job's other loops (`train` for the evaluation's
+/// `evaluate`, none for a job's only loop or two loops in one function),
 /// then the exit snapshot; the analysis starts at the first auto epoch.
-fn assert_cut_by_training_passes(report: &Value) {
+fn assert_cut_by_training_passes(report: &Value, function: Option<&str>) {
     let causes = causes(report);
     let slices = causes.iter().take_while(|c| *c == "timer").count();
     let mut expected = vec!["timer".to_string(); slices];
     expected.extend(std::iter::repeat_n("auto".to_string(), EPOCHS - 1));
     expected.push("exit".into());
     assert_eq!(causes, expected, "epochs of {}", report["trace"]);
-    let passes: Vec<String> = (1..EPOCHS).map(|n| format!("DataLoader pass {n}")).collect();
+    let named = function.map(|function| format!(" in {function}")).unwrap_or_default();
+    let passes: Vec<String> = (1..EPOCHS).map(|n| format!("DataLoader pass {n}{named}")).collect();
     assert_eq!(labels(report, "auto"), passes);
     assert_eq!(report["analysis"]["first_analysed_epoch"], slices, "{:#}", report["analysis"]);
 }
@@ -96,7 +100,7 @@ fn too_few_epochs_message(report: &Value) -> &str {
 fn training_job_cut_by_its_passes(args: &[&str], env: &[(&str, &str)]) -> (TracedRun, Value) {
     let run = torch_job(args, env);
     let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
+    assert_cut_by_training_passes(&report, Some("train"));
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     (run, report)
 }
@@ -224,7 +228,7 @@ fn training_passes_cut_the_epochs_without_workers() {
 
     let text = report_text(&run.trace);
     assert!(text.contains(&format!("auto-detected {}, exit 1)", EPOCHS - 1)), "{text}");
-    assert!(text.contains("DataLoader pass 1  auto"), "{text}");
+    assert!(text.contains("DataLoader pass 1 in train  auto"), "{text}");
 }
 
 /// Loops over `enumerate(loader)`, whose call CPython 3.11 specializes
@@ -244,7 +248,7 @@ fn training_passes_over_enumerate_cut_the_epochs() {
 fn training_passes_through_wrappers_whose_calls_specialize_cut_the_epochs() {
     let run = run_job(&venv_python(), "framework_passes.py", &[], &[]);
     let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
+    assert_cut_by_training_passes(&report, None);
     assert_top_suspect_is_planted(&report, "framework_passes.py");
 }
 
@@ -290,7 +294,7 @@ fn workers_past_the_limit_write_no_trace() {
     assert_eq!(worker_traces(&run).len(), 3, "{:?}", run.trace_files());
     assert_workers(&run, 3, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::OnePass);
     let report = report_json(&run.trace);
-    assert_cut_by_training_passes(&report);
+    assert_cut_by_training_passes(&report, Some("train"));
     assert_top_suspect_is_planted(&report, "loader_epochs.py");
     let notes = note_texts(&report);
     let untraced = notes
@@ -348,10 +352,10 @@ fn assert_code_records_only_for_named_code(run: &TracedRun) {
 #[test]
 fn training_passes_cut_the_epochs_when_sampling() {
     let run = torch_job(&["--workers", &WORKERS.to_string()], &[SAMPLING]);
-    assert_cut_by_training_passes(&report_json(&run.trace));
+    assert_cut_by_training_passes(&report_json(&run.trace), Some("train"));
     assert_workers(&run, 2 * WORKERS * EPOCHS, WHOLE_RUN_SAMPLED, WorkerEpochs::OnePass);
     let run = torch_job(&["--workers", "0"], &[SAMPLING]);
-    assert_cut_by_training_passes(&report_json(&run.trace));
+    assert_cut_by_training_passes(&report_json(&run.trace), Some("train"));
 }
 
 /// Persistent workers: each pass after the first resets the loader's iterator
@@ -651,7 +655,7 @@ fn full_capture_records_the_workers_in_full() {
 #[test]
 fn workers_of_one_pass_follow_a_start_up_time_slice_ending_in_it() {
     let run = torch_job(&["--workers", &WORKERS.to_string(), "--first-pass-wait", "10.5"], &[]);
-    assert_cut_by_training_passes(&report_json(&run.trace));
+    assert_cut_by_training_passes(&report_json(&run.trace), Some("train"));
     let workers = assert_workers(&run, 2 * WORKERS * EPOCHS, WORKER_SAMPLED_FOR_LIFE, WorkerEpochs::OnePass);
     let followed_a_slice = workers.iter().filter(|worker| causes(worker).contains(&"parent".to_string())).count();
     assert!(followed_a_slice >= WORKERS, "{followed_a_slice} workers followed a slice");
@@ -693,7 +697,8 @@ fn stand_in_passes_cut_the_epochs(version: &str) {
     for env in [&[][..], &[SAMPLING]] {
         let run = run_job(&python, "stand_in_epochs.py", &[&epochs], env);
         let report = report_json(&run.trace);
-        assert_cut_by_training_passes(&report);
+        // Both loops run in `main`: no name tells them apart.
+        assert_cut_by_training_passes(&report, None);
         if env.is_empty() {
             assert_top_suspect_is_planted(&report, "stand_in_epochs.py");
         }
@@ -908,8 +913,8 @@ fn evaluation_rounds_job(evaluation_leaks: bool) {
     // The first round's second to fourth loaders cut an epoch each, the
     // last of them held by the epoch the first loader's next pass closes;
     // every round after, one, numbered by the round it held.
-    let mut expected: Vec<String> = (1..=3).map(|n| format!("DataLoader pass {n}")).collect();
-    expected.extend((1..ROUNDS).map(|n| format!("DataLoader round {n} (4 loaders)")));
+    let mut expected: Vec<String> = (1..=3).map(|n| format!("DataLoader pass {n} in evaluate")).collect();
+    expected.extend((1..ROUNDS).map(|n| format!("DataLoader round {n} (4 loaders) in evaluate")));
     assert_eq!(labels(&report, "auto"), expected);
     assert_eq!(report["analysis"]["first_analysed_epoch"], 3, "{:#}", report["analysis"]);
     let notes = note_texts(&report);
@@ -958,8 +963,9 @@ fn an_evaluation_inside_the_training_loop_leaves_it_the_epochs() {
     // Evaluations 2, 3 and 4 of the first training pass close the epochs
     // that held evaluations 1 to 3, then training passes 2 to 6 those of
     // passes 1 to 5 (the first, from the fourth evaluation on).
-    let mut expected: Vec<String> = (1..=3).map(|n| format!("DataLoader pass {n}")).collect();
-    expected.extend((1..EPOCHS).map(|n| format!("DataLoader pass {n}")));
+    // Each loop is named by the function it runs in.
+    let mut expected: Vec<String> = (1..=3).map(|n| format!("DataLoader pass {n} in evaluate")).collect();
+    expected.extend((1..EPOCHS).map(|n| format!("DataLoader pass {n} in train")));
     assert_eq!(labels(&report, "auto"), expected);
     let notes = note_texts(&report);
     assert_noted(&notes, "the passes of an outer DataLoader loop close the epochs, whole from epoch 4:");

@@ -29,7 +29,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::python::{LoaderFrames, PassStart};
+use crate::python::{loop_name, LoaderFrames, LoopName, PassStart};
 use crate::{lock, sys, thread_state};
 
 /// A thread's pass state after a fork: inside a pass it did not start.
@@ -187,6 +187,8 @@ pub struct PassCut {
     pub rounds_found: bool,
     /// Another place's loop took the epochs over with this pass.
     pub taken_over: Option<Takeover>,
+    /// How the label names the loop, among the places' loops.
+    pub loop_name: Option<LoopName>,
 }
 
 /// Why another loop's passes close the epochs from a pass on.
@@ -226,11 +228,21 @@ pub fn marking_loop_idle_words() -> String {
 }
 
 impl PassCut {
-    /// The label of the epoch it closes.
-    pub fn label(&self) -> String {
-        match self.loaders {
+    /// The label of the epoch it closes, with the loop's name where
+    /// `qualname` names the code objects of [`PassCut::loop_name`].
+    pub fn label(&self, qualname: &dyn Fn(u64) -> Option<String>) -> String {
+        let what = match self.loaders {
             0 | 1 => format!("DataLoader pass {}", self.number),
             loaders => format!("DataLoader round {} ({loaders} loaders)", self.number),
+        };
+        let Some(name) = self.loop_name else { return what };
+        let caller = match name.caller {
+            None => Some(String::new()),
+            Some(code) => qualname(code).map(|caller| format!(" (from {caller})")),
+        };
+        match (qualname(name.function), caller) {
+            (Some(function), Some(caller)) => format!("{what} in {function}{caller}"),
+            _ => what,
         }
     }
 }
@@ -488,7 +500,19 @@ impl Passes {
         // The epoch that ends the first round found held its last pass.
         self.rounds_closed = if rounds_found { 1 } else { self.rounds_closed + 1 };
         let number = if loaders > 1 { self.rounds_closed } else { self.closed };
-        Some(PassCut { number, loaders, rounds_found, taken_over })
+        Some(PassCut { number, loaders, rounds_found, taken_over, loop_name: self.marking_loop_name() })
+    }
+
+    /// The marking loop's name among the places' loops (see [`loop_name`]).
+    fn marking_loop_name(&self) -> Option<LoopName> {
+        let marking = self.marking?;
+        let places = &self.places[..self.places_count];
+        let index = places.iter().position(|place| place.latest.same_place(&marking))?;
+        let mut paths = [&places[index].latest.outer; PLACES];
+        for (path, place) in paths.iter_mut().zip(places) {
+            *path = &place.latest.outer;
+        }
+        loop_name(&paths[..places.len()], index)
     }
 }
 
@@ -592,6 +616,18 @@ mod tests {
     const TEST: u64 = 5;
     const TEST_PLACE: u64 = 44;
 
+    /// The names of the code objects above.
+    fn qualname(code: u64) -> Option<String> {
+        let name = match code {
+            MAIN => "main",
+            TRAIN_EPOCH => "train_epoch",
+            EVALUATE => "evaluate",
+            TEST => "test",
+            _ => return None,
+        };
+        Some(name.to_string())
+    }
+
     fn training() -> PassStart {
         pass_from(TRAIN, TRAIN_LOADER, &[(TRAIN_EPOCH, 10), (MAIN, 20), MODULE])
     }
@@ -615,21 +651,22 @@ mod tests {
     fn an_outer_loop_takes_the_epochs_from_a_loop_inside_it() {
         let (train, eval) = (training(), evaluation_every_n_steps());
         let passes = [train, eval, eval, eval, train, eval, eval, eval, train, eval, eval, eval, train];
-        // Labels name the pass of the loop closing the epochs that ran in it.
+        // Labels name the pass of the loop closing the epochs that ran in
+        // it, and the loop by the function it runs in.
         let expected = [
             None,
             None,
-            Some("DataLoader pass 1"),
-            Some("DataLoader pass 2"),
-            Some("DataLoader pass 1"),
+            Some("DataLoader pass 1 in evaluate"),
+            Some("DataLoader pass 2 in evaluate"),
+            Some("DataLoader pass 1 in train_epoch"),
             None,
             None,
             None,
-            Some("DataLoader pass 2"),
+            Some("DataLoader pass 2 in train_epoch"),
             None,
             None,
             None,
-            Some("DataLoader pass 3"),
+            Some("DataLoader pass 3 in train_epoch"),
         ];
         assert_eq!(cuts(&passes), labels(&expected));
         let mut seen = Passes::default();
@@ -646,7 +683,8 @@ mod tests {
         let closing: Vec<bool> = cuts(&passes).iter().map(Option::is_some).collect();
         assert_eq!(closing, [false, false, false, true, false, true, false, false, false, false, true]);
         // An evaluation once a training pass: the training loop repeats first.
-        let expected = [None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2")];
+        let expected =
+            [None, None, Some("DataLoader pass 1 in train_epoch"), None, Some("DataLoader pass 2 in train_epoch")];
         assert_eq!(cuts(&[train, eval, train, eval, train]), labels(&expected));
         // Streaming training (one endless pass): the evaluation marks for good.
         let closing: Vec<bool> = cuts(&[train, eval, eval, eval, eval]).iter().map(Option::is_some).collect();
@@ -659,8 +697,15 @@ mod tests {
     #[test]
     fn loops_beside_the_marking_one_leave_it_the_epochs() {
         let (train, validation) = (training(), validation_after_training());
-        let expected =
-            [None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2"), None, Some("DataLoader pass 3")];
+        let expected = [
+            None,
+            None,
+            Some("DataLoader pass 1 in evaluate"),
+            None,
+            Some("DataLoader pass 2 in evaluate"),
+            None,
+            Some("DataLoader pass 3 in evaluate"),
+        ];
         assert_eq!(cuts(&[validation, train, validation, train, validation, train, validation]), labels(&expected));
         // Two training lines taking turns (even epochs on one, odd ones on
         // the other), a validation after each: one run of it after each.
@@ -710,7 +755,7 @@ mod tests {
         let labels: Vec<String> = passes
             .iter()
             .filter_map(|&(pass, at)| seen.started(pass, at * SECOND, &|_| true))
-            .map(|cut| cut.label())
+            .map(|cut| cut.label(&qualname))
             .collect();
         assert_eq!(labels[4..], ["DataLoader pass 3", "DataLoader pass 4"]);
         let mut passes: Vec<(PassStart, u64)> = (0..5).map(|k| (pass(TRAIN, TRAIN_LOADER), 10 * k)).collect();
@@ -763,7 +808,7 @@ mod tests {
         passes
             .iter()
             .zip(0..)
-            .map(|(&pass, at)| seen.started(pass, at * SECOND, alive).map(|cut| cut.label()))
+            .map(|(&pass, at)| seen.started(pass, at * SECOND, alive).map(|cut| cut.label(&qualname)))
             .collect()
     }
 
@@ -898,21 +943,35 @@ mod tests {
     fn a_loops_first_pass_over_the_loader_set_up_just_before_repeats_it() {
         let set_up = pass_from(WARM_UP, TRAIN_LOADER, &[(MAIN + 20, 8), (MAIN, 12), MODULE]);
         let train = training();
-        let expected = [None, Some("DataLoader pass 1"), Some("DataLoader pass 2"), Some("DataLoader pass 3")];
+        let expected = [
+            None,
+            Some("DataLoader pass 1 in train_epoch"),
+            Some("DataLoader pass 2 in train_epoch"),
+            Some("DataLoader pass 3 in train_epoch"),
+        ];
         assert_eq!(cuts(&[set_up, train, train, train]), labels(&expected));
         // A validation after each epoch, its sanity pass before it all: the
         // validation repeats first, at its second pass, as before.
         let sanity = pass_from(WARM_UP + 1, EVAL_LOADER, &[(EVALUATE, 6), (MAIN + 30, 4), (MAIN, 10), MODULE]);
         let validation = validation_after_training();
         let passes = [sanity, set_up, validation, train, validation, train, validation];
-        let expected = [None, None, None, None, Some("DataLoader pass 1"), None, Some("DataLoader pass 2")];
+        let expected = [
+            None,
+            None,
+            None,
+            None,
+            Some("DataLoader pass 1 in evaluate"),
+            None,
+            Some("DataLoader pass 2 in evaluate"),
+        ];
         assert_eq!(cuts(&passes), labels(&expected));
         // Another loader's pass in between, or a loader not read: no repeat.
         let other = pass_from(EVAL + 5, EVAL_LOADER, &[(MAIN + 40, 8), (MAIN, 16), MODULE]);
-        assert_eq!(cuts(&[set_up, other, train, train]), labels(&[None, None, None, Some("DataLoader pass 1")]));
+        let expected = [None, None, None, Some("DataLoader pass 1 in train_epoch")];
+        assert_eq!(cuts(&[set_up, other, train, train]), labels(&expected));
         let unread = |p: PassStart| PassStart { loader: 0, ..p };
         let passes = [unread(set_up), unread(train), unread(train)];
-        assert_eq!(cuts(&passes), labels(&[None, None, Some("DataLoader pass 1")]));
+        assert_eq!(cuts(&passes), labels(&[None, None, Some("DataLoader pass 1 in train_epoch")]));
     }
 
     /// Lightning's fit loop with an evaluation every quarter epoch: the

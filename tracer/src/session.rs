@@ -1395,7 +1395,8 @@ impl Session {
     fn see_loader_frames(&self, frames: LoaderFrames) {
         let alive = |other, loader| self.python.alive_as(other, loader);
         let Some(cut) = self.auto_epochs.walked(frames, &alive) else { return };
-        self.close_epoch(EpochCause::Auto, cut.label());
+        let qualname = |code| self.python.code_records(&[code]).pop().map(|record| record.qualname);
+        self.close_epoch(EpochCause::Auto, cut.label(&qualname));
         self.watch_for_unseen_passes(cut.taken_over.is_some());
     }
 

@@ -131,13 +131,78 @@ impl OuterFrames {
     /// in the training function or in a function it calls) or after it.
     /// Frames that only moved by specialization are not where they part.
     pub fn start_after(&self, earlier: &OuterFrames) -> bool {
-        let shared = self.len.min(earlier.len);
-        let Some(at) = (0..shared).find(|&i| !near_frames(self.words[i], earlier.words[i])) else {
+        let at = self.shared_with(earlier);
+        if at == self.len.min(earlier.len) {
             return false;
-        };
+        }
         let (mine, theirs) = (super::unpack(self.words[at]), super::unpack(earlier.words[at]));
         mine.code == theirs.code && mine.instruction > theirs.instruction
     }
+
+    /// How many frames, from the outermost, these and `other` share: the
+    /// same calls, or calls that only moved by specialization.
+    fn shared_with(&self, other: &OuterFrames) -> usize {
+        let shared = self.len.min(other.len);
+        (0..shared).find(|&i| !near_frames(self.words[i], other.words[i])).unwrap_or(shared)
+    }
+
+    /// Where on these frames the loop starting passes from them is named,
+    /// among the loops starting theirs from `others`: the frame where this
+    /// path parts from the nearest of theirs; the frame below it, where both
+    /// go on in one function (which calls them from two of its lines); the
+    /// innermost, where the path ends there (the loop runs in that
+    /// function). `None` without other paths, or past the frames kept.
+    fn naming_frame<'a>(&self, others: impl Iterator<Item = &'a OuterFrames>) -> Option<usize> {
+        let mut nearest: Option<(usize, bool)> = None;
+        for other in others {
+            let at = self.shared_with(other);
+            let same_function = at < self.len.min(other.len)
+                && super::unpack(self.words[at]).code == super::unpack(other.words[at]).code;
+            nearest = match nearest {
+                Some((kept, _)) if kept > at => nearest,
+                Some((kept, same)) if kept == at => Some((at, same || same_function)),
+                _ => Some((at, same_function)),
+            };
+        }
+        let (at, same_function) = nearest?;
+        let index = at + usize::from(same_function);
+        if index < self.len {
+            Some(index)
+        } else {
+            (self.rest == 0 && self.len > 0).then(|| self.len - 1)
+        }
+    }
+
+    /// The code object of the frame at `index`, and of its caller's.
+    fn code_and_caller(&self, index: usize) -> (u64, Option<u64>) {
+        let code = |i: usize| super::unpack(self.words[i]).code;
+        (code(index), index.checked_sub(1).map(code))
+    }
+}
+
+/// How an epoch's label names the loop whose pass closed it: the code
+/// objects of its function and, where that alone would name another loop
+/// too, of the function calling it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopName {
+    pub function: u64,
+    pub caller: Option<u64>,
+}
+
+/// The name of the loop starting passes from `paths[index]`, among the
+/// loops starting theirs from the other `paths` (one path a place); `None`
+/// where it is the only loop, or no name tells it from the others (two
+/// loops in one function).
+pub fn loop_name(paths: &[&OuterFrames], index: usize) -> Option<LoopName> {
+    let others = |i: usize| paths.iter().enumerate().filter(move |&(j, _)| j != i).map(|(_, path)| *path);
+    let name = |i: usize, with_caller: bool| {
+        let (function, caller) = paths[i].code_and_caller(paths[i].naming_frame(others(i))?);
+        Some(LoopName { function, caller: caller.filter(|_| with_caller) })
+    };
+    [false, true].into_iter().find_map(|with_caller| {
+        let mine = name(index, with_caller)?;
+        (0..paths.len()).filter(|&j| j != index).all(|j| name(j, with_caller) != Some(mine)).then_some(mine)
+    })
 }
 
 /// What a look at the code pointers of a thread's frames shows.
@@ -394,6 +459,47 @@ mod tests {
         deeper[39] = (139, 9);
         assert!(frames(&deeper).start_after(&frames(&deep)));
         assert!(!frames(&deep).start_after(&frames(&deep)));
+    }
+
+    #[test]
+    fn a_loop_is_named_by_its_function_where_its_path_parts_from_the_others() {
+        const MODULE: (u64, u32) = (1, 40);
+        const MAIN: u64 = 2;
+        const TRAIN: u64 = 3;
+        const EVALUATE: u64 = 4;
+        let name = |function, caller| Some(LoopName { function, caller });
+        // Training and evaluation functions called from main: each by its own.
+        let train = frames(&[(TRAIN, 10), (MAIN, 20), MODULE]);
+        let evaluate = frames(&[(EVALUATE, 8), (MAIN, 24), MODULE]);
+        assert_eq!(loop_name(&[&train, &evaluate], 0), name(TRAIN, None));
+        assert_eq!(loop_name(&[&train, &evaluate], 1), name(EVALUATE, None));
+        // Alone, a loop needs no name.
+        assert_eq!(loop_name(&[&train], 0), None);
+        // An evaluation every N steps, from inside the training loop: the
+        // training loop runs in the function where the paths part.
+        let inside = frames(&[(EVALUATE, 8), (TRAIN, 30), (MAIN, 20), MODULE]);
+        assert_eq!(loop_name(&[&train, &inside], 0), name(TRAIN, None));
+        assert_eq!(loop_name(&[&train, &inside], 1), name(EVALUATE, None));
+        // The same evaluation after each training pass too: its two loops are
+        // told apart by their callers.
+        let paths = [&train, &inside, &evaluate];
+        assert_eq!(loop_name(&paths, 0), name(TRAIN, None));
+        assert_eq!(loop_name(&paths, 1), name(EVALUATE, Some(TRAIN)));
+        assert_eq!(loop_name(&paths, 2), name(EVALUATE, Some(MAIN)));
+        // Two loops in one function have no name that tells them apart.
+        let first = frames(&[(MAIN, 20), MODULE]);
+        let second = frames(&[(MAIN, 44), MODULE]);
+        assert_eq!(loop_name(&[&first, &second], 0), None);
+        // A call that only moved by specialization is no parting.
+        let moved = frames(&[(EVALUATE, 8), (MAIN, 22), MODULE]);
+        assert_eq!(loop_name(&[&train, &moved], 1), name(EVALUATE, None));
+        // Parting past the frames kept: the function is unknown.
+        let deep = |inner: u64| {
+            let mut codes: Vec<(u64, u32)> = (0..40).map(|i| (100 + i, 10)).collect();
+            codes[0].0 = inner;
+            frames(&codes)
+        };
+        assert_eq!(loop_name(&[&deep(TRAIN), &deep(EVALUATE)], 0), None);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use trace_format::{PyCode, PyFrame, PYMALLOC_OBJECTS_TRACED, PYMALLOC_OBJECTS_UN
 use self::codes::{CodeTable, FrameKey, Types, WalkCache};
 #[cfg(test)]
 pub use self::data_loader::OuterFrames;
-pub use self::data_loader::{Glance, GlanceMemo, LoaderFrames, PassStart};
+pub use self::data_loader::{loop_name, Glance, GlanceMemo, LoaderFrames, LoopName, PassStart};
 use self::layout::{Layout, OWNED_BY_CSTACK, OWNED_BY_GENERATOR};
 pub use self::multiprocessing::{started_as, Started};
 use crate::config::{PYTHON_FRAMES_VAR, PYTHON_OBJECTS_VAR as OBJECTS_VAR};
