@@ -218,7 +218,8 @@ pub fn merge<T: HeldFrame, G: AsRef<[T]>>(native: &[G], python: &[(T, bool)]) ->
 /// How a Python source file counts for the own-code frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PythonFile {
-    /// The standard library, installed packages, frozen modules.
+    /// The standard library, installed packages, frozen modules, and code
+    /// a library generated (see [`is_compiled_by_inductor`]).
     Library,
     /// Code without a file (`<string>`, `<stdin>`): own code when nothing better.
     NoFile,
@@ -237,11 +238,31 @@ pub fn python_file_kind(file: &str) -> PythonFile {
         ["/site-packages/", "/dist-packages/", "/lib/python3.", "/lib64/python3.", "/lib/python2.", "/lib/pypy"]
             .iter()
             .any(|p| file.contains(p));
-    if library || crate::install_dirs::is_under_an_installation(file) {
+    if library || is_compiled_by_inductor(file) || crate::install_dirs::is_under_an_installation(file) {
         PythonFile::Library
     } else {
         PythonFile::Own
     }
+}
+
+/// Whether a file is a module that `torch.compile` wrote (its inductor's
+/// output code): a name made of `c` and a hash of 51 lowercase letters and
+/// digits, in a directory named after the hash's first two characters,
+/// wherever its cache lies (`/tmp/torchinductor_<user>` unless
+/// `TORCHINDUCTOR_CACHE_DIR` says). A model compiled anew for each shape
+/// runs a module of its own for each, so the line of the program that
+/// called the compiled model is the one its memory piles up at.
+fn is_compiled_by_inductor(file: &str) -> bool {
+    let path = std::path::Path::new(file);
+    let (Some(stem), Some(extension)) = (path.file_stem().and_then(|s| s.to_str()), path.extension()) else {
+        return false;
+    };
+    let directory = path.parent().and_then(|dir| dir.file_name()).and_then(|name| name.to_str());
+    extension == "py"
+        && stem.len() == 52
+        && stem.starts_with('c')
+        && stem.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && directory == stem.get(1..3)
 }
 
 /// Chooses the own-code frames of a merged stack (innermost first). With
@@ -454,6 +475,13 @@ mod tests {
         ] {
             assert_eq!(python_file_kind(file), PythonFile::Library, "{file}");
         }
+        // Modules torch.compile wrote, in its default cache and in another.
+        let compiled = "xr/cxr4mfprg7moeqnrhee4qyuvqbdj52mcxlv5avnjl5fpewehz5lb.py";
+        assert_eq!(python_file_kind(&format!("/tmp/torchinductor_me/{compiled}")), PythonFile::Library);
+        assert_eq!(python_file_kind(&format!("/scratch/cache/{compiled}")), PythonFile::Library);
+        // Not in the directory of its hash's first characters, or not named so.
+        assert_eq!(python_file_kind(&format!("/home/me/job/{}", &compiled[3..])), PythonFile::Own);
+        assert_eq!(python_file_kind("/home/me/job/xr/cxr_model.py"), PythonFile::Own);
         assert_eq!(python_file_kind("/home/me/job/train.py"), PythonFile::Own);
         assert_eq!(python_file_kind("train.py"), PythonFile::Own);
         assert_eq!(python_file_kind("<string>"), PythonFile::NoFile);
