@@ -142,6 +142,17 @@ const IDEEP_COMPUTATION_CACHE: Explanation = Explanation {
     levels_off: true,
 };
 
+/// What memory Intel MKL's memory manager handed one of its routines is.
+const MKL_BUFFERS: Explanation = Explanation {
+    what: "Intel MKL's buffer pool",
+    detail: "MKL's routines (a CPU matrix multiply) take their work buffers from a memory manager of MKL's own, which keeps them for reuse, per thread and size, instead of freeing them; new matrix sizes (a new input shape or batch size) add buffers, and the pool stops growing once the sizes repeat; set MKL_DISABLE_FAST_MM=1 for MKL to free its buffers instead",
+    incidental_site: false,
+    levels_off: true,
+};
+
+/// MKL's memory manager's allocation functions.
+const MKL_MEMORY_MANAGER: &[&str] = &["mkl_serv_allocate", "mkl_serv_malloc"];
+
 /// What memory allocated as torch.distributed recorded a collective call is.
 const FLIGHT_RECORDER: Explanation = Explanation {
     what: "torch.distributed's flight recorder",
@@ -191,6 +202,8 @@ fn explain(pymalloc: bool, memory: Memory, frames: &[Frame]) -> Option<&'static 
             Some(&IDEEP_COMPUTATION_CACHE)
         } else if native().any(|f| f.function.starts_with("c10d::FlightRecorder")) {
             Some(&FLIGHT_RECORDER)
+        } else if native().any(|f| MKL_MEMORY_MANAGER.contains(&f.function.as_str())) {
+            Some(&MKL_BUFFERS)
         } else if frames.iter().any(|f| {
             f.python
                 && f.file.as_deref().is_some_and(|file| MATPLOTLIB_FIGURE_MODULES.iter().any(|m| file.ends_with(m)))
@@ -268,6 +281,24 @@ mod tests {
         assert!(told.unwrap().levels_off);
         // A descriptor made for one call and freed with it has no cache on its stack.
         assert_eq!(explain(false, Memory::Heap, &[stack[0].clone(), stack[1].clone(), stack[3].clone()]), None);
+    }
+
+    #[test]
+    fn mkls_buffer_pool_is_told_by_its_memory_manager_on_the_stack() {
+        let stack = [
+            native("mm_internal_malloc", TORCH),
+            native("mkl_serv_allocate", TORCH),
+            native("mkl_blas_avx512_sgemm_get_bufs", TORCH),
+            native("sgemm_", TORCH),
+            native("at::native::cpublas::gemm(…)", TORCH),
+            python("train_step"),
+        ];
+        let told = explain(false, Memory::Heap, &stack);
+        assert_eq!(told, Some(&MKL_BUFFERS));
+        assert!(told.unwrap().levels_off);
+        // A matrix multiply's output is no buffer of MKL's.
+        let output = [native("c10::alloc_cpu(unsigned long)", TORCH), stack[4].clone(), python("train_step")];
+        assert_eq!(explain(false, Memory::Heap, &output), None);
     }
 
     #[test]
