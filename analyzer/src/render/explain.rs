@@ -172,6 +172,23 @@ const MATPLOTLIB_FIGURES: Explanation = Explanation {
 /// matplotlib's modules through which figures are made and drawn.
 const MATPLOTLIB_FIGURE_MODULES: &[&str] = &["/matplotlib/pyplot.py", "/matplotlib/figure.py"];
 
+/// What memory allocated while torch.compile compiled a function is.
+const TORCH_COMPILE: Explanation = Explanation {
+    what: "torch.compile's compiled code",
+    detail: "each new input shape (or data type, or another change its guards check) has torch.compile trace and compile the function again and keep the result beside the earlier ones, up to torch._dynamo.config.recompile_limit (8) versions of a function, after which it runs uncompiled; mark the dimension that varies as dynamic (torch._dynamo.mark_dynamic, or dynamic=True) or pad inputs to a few fixed shapes",
+    incidental_site: false,
+    levels_off: true,
+};
+
+/// torch's modules that compile, which a compiled function's runs do not
+/// pass through: dynamo's frame conversion, inductor's compile of a graph,
+/// and the cache AOT autograd saves a compiled graph in.
+const TORCH_COMPILE_MODULES: &[&str] = &[
+    "/torch/_dynamo/convert_frame.py",
+    "/torch/_inductor/compile_fx.py",
+    "/torch/_functorch/_aot_autograd/autograd_cache.py",
+];
+
 /// Why `suspect`'s memory (with its stack `frames`) is kept, when one of
 /// the known reasons shows on the stack.
 pub fn explanation(trace: &Trace, suspect: &Suspect, frames: &[Frame]) -> Option<&'static Explanation> {
@@ -204,15 +221,19 @@ fn explain(pymalloc: bool, memory: Memory, frames: &[Frame]) -> Option<&'static 
             Some(&FLIGHT_RECORDER)
         } else if native().any(|f| MKL_MEMORY_MANAGER.contains(&f.function.as_str())) {
             Some(&MKL_BUFFERS)
-        } else if frames.iter().any(|f| {
-            f.python
-                && f.file.as_deref().is_some_and(|file| MATPLOTLIB_FIGURE_MODULES.iter().any(|m| file.ends_with(m)))
-        }) {
+        } else if through_python_module(frames, TORCH_COMPILE_MODULES) {
+            Some(&TORCH_COMPILE)
+        } else if through_python_module(frames, MATPLOTLIB_FIGURE_MODULES) {
             Some(&MATPLOTLIB_FIGURES)
         } else {
             None
         }
     })
+}
+
+/// Whether a Python frame of `frames` runs in a file ending with one of `modules`.
+fn through_python_module(frames: &[Frame], modules: &[&str]) -> bool {
+    frames.iter().any(|f| f.python && f.file.as_deref().is_some_and(|file| modules.iter().any(|m| file.ends_with(m))))
 }
 
 #[cfg(test)]
@@ -330,6 +351,31 @@ mod tests {
         let drawn = [in_file("RendererAgg.__init__", &format!("{site}/backends/backend_agg.py"))];
         assert_eq!(explain(false, Memory::Heap, &drawn), None);
         assert_eq!(explain(false, Memory::Heap, &[in_file("plot", "/job/figure.py")]), None);
+    }
+
+    #[test]
+    fn torch_compile_is_told_by_its_compiling_modules_on_the_stack() {
+        let torch = "/venv/lib/python3.11/site-packages/torch";
+        let in_file = |function: &str, file: &str| Frame { file: Some(file.into()), ..python(function) };
+        let compiled = [
+            native("PyList_New", "/usr/lib/libpython3.11.so.1.0"),
+            in_file("GraphLowering.run", &format!("{torch}/_inductor/graph.py")),
+            in_file("_compile_fx_inner", &format!("{torch}/_inductor/compile_fx.py")),
+            in_file("_compile", &format!("{torch}/_dynamo/convert_frame.py")),
+            in_file("<module>", "/job/train.py"),
+        ];
+        let told = explain(true, Memory::Heap, &compiled);
+        assert_eq!(told, Some(&TORCH_COMPILE));
+        assert!(told.unwrap().levels_off);
+        // A compiled function's run (what the program keeps of its outputs).
+        let ran = [
+            native("c10::alloc_cpu(unsigned long)", TORCH),
+            in_file("Runner.call", "/tmp/torchinductor_me/xr/cxr4mfprg7moeqnrhee4qyuvqbdj52mcxlv5avnjl5fpewehz5lb.py"),
+            in_file("CompiledFxGraph.__call__", &format!("{torch}/_inductor/output_code.py")),
+            in_file("_fn", &format!("{torch}/_dynamo/eval_frame.py")),
+            in_file("<module>", "/job/train.py"),
+        ];
+        assert_eq!(explain(true, Memory::Heap, &ran), None);
     }
 
     #[test]
