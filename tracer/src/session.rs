@@ -914,8 +914,10 @@ fn adopt_child(session: &Session) {
     // walk finds the loader also when the program's marks turned the pass
     // detection off.
     let inside_parents_pass = auto_epochs::forked_inside_parents_pass();
-    // A forkserver forks only children of the process that started it.
-    let forkserver_parent = session.forkserver_parent.get().map(SharedEpochs::new);
+    // The page whose count `before_fork` read; a forkserver forks only
+    // children of the process that started it, and the child serves none.
+    let parents_page = session.epochs_forks_follow();
+    let forkserver_child = session.forkserver_parent.get().is_some();
     session.forkserver_parent.set(None);
     let (worker, forked_by_multiprocessing) = session
         .with_python_frames(|python_frames| {
@@ -923,11 +925,11 @@ fn adopt_child(session: &Session) {
             (worker, !worker && session.python.forked_by_multiprocessing(python_frames))
         })
         .unwrap_or((inside_parents_pass, false));
-    let multiprocessing_child = match forkserver_parent {
-        Some(parent) if !worker => Some((MultiprocessingChild::ForkServed, parent)),
-        _ => {
-            session.shared().filter(|_| forked_by_multiprocessing).map(|parent| (MultiprocessingChild::Forked, parent))
-        }
+    let multiprocessing_child = match (worker, forkserver_child, forked_by_multiprocessing) {
+        (true, ..) => None,
+        (false, true, _) => Some(MultiprocessingChild::ForkServed),
+        (false, false, true) => Some(MultiprocessingChild::Forked),
+        (false, false, false) => None,
     };
     if (worker || multiprocessing_child.is_some()) && !session.takes_a_worker_trace() {
         // Its parent's next snapshot says so; the worker runs untraced,
@@ -939,8 +941,8 @@ fn adopt_child(session: &Session) {
     session.recorder.forked();
     if worker {
         session.multiprocessing_child.store(MultiprocessingChild::No as u8, Ordering::Relaxed);
-        session.become_worker(session.shared());
-    } else if let Some((kind, parent)) = multiprocessing_child {
+        session.become_worker(parents_page);
+    } else if let Some((kind, parent)) = multiprocessing_child.zip(parents_page) {
         // Its own slices, until it follows its parent's epochs, start at its
         // fork: the inherited one would end with its parent's, just before
         // the child sees the parent's epoch, and cut an empty epoch.

@@ -124,9 +124,7 @@ impl OuterFrames {
     /// Whether `other` holds the same frames, each called from the same
     /// instruction or from one moved by specialization ([`near_frames`]).
     fn near(&self, other: &OuterFrames) -> bool {
-        self.len == other.len
-            && self.rest == other.rest
-            && self.words[..self.len].iter().zip(&other.words[..self.len]).all(|(&a, &b)| near_frames(a, b))
+        self.len == other.len && self.rest == other.rest && self.shared_with(other) == self.len
     }
 
     /// Whether the pass started from these frames was called, in the
