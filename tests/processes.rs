@@ -1387,8 +1387,40 @@ fn a_program_that_fills_its_address_space_runs_to_its_end_and_the_tracer_stops_r
         let expected_end = if stderr.is_empty() { "complete" } else { "unfinished" };
         assert_eq!(report["trace_end"], expected_end, "{context}");
         assert!(!report["epochs"].as_array().unwrap().is_empty(), "{context}: {report:#}");
+        let stopped_note = "out of memory for the tracer's own tables and buffers: recording stopped here";
+        let notes = report["notes"].as_array().unwrap();
+        assert_eq!(notes.iter().any(|n| n["text"] == stopped_note), !stderr.is_empty(), "{context}: {notes:?}");
     }
     assert!(stopped > 0, "the tracer's memory never ran out: the test proves nothing");
+}
+
+/// A program that keeps small blocks until malloc returns NULL, each one
+/// recorded (no warm-up sampling), with no epoch marked: the tracer's table
+/// of them cannot grow before any epoch closed. The trace says why it
+/// stops, and the analyzer, which has no epoch to report, says that the
+/// memory ran out and what to do, not that the process may have been
+/// killed.
+#[test]
+fn a_tracer_out_of_memory_before_the_first_epoch_says_why_in_the_analyzers_error() {
+    let program = compile("fills_memory.c");
+    let run = run_traced_with(&program, &["24", "small"], &[("TRACER_WARMUP_SAMPLE_BYTES", "0")]);
+    let context = format!("{}:\n{}{}", run.output.status, run.stdout(), run.stderr());
+    assert_eq!((run.output.status.code(), run.stdout().as_str()), (Some(0), "kept\n"), "{context}");
+    let line =
+        "tracer: out of memory for the tracer's own tables and buffers; recording stopped, the program continues\n";
+    assert_eq!(run.stderr(), line, "{context}");
+    let analyzed = Command::new(analyzer()).arg("report").arg(&run.trace).output().unwrap();
+    assert_eq!(analyzed.status.code(), Some(1), "{analyzed:?}");
+    let error = String::from_utf8_lossy(&analyzed.stderr);
+    let expected = format!(
+        "analyzer: error: {} has no complete snapshot (the tracer stopped recording before the first epoch closed: \
+         out of memory for the tracer's own tables and buffers); the program had used the memory it may have by then \
+         (an address-space limit such as ulimit -v, or all the machine would give): raise the limit to leave the \
+         tracer room for its tables, or call tracer_mark(label) earlier, so that an epoch closes before the memory \
+         runs out\n",
+        run.trace.display()
+    );
+    assert_eq!(error, expected);
 }
 
 /// A program that keeps what it allocated until the memory it may have is
@@ -1396,7 +1428,9 @@ fn a_program_that_fills_its_address_space_runs_to_its_end_and_the_tracer_stops_r
 /// the trace, complete, says in a note that the snapshot may be short.
 /// Whether the snapshot finds room left depends on where the last blocks
 /// fell (each of these limits met it in about two runs of three): nine
-/// limits, so that some run meets it.
+/// limits, so that some run meets it. Now and then the tracer's tables find
+/// no room before the exit instead, with no epoch closed yet: the analyzer
+/// then says that the tracer's memory ran out, and what to do.
 #[test]
 fn a_tracer_out_of_memory_at_the_exit_says_so_in_the_trace() {
     let program = compile("fills_memory.c");
@@ -1405,7 +1439,15 @@ fn a_tracer_out_of_memory_at_the_exit_says_so_in_the_trace() {
         let run = run_traced(&program, &[headroom_mib, "large"]);
         let context = format!("{headroom_mib} MiB: {}:\n{}{}", run.output.status, run.stdout(), run.stderr());
         assert_eq!((run.output.status.code(), run.stdout().as_str()), (Some(0), "kept\n"), "{context}");
-        let report = report_json(&run.trace);
+        let analyzed = Command::new(analyzer()).arg("report").arg(&run.trace).arg("--json").output().unwrap();
+        if !analyzed.status.success() {
+            let error = String::from_utf8_lossy(&analyzed.stderr);
+            let why = "has no complete snapshot (the tracer stopped recording before the first epoch closed: \
+                       out of memory for the tracer's own tables and buffers); the program had used the memory";
+            assert!(error.contains(why) && !run.stderr().is_empty(), "{context}: {error}");
+            continue;
+        }
+        let report: serde_json::Value = serde_json::from_slice(&analyzed.stdout).unwrap();
         assert_eq!(report["trace_end"], "complete", "{context}");
         let notes: Vec<&str> =
             report["notes"].as_array().unwrap().iter().map(|n| n["text"].as_str().unwrap()).collect();

@@ -520,6 +520,12 @@ fn warm_up_snapshots(snapshots: &[Snapshot], notices: &[Notice]) -> usize {
     before_first_mark.max(before_whole_periods)
 }
 
+/// Why the tracer stopped recording before the process ended, when a
+/// notice says so.
+fn recording_stopped(notices: &[Notice]) -> Option<&str> {
+    notices.iter().rev().find_map(|notice| notice.text.strip_suffix(trace_format::RECORDING_STOPPED_HERE))
+}
+
 /// The epochs the notices starting with `prefix` name (after the prefix,
 /// before a colon), in order.
 fn notice_epochs<'a>(notices: &'a [Notice], prefix: &'a str) -> impl Iterator<Item = u32> + 'a {
@@ -535,6 +541,12 @@ impl Trace {
             (EndKind::Complete, false) => "unfinished",
             (end, _) => end.name(),
         }
+    }
+
+    /// Why the tracer stopped recording before the process ended, when it
+    /// said so in the trace.
+    pub fn recording_stopped(&self) -> Option<&str> {
+        recording_stopped(&self.notices)
     }
 
     /// Snapshots before the analysis starts: when the run was cut into time
@@ -855,12 +867,15 @@ pub fn load_showing(path: &Path, options: &LoadOptions, progress: &mut Progress)
     };
     if snapshots.is_empty() {
         const INCOMPLETE: &str = "the file is incomplete (copied or read before the tracer finished writing it, cut short, the process killed early, or the tracer stopped at a file-size limit or a full disk, which it said on stderr): copy it again once the run has ended, or lift the limit or free the space, and run it again";
-        let stopped_here =
-            notices.iter().rev().find_map(|notice| notice.text.strip_suffix(trace_format::RECORDING_STOPPED_HERE));
+        let stopped_here = recording_stopped(&notices);
         let (why, what_to_do) = match (&end, stopped_here) {
             (EndKind::Complete, Some(stopped)) if !saw_end_record => (
                 format!("the tracer stopped recording before the first epoch closed: {stopped}"),
-                "call tracer_mark(label) before that point, so that the trace holds an epoch of what the program did until then".to_string(),
+                if stopped == trace_format::TRACER_OUT_OF_MEMORY {
+                    "the program had used the memory it may have by then (an address-space limit such as ulimit -v, or all the machine would give): raise the limit to leave the tracer room for its tables, or call tracer_mark(label) earlier, so that an epoch closes before the memory runs out".to_string()
+                } else {
+                    "call tracer_mark(label) before that point, so that the trace holds an epoch of what the program did until then".to_string()
+                },
             ),
             (EndKind::Complete, _) if saw_end_record => {
                 let what_to_do = match process.time_slice_seconds() {

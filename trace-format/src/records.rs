@@ -161,6 +161,11 @@ pub const MARKING_LOOP_STOPPED_NOTICE: &str = "another DataLoader loop's passes 
 /// (its words before say why): the trace goes no further.
 pub const RECORDING_STOPPED_HERE: &str = ": recording stopped here";
 
+/// Why the tracer stops when its own memory runs out (an address-space
+/// limit, or a program that filled what it may have): the words before
+/// [`RECORDING_STOPPED_HERE`], and before the exit's note.
+pub const TRACER_OUT_OF_MEMORY: &str = "out of memory for the tracer's own tables and buffers";
+
 /// The setting saying how allocations are recorded.
 pub const SAMPLING_SETTING: &str = "sampling";
 /// How [`SAMPLING_SETTING`]'s value starts when allocations are sampled

@@ -15,7 +15,7 @@ pub struct OutOfMemory;
 
 impl OutOfMemory {
     /// Why recording stops, in the tracer's one line on stderr.
-    pub const WHY: &'static str = "out of memory for the tracer's own tables and buffers";
+    pub const WHY: &'static str = trace_format::TRACER_OUT_OF_MEMORY;
 }
 
 /// `result`'s value; a failure is noted for the session to stop recording

@@ -211,10 +211,10 @@ fn record_in(session: &'static Session, work: impl FnOnce(&'static Session, usiz
             return;
         }
         if !real_alloc::out_of_memory() && panic::catch_unwind(AssertUnwindSafe(|| work(session, ordinal))).is_err() {
-            session.stop("an internal error occurred");
+            session.stop_saying_so_in_trace("an internal error occurred");
         }
         if real_alloc::out_of_memory() {
-            session.stop(OutOfMemory::WHY);
+            session.stop_saying_so_in_trace(OutOfMemory::WHY);
         }
     });
 }
@@ -822,7 +822,10 @@ pub fn finish(reason: EndReason) {
         }
         records.push(Record::End(End { reason, elapsed_ns }));
         session.write(&mut output, &records);
-        if reason != EndReason::Exec {
+        // Out of memory, recording stops here too, said by the note above:
+        // an exec's trace that goes on after a failed exec would end without
+        // a word.
+        if reason != EndReason::Exec || real_alloc::out_of_memory() {
             STATE.store(STOPPED, Ordering::Release);
         }
     });
@@ -833,13 +836,7 @@ pub fn finish(reason: EndReason) {
 /// recording stops here, said in the trace and once on stderr.
 pub fn stop_before_strict_mode() {
     record(|session, _| {
-        let why = "the program enters seccomp's strict mode, in which the tracer cannot run";
-        let mut output = lock(&session.output);
-        let notice =
-            Notice { elapsed_ns: session.elapsed_ns(), text: format!("{why}{}", trace_format::RECORDING_STOPPED_HERE) };
-        session.write(&mut output, &[Record::Notice(notice)]);
-        drop(output);
-        session.stop(why);
+        session.stop_saying_so_in_trace("the program enters seccomp's strict mode, in which the tracer cannot run");
     });
 }
 
@@ -1778,6 +1775,19 @@ impl Session {
                 false
             }
         }
+    }
+
+    /// [`Session::stop`], and says why in the trace too, where the trace
+    /// goes no further: a trace that stops before its first epoch closed
+    /// is then reported with the reason, not taken for a killed process's.
+    /// Called with no lock of the session held.
+    fn stop_saying_so_in_trace(&self, why: &str) {
+        if STATE.load(Ordering::Acquire) == RECORDING {
+            let mut output = lock(&self.output);
+            let text = format!("{why}{}", trace_format::RECORDING_STOPPED_HERE);
+            self.write(&mut output, &[Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text })]);
+        }
+        self.stop(why);
     }
 
     /// Stops recording for good and says why, once.

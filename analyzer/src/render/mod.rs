@@ -601,9 +601,14 @@ pub fn end_warning(trace: &Trace) -> Option<String> {
     let epochs = if last == 0 { "epoch 0".to_string() } else { format!("epochs 0..{last}") };
     match &trace.end {
         EndKind::Complete if trace.saw_end_record => None,
-        EndKind::Complete => Some(format!(
-            "the trace has no end record (the process was probably killed, or is still running, or the tracer stopped writing it, which it said on stderr); reporting {epochs}"
-        )),
+        EndKind::Complete => Some(match trace.recording_stopped() {
+            Some(why) => {
+                format!("the tracer stopped recording before the process ended ({why}); reporting {epochs}, written before")
+            }
+            None => format!(
+                "the trace has no end record (the process was probably killed, or is still running, or the tracer stopped writing it, which it said on stderr); reporting {epochs}"
+            ),
+        }),
         EndKind::Truncated { offset } => Some(format!(
             "the trace was cut at byte {offset} (the process was probably killed, or the disk filled); reporting the complete {epochs}"
         )),
