@@ -352,8 +352,9 @@ pub enum EpochSource {
     Marks,
     /// Time slices, or nothing yet.
     Program,
-    /// The tracer found the passes over a DataLoader.
-    DataLoaderPasses,
+    /// The tracer found the passes over a DataLoader: `seen` of them, the
+    /// one the last epoch began with among them.
+    DataLoaderPasses { seen: usize },
     /// A worker closing an epoch each time its parent (the process of this
     /// pid, when known: a fork's) does: a forked DataLoader worker, or a
     /// child that multiprocessing spawned.
@@ -377,7 +378,9 @@ impl EpochSource {
         } else if cut_by(EpochCause::Mark) {
             EpochSource::Marks
         } else if cut_by(EpochCause::Auto) {
-            EpochSource::DataLoaderPasses
+            // The first pass's epoch closes as the second begins.
+            let seen = 1 + trace.snapshots.iter().filter(|s| s.cause == EpochCause::Auto).count();
+            EpochSource::DataLoaderPasses { seen }
         } else {
             EpochSource::Program
         }
@@ -1282,8 +1285,8 @@ impl Analysis {
                         "each tracer_mark closed one{}: run {MIN_EPOCHS} marked epochs or more",
                         if self.exit_recorded { ", and the exit closes the last, which is not analysed" } else { "" }
                     ),
-                    EpochSource::DataLoaderPasses => format!(
-                        "the epochs were cut where DataLoader passes began, and the last pass {}, which is not analysed: run {} passes or more, or call tracer_mark(label) at the end of each epoch",
+                    EpochSource::DataLoaderPasses { seen } => format!(
+                        "the epochs were cut where DataLoader passes began, {seen} passes were seen, and the last {}, which is not analysed: run {} passes or more, or call tracer_mark(label) at the end of each epoch (where the job made more passes, the later ones went unseen: a loader with persistent_workers=True that does not shuffle starts them without an allocation the tracer sees unless TRACER_PYTHON_OBJECTS=1)",
                         if self.exit_recorded { "ends with the exit" } else { "had not ended where the trace stops" },
                         MIN_EPOCHS + 1
                     ),

@@ -1241,9 +1241,10 @@ fn too_few_dataloader_passes_ask_for_more_passes() {
     }
     sim.exit();
     let (_, a) = run(&sim);
-    assert_eq!((a.verdict.kind, a.epochs_from), (VerdictKind::TooFewEpochs, EpochSource::DataLoaderPasses));
+    assert_eq!((a.verdict.kind, a.epochs_from), (VerdictKind::TooFewEpochs, EpochSource::DataLoaderPasses { seen: 4 }));
     let msg = a.verdict_message(None);
-    assert!(msg.contains("cut where DataLoader passes began") && msg.contains("run 5 passes or more"), "{msg}");
+    assert!(msg.contains("cut where DataLoader passes began, 4 passes were seen,"), "{msg}");
+    assert!(msg.contains("run 5 passes or more") && msg.contains("the later ones went unseen"), "{msg}");
     assert!(!msg.contains("TRACER_EPOCH_SECONDS"), "{msg}");
 }
 
