@@ -277,22 +277,33 @@ impl Allocator {
     }
 
     /// Who kept the memory, what it is, and how to have it handed back.
-    fn retention_words(self) -> (&'static str, &'static str) {
+    fn retention(self) -> Retention {
         match self {
-            Allocator::Glibc => (
-                "glibc's malloc",
-                "memory the program freed and malloc kept instead of handing it back to the system, spread over its arenas (one per thread, up to eight per CPU) or cut into pieces between blocks still in use. Set MALLOC_ARENA_MAX=2 for fewer arenas, call malloc_trim(0) after each epoch, or preload jemalloc or tcmalloc",
-            ),
-            Allocator::Jemalloc => (
-                "jemalloc",
-                "memory the program freed and jemalloc keeps resident instead of handing it back to the system: dirty pages it has not purged yet (after dirty_decay_ms, 10 s by default, and only as it runs), or pieces between blocks still in use. Set MALLOC_CONF=background_thread:true,dirty_decay_ms:1000 for it to purge sooner",
-            ),
-            Allocator::Tcmalloc => (
-                "tcmalloc",
-                "memory the program freed and tcmalloc keeps in its page heap and caches instead of handing it back to the system. Set TCMALLOC_RELEASE_RATE=10 (1 by default) for it to release sooner, or call MallocExtension::instance()->ReleaseFreeMemory() after each epoch",
-            ),
+            Allocator::Glibc => Retention {
+                who: "glibc's malloc",
+                what: "memory the program freed and malloc kept instead of handing it back to the system, spread over its arenas (one per thread, up to eight per CPU) or cut into pieces between blocks still in use",
+                remedy: "set MALLOC_ARENA_MAX=2 for fewer arenas, call malloc_trim(0) after each epoch, or preload jemalloc or tcmalloc",
+            },
+            Allocator::Jemalloc => Retention {
+                who: "jemalloc",
+                what: "memory the program freed and jemalloc keeps resident instead of handing it back to the system: dirty pages it has not purged yet (after dirty_decay_ms, 10 s by default, and only as it runs), or pieces between blocks still in use",
+                remedy: "set MALLOC_CONF=background_thread:true,dirty_decay_ms:1000 for it to purge sooner",
+            },
+            Allocator::Tcmalloc => Retention {
+                who: "tcmalloc",
+                what: "memory the program freed and tcmalloc keeps in its page heap and caches instead of handing it back to the system",
+                remedy: "set TCMALLOC_RELEASE_RATE=10 (1 by default) for it to release sooner, or call MallocExtension::instance()->ReleaseFreeMemory() after each epoch",
+            },
         }
     }
+}
+
+/// Freed memory an allocator keeps, in the verdict's words.
+struct Retention {
+    who: &'static str,
+    what: &'static str,
+    /// How to have it handed back, as a clause starting in lower case.
+    remedy: &'static str,
 }
 
 impl Verdict {
@@ -1398,9 +1409,16 @@ impl Analysis {
                         signed(rest)
                     };
                     let outside = if 4 * kept_free >= rest {
+                        let retention = v.allocator.retention();
+                        // Mending the suspect's line leaves this memory kept.
+                        let remedy = if kept_free >= v.traced_growth() {
+                            format!("; for the freed memory kept, {}", retention.remedy)
+                        } else {
+                            String::new()
+                        };
                         format!(
-                            "the rest ({rest_words}) is freed memory {} kept ({} of it, the `malloc free` column) and memory outside what the tracer sees",
-                            v.allocator.retention_words().0,
+                            "the rest ({rest_words}) is freed memory {} kept ({} of it, the `malloc free` column) and memory outside what the tracer sees{remedy}",
+                            retention.who,
                             signed(kept_free)
                         )
                     } else {
@@ -1418,7 +1436,7 @@ impl Analysis {
                 } else if allocator_kept_much_beside(v) {
                     msg.push_str(&format!(
                         "; {} also kept {} more freed memory than at epoch 1 (the `malloc free` column), resident and part of the RSS's growth ({})",
-                        v.allocator.retention_words().0,
+                        v.allocator.retention().who,
                         signed(v.allocator_free_growth()),
                         signed(v.program_rss_growth())
                     ));
@@ -1442,9 +1460,9 @@ impl Analysis {
                 traced_growth_words(v),
             ),
             VerdictKind::AllocatorRetention => {
-                let (allocator, what_and_what_to_do) = v.allocator.retention_words();
+                let Retention { who: allocator, what, remedy } = v.allocator.retention();
                 format!(
-                    "{} over {over} while the live heap and traced mappings {}, and {allocator} held {} more freed memory than at the start ({} now): {what_and_what_to_do}; no heap or mapping site is responsible",
+                    "{} over {over} while the live heap and traced mappings {}, and {allocator} held {} more freed memory than at the start ({} now): {what}; {remedy}; no heap or mapping site is responsible",
                     rss_growth_words(v, "grew"),
                     traced_change_words(v),
                     signed(v.allocator_free_growth()),
@@ -1526,7 +1544,7 @@ impl Analysis {
                     format!(
                         "; {} of that change is freed memory {} kept (the `malloc free` column), not memory the program holds",
                         signed(v.allocator_free_growth()),
-                        v.allocator.retention_words().0
+                        v.allocator.retention().who
                     )
                 } else {
                     String::new()
