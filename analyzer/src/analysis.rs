@@ -721,11 +721,29 @@ fn traced_change_words(v: &Verdict) -> String {
 
 /// "the live heap grew by X", with the mappings when there are any.
 fn traced_growth_words(v: &Verdict) -> String {
-    let heap = format!("the live heap grew by {}", signed(v.heap_growth()));
-    if v.mapped_start == 0 && v.mapped_end == 0 {
-        heap
-    } else {
-        format!("{heap} and traced mappings by {}", signed(v.mapped_growth()))
+    let mapped = (v.mapped_start != 0 || v.mapped_end != 0).then(|| v.mapped_growth());
+    heap_and_mappings_change_words(v.heap_growth(), mapped)
+}
+
+/// How the live heap changed, and the traced mappings where there are any
+/// ("and traced mappings by Y" where both grew).
+fn heap_and_mappings_change_words(heap: i128, mapped: Option<i128>) -> String {
+    match mapped {
+        None => format!("the live heap {}", change_words(heap)),
+        Some(0) if heap == 0 => "the live heap and traced mappings did not change".to_string(),
+        Some(mapped) if heap > 0 && mapped > 0 => {
+            format!("the live heap grew by {} and traced mappings by {}", bytes(heap as u64), bytes(mapped as u64))
+        }
+        Some(mapped) => format!("the live heap {} and traced mappings {}", change_words(heap), change_words(mapped)),
+    }
+}
+
+/// "grew by X", "shrank by X" or "did not change".
+fn change_words(change: i128) -> String {
+    match change {
+        0 => "did not change".to_string(),
+        ..0 => format!("shrank by {}", bytes(change.unsigned_abs() as u64)),
+        _ => format!("grew by {}", bytes(change as u64)),
     }
 }
 

@@ -2348,3 +2348,20 @@ fn the_rise_by_more_than_the_floor_is_the_heaps() {
         "at every epoch, by more than the floor an epoch on average"
     );
 }
+
+/// A heap that shrank is not said to have grown by a negative size.
+#[test]
+fn the_heap_and_mappings_change_is_worded_by_its_direction() {
+    let mib = 1 << 20;
+    assert_eq!(heap_and_mappings_change_words(2 * mib, None), "the live heap grew by 2.00 MiB");
+    assert_eq!(heap_and_mappings_change_words(-mib, None), "the live heap shrank by 1.00 MiB");
+    assert_eq!(
+        heap_and_mappings_change_words(2 * mib, Some(mib)),
+        "the live heap grew by 2.00 MiB and traced mappings by 1.00 MiB"
+    );
+    assert_eq!(
+        heap_and_mappings_change_words(-mib, Some(0)),
+        "the live heap shrank by 1.00 MiB and traced mappings did not change"
+    );
+    assert_eq!(heap_and_mappings_change_words(0, Some(0)), "the live heap and traced mappings did not change");
+}
