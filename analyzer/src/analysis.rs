@@ -1480,16 +1480,18 @@ impl Analysis {
             VerdictKind::AllocatorRetention => {
                 let Retention { who: allocator, what, remedy } = v.allocator.retention();
                 format!(
-                    "{} over {over} while the live heap and traced mappings {}, and {allocator} held {} more freed memory than at the start ({} now): {what}; {remedy}; no heap or mapping site is responsible",
+                    "{} over {over} ({}/epoch) while the live heap and traced mappings {}, and {allocator} held {} more freed memory than at the start ({} now): {what}; {remedy}; no heap or mapping site is responsible",
                     rss_growth_words(v, "grew"),
+                    bytes(v.per_epoch(v.program_rss_growth())),
                     traced_change_words(v),
                     signed(v.allocator_free_growth()),
                     bytes(v.allocator_free_end),
                 )
             }
             VerdictKind::FilePages => format!(
-                "{} over {over} while the live heap and traced mappings {}, and the resident pages of files mapped into the process grew by {} ({} now): pages of mapped files, such as a dataset read through np.memmap, Arrow or Hugging Face datasets, weights loaded with mmap, or libraries' code run for the first time. The kernel takes such pages back when memory runs short and reads them again when they are used, so they do not run the machine out of memory as a leak does (a mapping the program keeps, as tensors of torch.load(mmap=True) kept in a list, keeps its address space and files open); no heap or anonymous mapping site piles up memory",
+                "{} over {over} ({}/epoch) while the live heap and traced mappings {}, and the resident pages of files mapped into the process grew by {} ({} now): pages of mapped files, such as a dataset read through np.memmap, Arrow or Hugging Face datasets, weights loaded with mmap, or libraries' code run for the first time. The kernel takes such pages back when memory runs short and reads them again when they are used, so they do not run the machine out of memory as a leak does (a mapping the program keeps, as tensors of torch.load(mmap=True) kept in a list, keeps its address space and files open); no heap or anonymous mapping site piles up memory",
                 rss_growth_words(v, "grew"),
+                bytes(v.per_epoch(v.program_rss_growth())),
                 traced_change_words(v),
                 signed(v.file_growth()),
                 bytes(v.file_end),
@@ -1501,8 +1503,9 @@ impl Analysis {
                     |filling| format!("{filling}; or the growth is {outside}; no heap or mapping site piles up memory epoch after epoch"),
                 );
                 format!(
-                    "{} over {over} while the live heap and traced mappings {}; {why}",
+                    "{} over {over} ({}/epoch) while the live heap and traced mappings {}; {why}",
                     rss_growth_words(v, "grew"),
+                    bytes(v.per_epoch(v.program_rss_growth())),
                     traced_change_words(v),
                 )
             }

@@ -1375,6 +1375,7 @@ fn growth_outside_the_heap() {
     let msg = a.verdict_message(None);
     assert!(msg.contains("RSS grew by") && msg.contains("outside what the tracer sees"), "{msg}");
     assert!(msg.contains("no heap or mapping site") && !msg.contains("written for the first time"), "{msg}");
+    assert!(msg.contains("over 8 epochs (64.0 MiB/epoch) while"), "{msg}");
 }
 
 /// A block of 256 MiB allocated once and written 16 MiB more every epoch
@@ -1458,6 +1459,7 @@ fn freed_memory_that_malloc_keeps() {
     assert_eq!(a.verdict.kind, VerdictKind::AllocatorRetention);
     let msg = a.verdict_message(None);
     assert!(msg.contains("glibc's malloc held") && msg.contains("MALLOC_ARENA_MAX=2"), "{msg}");
+    assert!(msg.contains("over 8 epochs (64.0 MiB/epoch) while"), "{msg}");
 
     // Kept memory that explains less than half of the growth: still outside.
     let sim = churning_epochs(|sim| {
@@ -1480,6 +1482,7 @@ fn pages_of_mapped_files() {
     assert_eq!(a.verdict.file_growth(), a.verdict.rss_growth());
     let msg = a.verdict_message(None);
     assert!(msg.contains("the resident pages of files mapped into the process grew by"), "{msg}");
+    assert!(msg.contains("over 8 epochs (32.0 MiB/epoch) while"), "{msg}");
     assert!(msg.contains("np.memmap") && msg.contains("do not run the machine out of memory as a leak does"), "{msg}");
 
     // File pages that explain less than half of the growth: still outside.
