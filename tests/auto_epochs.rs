@@ -396,6 +396,13 @@ fn persistent_passes_without_shuffling_unseen_are_told() {
         "{}",
         notes[0]
     );
+    // Too short for time slices to make up: the verdict says it too.
+    assert_eq!(report["verdict"]["kind"], "too_few_epochs", "{:#}", report["verdict"]);
+    let message = report["verdict"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("none repeated from one place") && message.contains("TRACER_PYTHON_OBJECTS=1"),
+        "{message}"
+    );
 }
 
 /// The notes saying that DataLoader passes were seen but never repeated.

@@ -448,6 +448,9 @@ pub struct Analysis {
     /// The time slices among them were the default's, cut while no
     /// DataLoader pass was seen (see [`trace_format::SLICES_WHILE_PASSES_UNSEEN`]).
     pub slices_while_passes_unseen: bool,
+    /// The tracer saw DataLoader passes, none repeated from one place (see
+    /// [`trace_format::UNREPEATED_PASSES_NOTICE`]).
+    pub passes_unrepeated: bool,
     /// The analysed epochs were all time slices, of this many seconds on
     /// average: the figures per epoch are per slice.
     pub time_slice_seconds: Option<f64>,
@@ -1304,6 +1307,7 @@ impl Analysis {
             VerdictKind::TooFewEpochs => {
                 let what_to_do = match self.epochs_from {
                     _ if self.trace_cut => "the trace was cut after them (see the warning), and the epochs the program ran after them are not in it: report the whole trace (copied again once the run has ended), or run the job again".to_string(),
+                    EpochSource::Program if self.passes_unrepeated => "passes over a DataLoader were seen, but none repeated from one place, so the run was cut into time slices: where a loader keeps its workers (persistent_workers=True) and does not shuffle, run with TRACER_PYTHON_OBJECTS=1 so that its passes are seen, or call tracer_mark(label) at the end of each epoch".to_string(),
                     EpochSource::Program => match self.time_slices_set {
                         Some(seconds) => format!(
                             "the run was cut into time slices of {seconds} s: call tracer_mark(label) at the end of each training step or epoch, or set TRACER_EPOCH_SECONDS shorter, or run longer"
@@ -1690,6 +1694,10 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             .process
             .setting(trace_format::EPOCHS_SETTING)
             .is_some_and(|epochs| epochs.ends_with(trace_format::SLICES_WHILE_PASSES_UNSEEN)),
+        passes_unrepeated: trace
+            .notices
+            .iter()
+            .any(|notice| notice.text.starts_with(trace_format::UNREPEATED_PASSES_NOTICE)),
         mixed_epoch_causes: {
             let causes = || trace.snapshots.iter().skip(first).take(k).map(|s| s.cause);
             causes().any(|c| c == EpochCause::Timer)

@@ -157,6 +157,10 @@ pub const OUTER_LOOP_NOTICE: &str = "the passes of an outer DataLoader loop clos
 /// phase of the job, analysed apart.
 pub const MARKING_LOOP_STOPPED_NOTICE: &str = "another DataLoader loop's passes close the epochs, whole from epoch ";
 
+/// How the notice at the exit starts that passes over DataLoaders were
+/// seen but none repeated from one place, so that none closed an epoch.
+pub const UNREPEATED_PASSES_NOTICE: &str = "passes over a DataLoader were seen, but never two from the same place";
+
 /// How a notice ends that the tracer stopped recording where it stands
 /// (its words before say why): the trace goes no further.
 pub const RECORDING_STOPPED_HERE: &str = ": recording stopped here";

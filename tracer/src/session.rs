@@ -1161,7 +1161,8 @@ impl Session {
             return None;
         }
         let text = format!(
-            "passes over a DataLoader were seen, but never two from the same place, so none closed an epoch: each loader ran once, or a loader keeps its workers (persistent_workers=True) and does not shuffle, whose later passes make only Python objects ({PYTHON_OBJECTS_VAR}=1 traces them and lets those passes be seen; tracer_mark marks epochs in any job)"
+            "{}, so none closed an epoch: each loader ran once, or a loader keeps its workers (persistent_workers=True) and does not shuffle, whose later passes make only Python objects ({PYTHON_OBJECTS_VAR}=1 traces them and lets those passes be seen; tracer_mark marks epochs in any job)",
+            trace_format::UNREPEATED_PASSES_NOTICE
         );
         Some(Notice { elapsed_ns: self.elapsed_ns(), text })
     }
