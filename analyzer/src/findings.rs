@@ -149,14 +149,50 @@ pub fn by_growth(descendants: &[DescendantReport]) -> Vec<&DescendantReport> {
 /// trace too short to analyse: under `env`, `timeout` or a launcher script
 /// (a pyenv shim runs a dozen helper commands before it execs Python), the
 /// first descendant is seldom the program. The one whose finding grows
-/// fastest, else the one with the most snapshots (the first of those), else
-/// none.
+/// fastest, else the one with the most snapshots (the first of those) if it
+/// ran an epoch before its exit, else none; a process forked by another
+/// descendant (a rank's DataLoader worker) stands for it through the
+/// process that forked it, whose report covers it.
 pub fn program_trace(descendants: &[DescendantReport]) -> Option<&DescendantReport> {
     let own = || descendants.iter().filter(|d| !d.trace.started_beside);
     by_growth(descendants)
         .into_iter()
         .find(|d| !d.trace.started_beside)
-        .or_else(|| own().filter(|d| d.snapshots > 0).rev().max_by_key(|d| d.snapshots))
+        .map(|d| forked_by_none_of(d, descendants))
+        .or_else(|| own().filter(|d| d.snapshots > 1).rev().max_by_key(|d| d.snapshots))
+}
+
+/// The descendant that found the most among those `program` forked (and
+/// those they forked), `program` aside: what a wrapper's program found
+/// outside its own process.
+pub fn found_under<'a>(
+    program: &DescendantReport,
+    descendants: &'a [DescendantReport],
+) -> Option<&'a DescendantReport> {
+    by_growth(descendants)
+        .into_iter()
+        .find(|d| !std::ptr::eq(*d, program) && std::ptr::eq(forked_by_none_of(d, descendants), program))
+}
+
+/// `descendant`, or the process among `descendants` it was forked from,
+/// and so on up: the first not forked by one of them.
+fn forked_by_none_of<'a>(
+    descendant: &'a DescendantReport,
+    descendants: &'a [DescendantReport],
+) -> &'a DescendantReport {
+    let parent_of = |child: &DescendantReport| {
+        let pid = child.trace.forked_from?;
+        descendants.iter().find(|d| d.trace.pid == pid && !std::ptr::eq(*d, child))
+    };
+    // A pid used again cannot make the walk go round for ever.
+    let mut current = descendant;
+    for _ in 0..descendants.len() {
+        match parent_of(current) {
+            Some(parent) => current = parent,
+            None => break,
+        }
+    }
+    current
 }
 
 /// What counting a trace's records tells, without loading it.
@@ -419,6 +455,30 @@ mod tests {
         let mut beside = found.clone();
         beside.iter_mut().for_each(|d| d.trace.started_beside = true);
         assert!(program_trace(&beside).is_none(), "processes started beside are no wrapper's program");
+    }
+
+    /// Under a launcher that starts ranks, the leak found in a rank's
+    /// DataLoader worker names the rank as the program, not its worker;
+    /// helpers that only ran to their exit are no program.
+    #[test]
+    fn the_program_a_wrapper_ran_is_the_process_that_forked_the_one_that_found_something() {
+        let parent = write_temp("trace.bin", &Sim::new("/usr/bin/env").bytes());
+        write_beside(&parent, &[("400", worker(400, 0, false)), ("401", worker(401, 0, false))]);
+        let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
+        assert!(program_trace(&found).is_none(), "no descendant ran an epoch before its exit");
+
+        write_beside(&parent, &[("410", worker(410, 8, false)), ("411", worker(411, 8, false))]);
+        let mut leaking_worker = forked_child("/opt/app/train", 412);
+        leaking_worker.process_mut().forked_from = Some(411);
+        for e in 0..6 {
+            leaking_worker.alloc_many(7, 1, 64 << 10);
+            leaking_worker.mark(&format!("epoch {e}"));
+        }
+        leaking_worker.exit();
+        write_beside(&parent, &[("412", leaking_worker.bytes())]);
+        let found = look_at(descendant_traces(&parent).traces, NoiseFloor::Scaled);
+        assert!(found.iter().any(|d| d.trace.pid == 412 && d.finding.is_some()), "{found:?}");
+        assert_eq!(program_trace(&found).map(|d| d.trace.pid), Some(411), "the rank that forked the worker");
     }
 
     /// A process's trace, of `run`, started `after_ns` after the root.

@@ -20,7 +20,7 @@ use crate::analysis::{
 use crate::lines::{self, LeakLine, SHARE_OF_A_LINE};
 use crate::sites::SiteKeys;
 use crate::symbolize::{Frame, Symbolizer};
-use crate::trace::{Callee, Memory, Trace};
+use crate::trace::{Callee, Descendant, Memory, Trace};
 
 /// A suspect with its stack symbolized (trimmed, innermost first).
 #[derive(Debug, Clone)]
@@ -161,7 +161,7 @@ impl<'t> Report<'t> {
         let descendants = crate::findings::look_at(beside.traces, floor);
         let program = wrapped_program(trace, analysis, &descendants);
         let verdict_message = match program {
-            Some(program) => wrapper_verdict(trace, analysis, &descendants[program]),
+            Some(program) => wrapper_verdict(trace, analysis, &descendants[program], &descendants),
             None => analysis.verdict_message(ranked.culprit(trace)) + &descendants_found(analysis, &descendants),
         };
         let ByLine { symbolized, lines, below_floor, below_floor_lines } = ranked;
@@ -187,7 +187,14 @@ impl<'t> Report<'t> {
     /// the program it ran.
     pub fn verdict_kind(&self) -> VerdictKind {
         match self.program {
-            Some(program) => self.descendants[program].verdict.unwrap_or(self.analysis.verdict.kind),
+            Some(program) => {
+                let program = &self.descendants[program];
+                match crate::findings::found_under(program, &self.descendants) {
+                    Some(found) if program.finding.is_none() => found.finding.as_ref().map(|f| f.kind),
+                    _ => program.verdict,
+                }
+                .unwrap_or(self.analysis.verdict.kind)
+            }
             None => self.analysis.verdict.kind,
         }
     }
@@ -228,30 +235,74 @@ fn wrapped_program(
 /// Whether the process of `trace` may be a wrapper: it ran too few
 /// epochs, all time slices. A process that cut epochs by its own marks or
 /// DataLoader passes is the program, however few of them it ran (or the
-/// analysis could use); a forkserver only forks the program's workers.
+/// analysis could use), and so is one that made DataLoader passes that
+/// never repeated; a forkserver only forks the program's workers.
 pub fn may_be_a_wrapper(trace: &Trace, analysis: &Analysis) -> bool {
     analysis.verdict.kind == VerdictKind::TooFewEpochs
         && analysis.epochs_from == EpochSource::Program
+        && !analysis.passes_unrepeated
         && !crate::findings::is_multiprocessing_helper(&trace.process.cmdline, trace.process.forked_from)
 }
 
 /// The verdict on a wrapper: that it is one, and the verdict of the
-/// program it ran, whose trace has its own report.
-fn wrapper_verdict(trace: &Trace, analysis: &Analysis, program: &crate::findings::DescendantReport) -> String {
+/// program it ran, whose trace has its own report; where the program found
+/// nothing in its own process and a process it forked did (a rank's
+/// DataLoader worker), that process's finding too.
+fn wrapper_verdict(
+    trace: &Trace,
+    analysis: &Analysis,
+    program: &crate::findings::DescendantReport,
+    descendants: &[crate::findings::DescendantReport],
+) -> String {
     let name = std::path::Path::new(&trace.process.exe)
         .file_name()
         .map_or_else(|| trace.process.exe.clone(), |name| name.to_string_lossy().into_owned());
     let own = analysis.snapshots;
     let path = program.trace.path.display();
+    let rank = program.trace.rank.map(|rank| format!("{}, ", rank_words(&rank, program.trace.forked_from.is_some())));
     let found = program.finding.as_ref().map_or_else(
         || program.verdict.unwrap_or(VerdictKind::TooFewEpochs).name().to_string(),
         crate::findings::Finding::words,
     );
-    format!(
-        "this process ({name}) is a wrapper: it ran {own} epoch{} of its own, too few to analyse, and of the processes it started, {path} ({} epochs) stands for it, whose own verdict is {found}; analyzer report {path} gives that process's report",
+    let stands_for = format!(
+        "this process ({name}) is a wrapper: it ran {own} epoch{} of its own, too few to analyse, and of the processes it started, {path} ({}{} epochs) stands for it, whose own verdict is {found}",
         if own == 1 { "" } else { "s" },
+        rank.unwrap_or_default(),
         program.snapshots,
-    )
+    );
+    let forked = crate::findings::found_under(program, descendants).filter(|_| program.finding.is_none());
+    match forked.and_then(|d| Some((d, d.finding.as_ref()?))) {
+        Some((forked, finding)) => format!(
+            "{stands_for}, while a process it forked, {}, found {}; analyzer report {} gives that process's report",
+            descendant_named(&forked.trace),
+            finding.words(),
+            forked.trace.path.display()
+        ),
+        None => format!("{stands_for}; analyzer report {path} gives that process's report"),
+    }
+}
+
+/// A process's rank in words: `rank 1 of 2`, or `rank 1` when the
+/// launcher did not say how many there are. A forked process (a DataLoader
+/// or Pool worker) has its parent's rank in its environment: it is `a
+/// child of rank 1 of 2`, not the rank.
+pub fn rank_words(rank: &trace_format::Rank, forked: bool) -> String {
+    let child = if forked { "a child of " } else { "" };
+    match rank.world_size {
+        Some(size) => format!("{child}rank {} of {size}", rank.rank),
+        None => format!("{child}rank {}", rank.rank),
+    }
+}
+
+/// A descendant's trace by its path, with its rank when it has one:
+/// `./trace.bin.6184 (rank 1 of 2)`.
+pub fn descendant_named(descendant: &Descendant) -> String {
+    match &descendant.rank {
+        Some(rank) => {
+            format!("{} ({})", descendant.path.display(), rank_words(rank, descendant.forked_from.is_some()))
+        }
+        None => descendant.path.display().to_string(),
+    }
 }
 
 /// What a verdict that found nothing in this process adds when its
@@ -622,6 +673,42 @@ pub fn end_warning(trace: &Trace) -> Option<String> {
 mod tests {
     use super::*;
     use crate::analysis::{GrowthSpan, LineMemory};
+
+    /// A launcher whose program (a rank) found nothing in its own process
+    /// while a worker it forked leaks: the wrapper's verdict is the
+    /// worker's finding, told as the program's fork's, with the program
+    /// standing for the launcher.
+    #[test]
+    fn a_wrappers_verdict_tells_what_a_process_its_program_forked_found() {
+        let mut launcher = crate::synth::Sim::new("/usr/bin/env");
+        launcher.exit();
+        let root = crate::synth::write_temp("trace.bin", &launcher.bytes());
+        let mut program = crate::synth::Sim::new("/opt/app/train");
+        program.process_mut().pid = 411;
+        program.process_mut().forked_from = None;
+        (0..8).for_each(|e| program.mark(&format!("epoch {e}")));
+        program.exit();
+        let mut worker = crate::synth::Sim::new("/opt/app/train");
+        worker.process_mut().pid = 412;
+        worker.process_mut().forked_from = Some(411);
+        for e in 0..8 {
+            worker.alloc_many(7, 1, 64 << 10);
+            worker.mark(&format!("parent's epoch {e}"));
+        }
+        worker.exit();
+        for (pid, sim) in [(411, program), (412, worker)] {
+            std::fs::write(root.with_file_name(format!("trace.bin.{pid}")), sim.bytes()).unwrap();
+        }
+        let trace = crate::trace::load(&root, &crate::trace::LoadOptions::default()).unwrap();
+        let analysis = crate::analysis::analyze(&trace, NoiseFloor::Scaled, |stack| stack);
+        let mut symbolizer = Symbolizer::new(&trace.process, &trace.modules, &trace.pycode);
+        let report = Report::build(&trace, &analysis, &mut symbolizer, 10, NoiseFloor::Scaled);
+        assert_eq!(report.program.map(|i| report.descendants[i].trace.pid), Some(411), "{}", report.verdict_message);
+        assert_eq!(report.verdict_kind(), VerdictKind::HeapLeak, "{}", report.verdict_message);
+        let told = "(9 epochs) stands for it, whose own verdict is no_growth, while a process it forked, ";
+        assert!(report.verdict_message.contains(told), "{}", report.verdict_message);
+        assert!(report.verdict_message.contains("trace.bin.412, found heap_leak"), "{}", report.verdict_message);
+    }
 
     /// A trace of a few epochs with no allocation, whose stacks reach no
     /// helper from several callers.

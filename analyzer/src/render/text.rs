@@ -3,13 +3,13 @@
 use std::fmt::Write;
 
 use super::phases::{self, Phase};
-use super::{names, Drawn, Report, ShownSuspect};
+use super::{descendant_named, names, rank_words, Drawn, Report, ShownSuspect};
 use crate::analysis::{LineMemory, Survivor, Suspect, VerdictKind};
 use crate::findings::{by_growth, program_trace, DescendantReport, LOOKED_AT};
 use crate::format::{bytes, count, duration_ns};
 use crate::lines::LeakLine;
 use crate::symbolize::Frame;
-use crate::trace::{Descendant, Memory, Trace};
+use crate::trace::{Memory, Trace};
 
 /// Epoch tables longer than this show their head and tail only.
 const EPOCH_ROWS: usize = 40;
@@ -91,29 +91,6 @@ fn parenthesized(parts: &[String]) -> String {
         String::new()
     } else {
         format!(" ({})", parts.join(", "))
-    }
-}
-
-/// A process's rank in words: `rank 1 of 2`, or `rank 1` when the
-/// launcher did not say how many there are. A forked process (a DataLoader
-/// or Pool worker) has its parent's rank in its environment: it is `a
-/// child of rank 1 of 2`, not the rank.
-fn rank_words(rank: &trace_format::Rank, forked: bool) -> String {
-    let child = if forked { "a child of " } else { "" };
-    match rank.world_size {
-        Some(size) => format!("{child}rank {} of {size}", rank.rank),
-        None => format!("{child}rank {}", rank.rank),
-    }
-}
-
-/// A descendant's trace by its path, with its rank when it has one:
-/// `./trace.bin.6184 (rank 1 of 2)`.
-fn descendant_named(descendant: &Descendant) -> String {
-    match &descendant.rank {
-        Some(rank) => {
-            format!("{} ({})", descendant.path.display(), rank_words(rank, descendant.forked_from.is_some()))
-        }
-        None => descendant.path.display().to_string(),
     }
 }
 
@@ -780,7 +757,7 @@ pub fn render(report: &Report<'_>) -> String {
 mod tests {
     use super::*;
     use crate::synth::{write_temp, Sim};
-    use crate::trace::{load, LoadOptions};
+    use crate::trace::{load, Descendant, LoadOptions};
 
     /// A forked child's times count from its parent's start: its duration
     /// is its own, and says when it was forked.
