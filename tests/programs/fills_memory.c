@@ -5,7 +5,8 @@
    blocks instead, marks no epoch, and exits with them kept: the tracer
    meets the limit at the exit's snapshot. With "small" it keeps its 40-byte
    blocks, marks no epoch and exits with them kept: recorded one by one,
-   they outgrow the tracer's table before any epoch closes. */
+   they make the tracer's table double as they come, which may find no
+   room before any epoch closes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
