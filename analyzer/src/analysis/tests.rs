@@ -1941,6 +1941,40 @@ fn a_block_grown_in_place_grows_by_the_rise_at_most() {
     assert_eq!(a.suspects[0].growth_bytes_per_epoch, 4 << 20);
 }
 
+/// A buffer realloc'd larger every epoch beside allocations that pile up
+/// elsewhere: both are suspects, the buffer counted for no more than the
+/// rise the pile leaves; a buffer that grows by less than the floor is not.
+#[test]
+fn a_block_grown_every_epoch_beside_a_pile_is_a_suspect_too() {
+    let grown_beside_a_pile = |buffer_growth: u64| {
+        let mut sim = Sim::new("/opt/app/train");
+        let mut buffer = None;
+        for e in 0..10u64 {
+            let grown = sim.alloc(1, (e + 1) * buffer_growth);
+            if let Some(old) = buffer.replace(grown) {
+                sim.free(old);
+            }
+            sim.alloc_many(2, 5, 1000);
+            sim.mark(&format!("epoch {e}"));
+        }
+        sim.exit();
+        let (_, mut a) = run(&sim);
+        assert_eq!(suspect_stacks(&a), vec![2], "the pile, before the steady rise is looked at");
+        a.promote_steady_growth();
+        a
+    };
+    let a = grown_beside_a_pile(12_000);
+    let ranked: Vec<(u32, u64, bool)> =
+        a.suspects.iter().map(|s| (s.stack, s.growth_bytes_per_epoch, s.grown_in_place)).collect();
+    assert_eq!(ranked, vec![(1, 12_000, true), (2, 5_000, false)]);
+    assert_eq!(a.verdict.kind, VerdictKind::HeapLeak);
+    let msg = a.verdict_message(None);
+    assert!(msg.contains("the top suspect is one block, larger at every epoch's end"), "{msg}");
+
+    let a = grown_beside_a_pile(2_000);
+    assert_eq!(suspect_stacks(&a), vec![2], "below the floor: {:?}", a.suspects);
+}
+
 /// A buffer realloc'd larger every epoch: one block alive, its newest
 /// copy, and the heap rising by its growth. A stack below the floor, in a
 /// heap rising steadily by more than the floor, is ranked with it.
