@@ -84,6 +84,28 @@ fn run_section(out: &mut String, trace: &Trace) {
     }
 }
 
+/// The note on descendants that ran for much of this process's `run_ns`
+/// but were cut into too few epochs to be analysed, naming them.
+fn unanalysed_descendants_note(descendants: &[DescendantReport], run_ns: u64) -> Option<String> {
+    let unanalysed: Vec<&DescendantReport> = descendants.iter().filter(|d| d.unanalysed_long_life(run_ns)).collect();
+    if unanalysed.is_empty() {
+        return None;
+    }
+    let (count, verb) =
+        if unanalysed.len() == 1 { ("one".to_string(), "was") } else { (unanalysed.len().to_string(), "were") };
+    let mut named: Vec<String> = unanalysed.iter().take(NAMED_IN_A_NOTE).map(|d| descendant_named(&d.trace)).collect();
+    if unanalysed.len() > NAMED_IN_A_NOTE {
+        named.push(format!("and {} more", unanalysed.len() - NAMED_IN_A_NOTE));
+    }
+    Some(format!(
+        "{count} of this process's descendants ({}) ran for much of its run but {verb} cut into too few epochs of their own to be analysed (DataLoader workers and the children Python's multiprocessing starts follow this process's epochs; other children, and one that could not reach them, cut their own): a leak in them shows in no report; call tracer_mark in them, or set TRACER_EPOCH_SECONDS shorter than their lives",
+        named.join(", ")
+    ))
+}
+
+/// How many traces a note names before it counts the rest.
+const NAMED_IN_A_NOTE: usize = 3;
+
 /// `parts` in parentheses after a space, ` (forked from 7, rank 1 of 2)`;
 /// nothing when there are none.
 fn parenthesized(parts: &[String]) -> String {
@@ -726,13 +748,10 @@ pub fn render(report: &Report<'_>) -> String {
         let _ = writeln!(out, "Note: {note}");
     }
     let run_ns = trace.snapshots.last().map_or(0, |s| s.elapsed_ns);
-    let unanalysed = report.descendants.iter().filter(|d| d.unanalysed_long_life(run_ns)).count();
-    if unanalysed > 0 && a.verdict.kind != VerdictKind::TooFewEpochs {
-        let (count, verb) = if unanalysed == 1 { ("one".to_string(), "was") } else { (unanalysed.to_string(), "were") };
-        let _ = writeln!(
-            out,
-            "Note: {count} of this process's descendants ran for much of its run but {verb} cut into too few epochs of their own to be analysed (DataLoader workers and the children Python's multiprocessing starts follow this process's epochs; other children, and one that could not reach them, cut their own): a leak in them shows in no report; call tracer_mark in them, or set TRACER_EPOCH_SECONDS shorter than their lives"
-        );
+    if let Some(note) =
+        unanalysed_descendants_note(&report.descendants, run_ns).filter(|_| a.verdict.kind != VerdictKind::TooFewEpochs)
+    {
+        let _ = writeln!(out, "Note: {note}");
     }
     // Only where growth on the heap was found: the small objects of a leak
     // may be missing from its count, which the note says how to add.
@@ -947,6 +966,30 @@ mod tests {
             follows_parent: false,
             unfinished: false,
         }
+    }
+
+    /// Descendants that lived through the run in too few epochs are
+    /// named, the first few of them.
+    #[test]
+    fn descendants_cut_into_too_few_epochs_are_named() {
+        let short_lived = |pid: u32, lifetime_ns: u64| DescendantReport {
+            snapshots: 2,
+            lifetime_ns,
+            verdict: None,
+            ..descendant(pid, None, None)
+        };
+        let run_ns = 10_000_000_000;
+        assert_eq!(unanalysed_descendants_note(&[short_lived(7001, 1_000_000)], run_ns), None, "over at once");
+        let note = unanalysed_descendants_note(&[short_lived(7001, run_ns), short_lived(7002, 1_000_000)], run_ns);
+        assert!(
+            note.as_deref().unwrap_or_default().starts_with(
+                "one of this process's descendants (./trace.bin.7001) ran for much of its run but was cut"
+            ),
+            "{note:?}"
+        );
+        let many: Vec<DescendantReport> = (7001..7006).map(|pid| short_lived(pid, run_ns)).collect();
+        let note = unanalysed_descendants_note(&many, run_ns).unwrap();
+        assert!(note.starts_with("5 of this process's descendants (./trace.bin.7001, ./trace.bin.7002, ./trace.bin.7003, and 2 more) ran"), "{note}");
     }
 
     /// A leaking rank comes before its healthy sibling's caches, though
