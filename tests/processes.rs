@@ -445,20 +445,22 @@ fn a_program_started_beside_a_traced_one_writes_a_trace_of_its_own() {
 #[test]
 fn a_program_started_first_keeps_the_trace_of_one_started_beside_it_that_ended_first() {
     let leaky = compile("leaky.c");
-    // Started now, traced from its exec a second on.
+    // Started now, traced from its exec a second on, reading `first`'s output.
     let (mut later, dir) = traced_command(Path::new("sh"));
-    let late = later
+    let mut late = later
         .env_remove("LD_PRELOAD")
         .env("PRELOAD_LATER", tracer_lib())
         .args(["-c", "sleep 1; LD_PRELOAD=$PRELOAD_LATER exec \"$0\" 6"])
         .arg(&leaky)
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let trace = dir.path().join("trace.bin");
     let (mut first, _elsewhere) = traced_command(&leaky);
-    let first = first.env("TRACER_OUTPUT", &trace).arg("6").spawn().unwrap();
+    let into_late = Stdio::from(late.stdin.take().unwrap());
+    let first = first.env("TRACER_OUTPUT", &trace).arg("6").stdout(into_late).spawn().unwrap();
     let first_pid = first.id();
     assert!(first.wait_with_output().unwrap().status.success());
     let late_pid = late.id();
@@ -479,6 +481,31 @@ fn a_program_started_first_keeps_the_trace_of_one_started_beside_it_that_ended_f
     assert!(mentions(&suspects(&report)[0], "leak_per_epoch"), "{report:#}");
     let listed = &report_json(&trace)["descendant_traces"][0];
     assert_eq!((listed["pid"].as_u64(), listed["started_beside"].as_bool()), (Some(u64::from(late_pid)), Some(true)));
+}
+
+/// `export LD_PRELOAD=...; mkdir -p out; exec python train.py` in a shell:
+/// the command run just before the program began its trace after the
+/// program's process started (the shell that execs the program), but they
+/// were never side by side in a pipe: the program writes the named trace,
+/// as every later run does, without a word on stderr.
+#[test]
+fn a_command_run_just_before_the_program_leaves_it_the_named_trace() {
+    let leaky = compile("leaky.c");
+    let (mut shell, dir) = traced_command(Path::new("sh"));
+    let output = shell
+        .env_remove("LD_PRELOAD")
+        .env("PRELOAD_LATER", tracer_lib())
+        .args(["-c", "export LD_PRELOAD=$PRELOAD_LATER; \"$0\" 0 >/dev/null; exec \"$0\" 6"])
+        .arg(&leaky)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "", "no trace written beside another");
+    let trace = dir.path().join("trace.bin");
+    let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(files, ["trace.bin"], "the command's trace was an earlier run's");
+    let report = report_json(&trace);
+    assert!(mentions(&suspects(&report)[0], "leak_per_epoch"), "{report:#}");
 }
 
 #[test]

@@ -90,9 +90,57 @@ pub const IMAGE_SETTING: &str = "image";
 /// the first traced process.
 pub const PARENT_IMAGE_SETTING: &str = "parent_image";
 
-/// The settings that place a process in its run's tree, for tools rather
-/// than for reading.
-pub const LINEAGE_SETTINGS: [&str; 3] = [RUN_SETTING, IMAGE_SETTING, PARENT_IMAGE_SETTING];
+/// The setting naming the pipes a process's standard input and output
+/// were as it started (see [`StdioPipes`]); absent where neither was one.
+pub const STDIO_PIPES_SETTING: &str = "stdio_pipes";
+
+/// The settings that place a process in its run's tree, or in a pipeline,
+/// for tools rather than for reading.
+pub const LINEAGE_SETTINGS: [&str; 4] = [RUN_SETTING, IMAGE_SETTING, PARENT_IMAGE_SETTING, STDIO_PIPES_SETTING];
+
+/// The pipes (device and inode) a process's standard input and output
+/// were, `in=<device>:<inode> out=<device>:<inode>` in its
+/// [`STDIO_PIPES_SETTING`], a stream that was no pipe left out: the ends
+/// of one pipeline share one, the output of one the input of the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StdioPipes {
+    pub input: Option<(u64, u64)>,
+    pub output: Option<(u64, u64)>,
+}
+
+impl StdioPipes {
+    /// The setting's value; `None` where neither stream was a pipe.
+    pub fn setting(&self) -> Option<String> {
+        let words: Vec<String> = [("in", self.input), ("out", self.output)]
+            .into_iter()
+            .filter_map(|(name, pipe)| pipe.map(|(device, inode)| format!("{name}={device}:{inode}")))
+            .collect();
+        (!words.is_empty()).then(|| words.join(" "))
+    }
+
+    /// From the setting's value; what does not read as a pipe is left out.
+    pub fn parse(value: &str) -> StdioPipes {
+        let mut pipes = StdioPipes::default();
+        for word in value.split(' ') {
+            let Some((name, id)) = word.split_once('=') else { continue };
+            let Some((device, inode)) = id.split_once(':') else { continue };
+            let (Ok(device), Ok(inode)) = (device.parse(), inode.parse()) else { continue };
+            match name {
+                "in" => pipes.input = Some((device, inode)),
+                "out" => pipes.output = Some((device, inode)),
+                _ => {}
+            }
+        }
+        pipes
+    }
+
+    /// Whether one process's output went into the other's input: next to
+    /// each other in a pipeline.
+    pub fn neighbours(&self, other: &StdioPipes) -> bool {
+        let joins = |from: Option<(u64, u64)>, to: Option<(u64, u64)>| from.is_some() && from == to;
+        joins(self.output, other.input) || joins(other.output, self.input)
+    }
+}
 
 /// The settings of a process a distributed launcher started, from the
 /// variables it set in the process's environment (`RANK`, `LOCAL_RANK`,

@@ -383,3 +383,23 @@ fn time_slice_length_is_read_from_the_epochs_setting() {
     }
     assert_eq!(Process::default().time_slice_seconds(), None);
 }
+
+/// The pipes of a process's standard streams read back from their setting,
+/// and two processes are neighbours where one's output is the other's input.
+#[test]
+fn stdio_pipes_read_back_and_tell_pipeline_neighbours() {
+    let first = StdioPipes { input: None, output: Some((13, 4001)) };
+    let second = StdioPipes { input: Some((13, 4001)), output: Some((13, 4002)) };
+    for pipes in [first, second] {
+        assert_eq!(StdioPipes::parse(&pipes.setting().unwrap()), pipes);
+    }
+    assert_eq!(first.setting().as_deref(), Some("out=13:4001"));
+    assert_eq!(StdioPipes::default().setting(), None);
+    assert!(first.neighbours(&second) && second.neighbours(&first));
+    // Commands one after the other writing into one pipe (a script's
+    // output piped) are no neighbours; nor are two without pipes.
+    let also_writing = StdioPipes { input: None, output: Some((13, 4001)) };
+    assert!(!first.neighbours(&also_writing));
+    assert!(!StdioPipes::default().neighbours(&StdioPipes::default()));
+    assert_eq!(StdioPipes::parse("in=x:1 out=2 other=1:2"), StdioPipes::default());
+}

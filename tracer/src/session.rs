@@ -29,7 +29,7 @@ use crate::sites::Scope;
 use crate::stacks::{StackId, StackKind, StackTable, WrittenIds};
 use crate::thread_state::Counted;
 use crate::unwind::Entry;
-use crate::writer::{self, TraceWriter};
+use crate::writer::{self, ThisProcess, TraceWriter};
 use crate::{capture_room, gate, lock, own_stack, real_alloc, sys, thread_state, unwind};
 
 const NOT_STARTED: u8 = 0;
@@ -269,7 +269,9 @@ fn begin(allocators: Allocators) {
         Err((config.base_output.clone(), why))
     } else {
         let candidates = config.output_candidates(config.is_descendant, sys::pid());
-        TraceWriter::create(candidates, sys::process_start_unix_ns())
+        let this =
+            sys::process_start_unix_ns().map(|start_unix_ns| ThisProcess { start_unix_ns, pipes: sys::stdio_pipes() });
+        TraceWriter::create(candidates, this)
     };
     let writer = match created {
         Ok(writer) => writer,
@@ -1618,6 +1620,9 @@ impl Session {
             settings.push((EXEC_TRACE_LIMIT_SETTING.to_string(), limit.to_string()));
         }
         settings.push((IMAGE_SETTING.to_string(), output.image.clone()));
+        if let Some(pipes) = sys::stdio_pipes().setting() {
+            settings.push((trace_format::STDIO_PIPES_SETTING.to_string(), pipes));
+        }
         if !output.parent_image.is_empty() {
             settings.push((PARENT_IMAGE_SETTING.to_string(), output.parent_image.clone()));
         }

@@ -44,6 +44,16 @@ pub fn process_start_unix_ns() -> Option<u64> {
     unix_ns().checked_sub(ago_ns)
 }
 
+/// The pipes this process's standard input and output are, where they are.
+pub fn stdio_pipes() -> trace_format::StdioPipes {
+    let pipe = |fd| {
+        fstat(fd)
+            .filter(|status| status.st_mode & libc::S_IFMT == libc::S_IFIFO)
+            .map(|status| (status.st_dev, status.st_ino))
+    };
+    trace_format::StdioPipes { input: pipe(0), output: pipe(1) }
+}
+
 /// The start time field (the 22nd) of a /proc/<pid>/stat line, in clock
 /// ticks since boot. The second field, the command's name in parentheses,
 /// may hold spaces and parentheses itself: the fields are counted from

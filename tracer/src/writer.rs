@@ -5,7 +5,10 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use trace_format::{file_header, frame_record, snapshot_frame, EncodedCounters, Record, RecordReader, Snapshot, MAGIC};
+use trace_format::{
+    file_header, frame_record, snapshot_frame, EncodedCounters, Process, Record, RecordReader, Snapshot, StdioPipes,
+    MAGIC, STDIO_PIPES_SETTING,
+};
 
 use crate::sys::{self, Claim};
 
@@ -41,16 +44,15 @@ pub struct TraceWriter {
 impl TraceWriter {
     /// Opens the first candidate path that no other process holds, and
     /// writes the file header. A `Locked` candidate (the named trace file)
-    /// holding a trace that a process started at `started_unix_ns` or later
-    /// began is passed over too: this process started first, so that one
-    /// ran beside it (the other end of a pipeline, which may have ended
-    /// already) and its trace is kept. `None` when this process's start is
+    /// holding a trace begun by a process started beside this one (see
+    /// [`started_beside`]) is passed over too: that one may have ended
+    /// already, and its trace is kept. `None` when this process's start is
     /// not known: the file is taken for an earlier run's. One holding
     /// anything but a trace (a script named by mistake) is passed over and
     /// kept as it is.
     pub fn create(
         candidates: impl Iterator<Item = (PathBuf, Claim)>,
-        started_unix_ns: Option<u64>,
+        this: Option<ThisProcess>,
     ) -> Result<TraceWriter, (PathBuf, io::Error)> {
         let mut last_error = None;
         let mut kept_other_file: Option<PathBuf> = None;
@@ -68,7 +70,7 @@ impl TraceWriter {
                 if other {
                     kept_other_file = Some(path.clone());
                 }
-                other || started_unix_ns.is_some_and(|started| trace_started_since(fd, started))
+                other || this.is_some_and(|this| started_beside(fd, &this))
             };
             match sys::create_file(&path, claim, keep) {
                 Ok(fd) => {
@@ -259,22 +261,38 @@ fn holds_other_than_a_trace(fd: i32) -> bool {
 /// not read: the file is taken for an earlier run's.
 const MOST_PROCESS_RECORD_BYTES: u32 = 1 << 20;
 
-/// Whether the file `fd` is open on holds a trace whose process started at
-/// `since` (ns since the Unix epoch) or later, as its first record says.
-fn trace_started_since(fd: i32, since: u64) -> bool {
-    let Ok(reading) = sys::open_to_read(fd) else { return false };
-    let started = trace_start(reading);
-    sys::close(reading);
-    started.is_some_and(|started| started >= since)
+/// What tells a trace begun beside this process from an earlier run's.
+#[derive(Debug, Clone, Copy)]
+pub struct ThisProcess {
+    /// When this process started, rounded down to the kernel's clock tick
+    /// (see [`sys::process_start_unix_ns`]).
+    pub start_unix_ns: u64,
+    pub pipes: StdioPipes,
 }
 
-/// When the process whose trace `fd` holds started its trace: the first
-/// record's `start_unix_ns`, read whole and checked; `None` for anything
-/// but a trace starting with a sound process record.
-fn trace_start(fd: i32) -> Option<u64> {
+/// Whether the file `fd` is open on holds a trace of a process started
+/// beside this one, as its first record says: the other end of a pipe with
+/// this one (`first | second`, where `first` ended before `second`'s tracer
+/// began) whose trace began after this process started. Time alone does
+/// not tell: this process's start is known to a clock tick (10 ms), within
+/// which a command run just before it may have begun its trace, and a
+/// process that execs keeps the start of its fork (`(mkdir -p out; exec
+/// python train.py)` started before mkdir did).
+fn started_beside(fd: i32, this: &ThisProcess) -> bool {
+    let Ok(reading) = sys::open_to_read(fd) else { return false };
+    let other = trace_process(reading);
+    sys::close(reading);
+    let Some(other) = other else { return false };
+    let pipes = other.setting(STDIO_PIPES_SETTING).map(StdioPipes::parse).unwrap_or_default();
+    other.start_unix_ns >= this.start_unix_ns && pipes.neighbours(&this.pipes)
+}
+
+/// The process record a trace file starts with, read whole and checked;
+/// `None` for anything but a trace starting with a sound process record.
+fn trace_process(fd: i32) -> Option<Process> {
     let reader = RecordReader::new(sys::ReaderAt::from_start(fd)).ok()?;
     match reader.with_payload_limit(MOST_PROCESS_RECORD_BYTES).next()? {
-        Record::Process(process) => Some(process.start_unix_ns),
+        Record::Process(process) => Some(process),
         _ => None,
     }
 }
