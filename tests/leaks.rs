@@ -133,6 +133,14 @@ fn cxx_without_debug_info_names_its_own_functions_not_the_standard_librarys() {
         assert!(std_frames.iter().all(|f| f["own_code"] == false), "{frames:#?}");
         let message = report["verdict"]["message"].as_str().unwrap();
         assert!(message.starts_with("register_user() keeps about 42.2 KiB/epoch alive"), "{message}");
+        // A suspect's own frame without a line says where its call lies,
+        // for addr2line; the line it is summed under names the function.
+        let text = report_text(&run.trace);
+        let module = program.file_name().unwrap().to_string_lossy();
+        let marked: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("> register_user()")).collect();
+        let at_call = format!("  ({module}+0x");
+        assert!(marked.iter().any(|l| l.contains(&at_call)), "{text}");
+        assert!(marked.iter().any(|l| l.ends_with(&format!("  ({module})"))), "{text}");
     }
 }
 

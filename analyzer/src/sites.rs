@@ -185,6 +185,7 @@ impl<'a, 's, 't> SiteKeys<'a, 's, 't> {
     fn numbered(&mut self, mut frame: Frame) -> Numbered {
         if frame.line.is_some() {
             frame.address = 0;
+            frame.module_offset = None;
         }
         let kind = FrameKind::of(&frame);
         let next = self.numbers.len() as u32;

@@ -31,6 +31,9 @@ pub struct Frame {
     pub line: Option<u32>,
     /// Path of the module the address lies in.
     pub module: Option<String>,
+    /// Where the address lies in the module's file, as `addr2line -e
+    /// <module>` takes it; `None` for a frame outside every module.
+    pub module_offset: Option<u64>,
     /// Inlined into the frame that follows it.
     pub inlined: bool,
     /// In the program's own code (see [`OwnCode`] and [`crate::merge::mark_own_code`]).
@@ -50,6 +53,7 @@ impl Frame {
             file: None,
             line: None,
             module: None,
+            module_offset: None,
             inlined: false,
             own_code: false,
             python: false,
@@ -466,8 +470,12 @@ impl<'t> Symbolizer<'t> {
         let modules = &self.modules.records;
         let own = self.own.is_own(Some(index), modules);
         let module_path = modules[index].path.clone();
-        let base =
-            |function: String| Frame { module: Some(module_path.clone()), own_code: own, ..Frame::named(ip, function) };
+        let base = |function: String| Frame {
+            module: Some(module_path.clone()),
+            module_offset: Some(probe),
+            own_code: own,
+            ..Frame::named(ip, function)
+        };
         let mut out = Vec::new();
         let Some(loaded) = self.module(index) else {
             return vec![base(offset_name(&module_path, probe))];

@@ -432,6 +432,26 @@ fn survivors_line(survivors: &[Survivor]) -> String {
     }
 }
 
+/// [`frame_line`] for a suspect's stack, where each frame is one return
+/// address: a frame of the program's own code without line information
+/// adds where it lies in its module (`fill  (prog+0x1189)`, for `addr2line
+/// -e prog 0x1189`), which tells its calls apart.
+fn stack_frame_line(frame: &Frame, marked: bool) -> String {
+    let line = frame_line(frame, marked);
+    match (&frame.module, frame.module_offset) {
+        (Some(module), Some(offset))
+            if frame.own_code && frame.line.is_none() && !frame.python && !frame.named_by_offset() =>
+        {
+            let name = module.rsplit('/').next().unwrap_or(module);
+            match line.strip_suffix(&format!("  ({name})")) {
+                Some(before) => format!("{before}  ({name}+0x{offset:x})"),
+                None => line,
+            }
+        }
+        _ => line,
+    }
+}
+
 pub fn frame_line(frame: &Frame, marked: bool) -> String {
     let mut line = format!("{} {}", if marked { ">" } else { " " }, names::shortened(&frame.function));
     if let Some(file) = &frame.file {
@@ -628,7 +648,7 @@ fn suspect_block(out: &mut String, s: &ShownSuspect, trace: &Trace) {
     }
     let own = s.frames.iter().position(|f| f.own_code);
     for (i, frame) in s.frames.iter().enumerate().take(FRAMES_SHOWN) {
-        let _ = writeln!(out, "    {}", frame_line(frame, Some(i) == own));
+        let _ = writeln!(out, "    {}", stack_frame_line(frame, Some(i) == own));
     }
     let cut = s.cut_at_frame_limit.map(|limit| {
         format!(
@@ -931,6 +951,15 @@ mod tests {
         assert_eq!(frame_line(&frame("leak", "/opt/app/first"), false), "  leak  first.c:8  (first)");
         let unresolved = Frame { module: Some("/opt/app/first".into()), ..Frame::named(0x1234, "first+0x1234".into()) };
         assert_eq!(frame_line(&unresolved, false), "  first+0x1234");
+        // In a stack, an own-code frame without a line says where it lies.
+        let without_line = Frame { module_offset: Some(0x11a3), ..frame("fill", "/opt/app/first") };
+        let without_line = Frame { file: None, line: None, own_code: true, ..without_line };
+        assert_eq!(stack_frame_line(&without_line, true), "> fill  (first+0x11a3)");
+        assert_eq!(frame_line(&without_line, true), "> fill  (first)", "a line's frame stands for its function");
+        let library = Frame { own_code: false, ..without_line.clone() };
+        assert_eq!(stack_frame_line(&library, false), "  fill  (first)");
+        let with_line = Frame { module_offset: Some(0x11a3), own_code: true, ..frame("fill", "/opt/app/first") };
+        assert_eq!(stack_frame_line(&with_line, true), "> fill  first.c:8  (first)");
     }
 
     #[test]
