@@ -1789,9 +1789,13 @@ impl Session {
     /// Called with no lock of the session held.
     fn stop_saying_so_in_trace(&self, why: &str) {
         if STATE.load(Ordering::Acquire) == RECORDING {
-            let mut output = lock(&self.output);
-            let text = format!("{why}{}", trace_format::RECORDING_STOPPED_HERE);
-            self.write(&mut output, &[Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text })]);
+            // After an internal error the writer may fail the same way: a
+            // panic must not unwind into the program.
+            let _ = panic::catch_unwind(AssertUnwindSafe(|| {
+                let mut output = lock(&self.output);
+                let text = format!("{why}{}", trace_format::RECORDING_STOPPED_HERE);
+                self.write(&mut output, &[Record::Notice(Notice { elapsed_ns: self.elapsed_ns(), text })]);
+            }));
         }
         self.stop(why);
     }
