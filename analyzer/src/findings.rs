@@ -162,16 +162,17 @@ pub fn program_trace(descendants: &[DescendantReport]) -> Option<&DescendantRepo
         .or_else(|| own().filter(|d| d.snapshots > 1).rev().max_by_key(|d| d.snapshots))
 }
 
-/// The descendant that found the most among those `program` forked (and
-/// those they forked), `program` aside: what a wrapper's program found
-/// outside its own process.
-pub fn found_under<'a>(
-    program: &DescendantReport,
+/// The trace holding what a wrapper's `program` found: its own where it
+/// found something, else that of the process it forked (or one of those
+/// forked) that found the most, as a rank's DataLoader worker may.
+pub fn program_finding<'a>(
+    program: &'a DescendantReport,
     descendants: &'a [DescendantReport],
 ) -> Option<&'a DescendantReport> {
-    by_growth(descendants)
-        .into_iter()
-        .find(|d| !std::ptr::eq(*d, program) && std::ptr::eq(forked_by_none_of(d, descendants), program))
+    if program.finding.is_some() {
+        return Some(program);
+    }
+    by_growth(descendants).into_iter().find(|d| std::ptr::eq(forked_by_none_of(d, descendants), program))
 }
 
 /// `descendant`, or the process among `descendants` it was forked from,

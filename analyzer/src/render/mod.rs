@@ -189,11 +189,10 @@ impl<'t> Report<'t> {
         match self.program {
             Some(program) => {
                 let program = &self.descendants[program];
-                match crate::findings::found_under(program, &self.descendants) {
-                    Some(found) if program.finding.is_none() => found.finding.as_ref().map(|f| f.kind),
-                    _ => program.verdict,
-                }
-                .unwrap_or(self.analysis.verdict.kind)
+                crate::findings::program_finding(program, &self.descendants)
+                    .and_then(|found| found.finding.as_ref().map(|f| f.kind))
+                    .or(program.verdict)
+                    .unwrap_or(self.analysis.verdict.kind)
             }
             None => self.analysis.verdict.kind,
         }
@@ -270,8 +269,8 @@ fn wrapper_verdict(
         rank.unwrap_or_default(),
         program.snapshots,
     );
-    let forked = crate::findings::found_under(program, descendants).filter(|_| program.finding.is_none());
-    match forked.and_then(|d| Some((d, d.finding.as_ref()?))) {
+    let found_in = crate::findings::program_finding(program, descendants);
+    match found_in.filter(|d| !std::ptr::eq(*d, program)).and_then(|d| Some((d, d.finding.as_ref()?))) {
         Some((forked, finding)) => format!(
             "{stands_for}, while a process it forked, {}, found {}; analyzer report {} gives that process's report",
             descendant_named(&forked.trace),
