@@ -138,8 +138,10 @@ fn cxx_without_debug_info_names_its_own_functions_not_the_standard_librarys() {
         let text = report_text(&run.trace);
         let module = program.file_name().unwrap().to_string_lossy();
         let marked: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("> register_user()")).collect();
-        let at_call = format!("  ({module}+0x");
-        assert!(marked.iter().any(|l| l.contains(&at_call)), "{text}");
+        let own_frame = frames.iter().find(|f| f["own_code"] == true).expect("an own frame");
+        let offset = own_frame["module_offset"].as_str().expect("a native frame's module offset");
+        let at_call = format!("  ({module}+{offset})");
+        assert!(marked.iter().any(|l| l.ends_with(&at_call)), "{at_call}: {text}");
         assert!(marked.iter().any(|l| l.ends_with(&format!("  ({module})"))), "{text}");
     }
 }

@@ -238,6 +238,9 @@ struct JsonFrame<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     module: Option<&'a str>,
     address: String,
+    /// Where the address lies in `module`'s file, as addr2line takes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module_offset: Option<String>,
     inlined: bool,
     own_code: bool,
     python: bool,
@@ -269,6 +272,7 @@ fn frame(f: &Frame) -> JsonFrame<'_> {
         line: f.line,
         module: f.module.as_deref(),
         address: format!("0x{:x}", f.address),
+        module_offset: f.module_offset.map(|offset| format!("0x{offset:x}")),
         inlined: f.inlined,
         own_code: f.own_code,
         python: f.python,
