@@ -437,22 +437,16 @@ fn survivors_line(survivors: &[Survivor]) -> String {
 /// adds where it lies in its module (`fill  (prog+0x1189)`, for `addr2line
 /// -e prog 0x1189`), which tells its calls apart.
 fn stack_frame_line(frame: &Frame, marked: bool) -> String {
-    let line = frame_line(frame, marked);
-    match (&frame.module, frame.module_offset) {
-        (Some(module), Some(offset))
-            if frame.own_code && frame.line.is_none() && !frame.python && !frame.named_by_offset() =>
-        {
-            let name = module.rsplit('/').next().unwrap_or(module);
-            match line.strip_suffix(&format!("  ({name})")) {
-                Some(before) => format!("{before}  ({name}+0x{offset:x})"),
-                None => line,
-            }
-        }
-        _ => line,
-    }
+    let at_call = frame.own_code && frame.line.is_none() && !frame.python;
+    frame_text(frame, marked, frame.module_offset.filter(|_| at_call))
 }
 
 pub fn frame_line(frame: &Frame, marked: bool) -> String {
+    frame_text(frame, marked, None)
+}
+
+/// A frame's line, its module followed by `offset` in it where given.
+fn frame_text(frame: &Frame, marked: bool, offset: Option<u64>) -> String {
     let mut line = format!("{} {}", if marked { ">" } else { " " }, names::shortened(&frame.function));
     if let Some(file) = &frame.file {
         let _ = write!(line, "  {file}");
@@ -467,7 +461,10 @@ pub fn frame_line(frame: &Frame, marked: bool) -> String {
         let name = module.rsplit('/').next().unwrap_or(module);
         // A frame named `module+0x1a2b` says its module already.
         if !name.is_empty() && !frame.named_by_offset() {
-            let _ = write!(line, "  ({name})");
+            match offset {
+                Some(offset) => _ = write!(line, "  ({name}+0x{offset:x})"),
+                None => _ = write!(line, "  ({name})"),
+            }
         }
     }
     line
