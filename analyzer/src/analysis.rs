@@ -697,6 +697,12 @@ const FILE_GROWTH_NAMED: i128 = 1 << 20;
 /// The tracer's own growth is named when it is above this.
 const TRACER_GROWTH_NAMED: i128 = 1 << 20;
 
+/// "RSS grew by X over N epochs (Y/epoch)": the opening of the verdicts
+/// about growth outside what piles up on the heap.
+fn rss_growth_over_words(v: &Verdict, over: &str) -> String {
+    format!("{} over {over} ({}/epoch)", rss_growth_words(v, "grew"), bytes(v.per_epoch(v.program_rss_growth())))
+}
+
 /// "RSS grew by X", less the tracer's own growth when that is worth naming.
 fn rss_growth_words(v: &Verdict, verb: &str) -> String {
     let tracer = v.tracer_growth();
@@ -1071,8 +1077,7 @@ impl Analysis {
             block.growth_bytes_per_epoch = block.growth_bytes_per_epoch.min(rise);
         }
         if !self.suspects.is_empty() {
-            self.grown_in_place = grown;
-            self.promote_grown_beside_suspects(traced_growth);
+            self.promote_grown_beside_suspects(grown, traced_growth);
             return;
         }
         self.suspects = promote_steady_growth(&mut self.below_floor, grown, traced_growth, self.least_growth);
@@ -1087,10 +1092,10 @@ impl Analysis {
     /// up elsewhere is a leak of its own). Only one block, its newest copy:
     /// a stack whose few allocations of some epochs stay (a cache refreshed
     /// now and then) is part of the rise, but no leak beside a leak.
-    fn promote_grown_beside_suspects(&mut self, traced_growth: u64) {
+    fn promote_grown_beside_suspects(&mut self, grown: Vec<Suspect>, traced_growth: u64) {
         let mut unaccounted = traced_growth.saturating_sub(self.suspects_growth());
         let mut kept = Vec::new();
-        for mut block in std::mem::take(&mut self.grown_in_place) {
+        for mut block in grown {
             let growth = block.growth_bytes_per_epoch.min(unaccounted);
             if block.grown_in_place
                 && growth > self.noise_floor
@@ -1516,18 +1521,16 @@ impl Analysis {
             VerdictKind::AllocatorRetention => {
                 let Retention { who: allocator, what, remedy } = v.allocator.retention();
                 format!(
-                    "{} over {over} ({}/epoch) while the live heap and traced mappings {}, and {allocator} held {} more freed memory than at the start ({} now): {what}; {remedy}; no heap or mapping site is responsible",
-                    rss_growth_words(v, "grew"),
-                    bytes(v.per_epoch(v.program_rss_growth())),
+                    "{} while the live heap and traced mappings {}, and {allocator} held {} more freed memory than at the start ({} now): {what}; {remedy}; no heap or mapping site is responsible",
+                    rss_growth_over_words(v, &over),
                     traced_change_words(v),
                     signed(v.allocator_free_growth()),
                     bytes(v.allocator_free_end),
                 )
             }
             VerdictKind::FilePages => format!(
-                "{} over {over} ({}/epoch) while the live heap and traced mappings {}, and the resident pages of files mapped into the process grew by {} ({} now): pages of mapped files, such as a dataset read through np.memmap, Arrow or Hugging Face datasets, weights loaded with mmap, or libraries' code run for the first time. The kernel takes such pages back when memory runs short and reads them again when they are used, so they do not run the machine out of memory as a leak does (a mapping the program keeps, as tensors of torch.load(mmap=True) kept in a list, keeps its address space and files open); no heap or anonymous mapping site piles up memory",
-                rss_growth_words(v, "grew"),
-                bytes(v.per_epoch(v.program_rss_growth())),
+                "{} while the live heap and traced mappings {}, and the resident pages of files mapped into the process grew by {} ({} now): pages of mapped files, such as a dataset read through np.memmap, Arrow or Hugging Face datasets, weights loaded with mmap, or libraries' code run for the first time. The kernel takes such pages back when memory runs short and reads them again when they are used, so they do not run the machine out of memory as a leak does (a mapping the program keeps, as tensors of torch.load(mmap=True) kept in a list, keeps its address space and files open); no heap or anonymous mapping site piles up memory",
+                rss_growth_over_words(v, &over),
                 traced_change_words(v),
                 signed(v.file_growth()),
                 bytes(v.file_end),
@@ -1539,9 +1542,8 @@ impl Analysis {
                     |filling| format!("{filling}; or the growth is {outside}; no heap or mapping site piles up memory epoch after epoch"),
                 );
                 format!(
-                    "{} over {over} ({}/epoch) while the live heap and traced mappings {}; {why}",
-                    rss_growth_words(v, "grew"),
-                    bytes(v.per_epoch(v.program_rss_growth())),
+                    "{} while the live heap and traced mappings {}; {why}",
+                    rss_growth_over_words(v, &over),
                     traced_change_words(v),
                 )
             }
@@ -1726,10 +1728,7 @@ pub fn analyze<K: Hash + Eq>(trace: &Trace, floor: NoiseFloor, site_key: impl Fn
             .process
             .setting(trace_format::EPOCHS_SETTING)
             .is_some_and(|epochs| epochs.ends_with(trace_format::SLICES_WHILE_PASSES_UNSEEN)),
-        passes_unrepeated: trace
-            .notices
-            .iter()
-            .any(|notice| notice.text.starts_with(trace_format::UNREPEATED_PASSES_NOTICE)),
+        passes_unrepeated: trace.passes_never_repeated(),
         mixed_epoch_causes: {
             let causes = || trace.snapshots.iter().skip(first).take(k).map(|s| s.cause);
             causes().any(|c| c == EpochCause::Timer)

@@ -562,6 +562,12 @@ impl Trace {
         self.notices.iter().any(|notice| notice.text.starts_with(trace_format::OUTER_LOOP_NOTICE))
     }
 
+    /// Whether the tracer saw passes over DataLoaders, none repeated from
+    /// one place (see [`trace_format::UNREPEATED_PASSES_NOTICE`]).
+    pub fn passes_never_repeated(&self) -> bool {
+        self.notices.iter().any(|notice| notice.text.starts_with(trace_format::UNREPEATED_PASSES_NOTICE))
+    }
+
     /// The first whole epoch of each of the job's phases after its first, in
     /// order: another DataLoader loop's passes closed the epochs from the
     /// one before it on, after the loop that closed them before stopped.
